@@ -1,0 +1,174 @@
+"""Conformance runner: ``python -m s2o_kernel.conformance [--show] FILE...`` (SPEC 11).
+
+Each line of a ``.jsonl`` file is a case: one of ``expr``, ``dynamic`` or
+``allowlist_only``; optional settings (``allowlist``: absent means empty,
+``rules``, ``limits``, ``sys``, ``const``, ``secrets``), state (``locals``,
+``agent``, ``conv``), ``helpers`` (put the case file's folder on
+``sys.path``) and ``expect``. Every case runs in a fresh session.
+
+Without ``--show`` it prints ``PASS id`` or ``FAIL id: expected …, got …``
+per case, then ``N passed, M failed``, and exits 1 when any case failed.
+With ``--show`` it judges nothing and prints one JSON object per case
+describing what happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .engine import Engine, S2OError, Session, as_json, make_settings
+
+_SETTING_KEYS = ("allowlist", "rules", "limits", "sys", "const", "secrets", "allow_unsafe_entries")
+
+
+def load_cases(path: str | Path) -> list[dict[str, Any]]:
+    """The cases of one ``.jsonl`` file, each with ``_dir`` set to the file's folder.
+
+    Raises ``ValueError`` naming the line of a line that is not a JSON object.
+    """
+    cases = []
+    folder = str(Path(path).resolve().parent)
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                case = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON: {exc}") from None
+            if not isinstance(case, dict):
+                raise ValueError(f"{path}:{number}: a case must be a JSON object")
+            case["_dir"] = folder
+            cases.append(case)
+    return cases
+
+
+def _settings_data(case: dict[str, Any]) -> dict[str, Any]:
+    data = {k: case[k] for k in _SETTING_KEYS if k in case}
+    data.setdefault("allowlist", "")
+    return data
+
+
+def run_case(case: dict[str, Any]) -> dict[str, Any]:
+    """Run one case; returns the ``--show`` outcome object (SPEC 11)."""
+    cid = case.get("id")
+    if case.get("helpers") and case["_dir"] not in sys.path:
+        sys.path.insert(0, case["_dir"])
+    try:
+        settings = make_settings(_settings_data(case))
+        if case.get("allowlist_only"):
+            try:
+                engine = Engine(settings)
+            except S2OError as exc:
+                if exc.code in ("allowlist", "refused-entry"):
+                    return {"id": cid, "outcome": "allowlist", "errors": dict(exc.details["lines"]), "warnings": []}
+                raise
+            return {"id": cid, "outcome": "allowlist", "errors": {}, "warnings": list(engine.warnings)}
+        session = Session(Engine(settings), locals=case.get("locals"), agent=case.get("agent"),
+                          conv=case.get("conv"))
+        if "expr" in case:
+            value = session.evaluate(case["expr"])
+        elif "dynamic" in case:
+            value = session.evaluate_dynamic(case["dynamic"])
+        else:
+            raise S2OError("settings", "a case needs one of expr, dynamic or allowlist_only", stage="load")
+    except S2OError as exc:
+        return {"id": cid, "outcome": "error", "code": exc.code, "stage": exc.stage, "message": exc.message,
+                "line": exc.line, "col": exc.col, "path": exc.path}
+    return {"id": cid, "outcome": "value", "value": as_json(value), "repr": _safe_repr(value)}
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as exc:  # a repr that fails is reported, not raised
+        return f"<repr failed: {type(exc).__name__}>"
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def judge(case: dict[str, Any], got: dict[str, Any]) -> str | None:
+    """``None`` when ``got`` meets the case's ``expect``; otherwise why not."""
+    expect = case.get("expect", {})
+    if "value" in expect:
+        if got["outcome"] != "value":
+            return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
+        if got["value"] is None and expect["value"] is not None or not _same_json(got["value"], expect["value"]):
+            return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
+        return None
+    if "repr" in expect:
+        if got["outcome"] != "value" or got["repr"] != expect["repr"]:
+            return f"expected repr {expect['repr']}, got {_describe(got)}"
+        return None
+    if "error" in expect:
+        if got["outcome"] != "error" or got["code"] != expect["error"]:
+            return f"expected error {expect['error']}, got {_describe(got)}"
+        for key in ("stage", "line", "col"):
+            if key in expect and got.get(key) != expect[key]:
+                return f"expected {key} {expect[key]!r}, got {got.get(key)!r} ({_describe(got)})"
+        if "message_contains" in expect and expect["message_contains"] not in got["message"]:
+            return f"expected message containing {expect['message_contains']!r}, got {got['message']!r}"
+        return None
+    if "allowlist_errors" in expect:
+        if got["outcome"] != "allowlist" or got["errors"] != expect["allowlist_errors"]:
+            return f"expected allowlist errors {json.dumps(expect['allowlist_errors'])}, got {_describe(got)}"
+        return None
+    return f"the case has no known expectation: {json.dumps(expect)}"
+
+
+def _describe(got: dict[str, Any]) -> str:
+    if got["outcome"] == "value":
+        return f"value {got['repr']}"
+    if got["outcome"] == "error":
+        where = f" at line {got['line']}, col {got['col']}" if got.get("line") is not None else ""
+        return f"error {got['code']} ({got['stage']}){where}: {got['message']}"
+    return f"allowlist errors {json.dumps(got['errors'])}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m s2o_kernel.conformance",
+                                     description="Run s2o conformance cases (SPEC 11).")
+    parser.add_argument("--show", action="store_true", help="print what happened per case, judge nothing")
+    parser.add_argument("files", nargs="+", help="case files (.jsonl)")
+    args = parser.parse_args(argv)
+    passed = failed = 0
+    for file in args.files:
+        try:
+            cases = load_cases(file)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for case in cases:
+            got = run_case(case)
+            if args.show:
+                print(json.dumps(got, default=repr))
+                continue
+            why = judge(case, got)
+            if why is None:
+                passed += 1
+                print(f"PASS {case.get('id')}")
+            else:
+                failed += 1
+                print(f"FAIL {case.get('id')}: {why}")
+    if not args.show:
+        print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

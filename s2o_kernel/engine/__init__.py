@@ -1,0 +1,39 @@
+"""The s2o engine: agent expressions and fragments, checked and run safely (SPEC 1-8, 10-12).
+
+It imports nothing from Jupyter; :mod:`s2o_kernel.kernel` adapts it to the
+Jupyter protocol. Public API::
+
+    from s2o_kernel.engine import Engine, Session, Settings, S2OError, load_settings
+
+    engine = Engine(load_settings())          # or Engine(Settings(allowlist="len"))
+    session = Session(engine)
+    session.evaluate("len([1, 2])")           # -> 2
+    session.evaluate_dynamic("{ 1 + 1 }")     # -> 2 (SPEC 1)
+    engine.validate("x.__class__").errors     # -> [S2OError('underscore', ...)]
+    session.run_fragment({"var": {"x": "{ 2 * 3 }"}})   # -> RunResult(code='success')
+
+Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
+``col``, ``path`` and ``stage``.
+"""
+
+from .errors import ErrorGroup, S2OError
+from .evaluation import Compiled, Engine, RunResult, Session, Validation
+from .fragments import fragment_kind
+from .scopes import as_json
+from .settings import Settings, default_settings, load_settings, make_settings
+
+__all__ = [
+    "Compiled",
+    "Engine",
+    "ErrorGroup",
+    "RunResult",
+    "S2OError",
+    "Session",
+    "Settings",
+    "Validation",
+    "as_json",
+    "default_settings",
+    "fragment_kind",
+    "load_settings",
+    "make_settings",
+]

@@ -1,0 +1,95 @@
+"""Bounded operators and a bounded ``range`` (SPEC 3 operator rewriting, SPEC 6).
+
+One huge C-level operation such as ``9 ** 9 ** 9`` or ``'a' * 10 ** 10`` can
+neither be interrupted in-process nor undone, so these functions check the
+size of the result *before* computing it and raise ``OverflowError`` (shown
+as a ``runtime`` error) when it would pass the bound. The embedded default
+configuration rewrites ``**``, ``*`` and ``<<`` to them; a configuration may
+name them in ``rules.operators`` without an allowlist entry.
+
+Bounds: integers up to :data:`MAX_INT_BITS` bits, sequences up to
+:data:`MAX_ITEMS` items (characters for strings), ranges up to
+:data:`MAX_RANGE` steps.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Largest integer result, in bits (about 301,000 decimal digits).
+MAX_INT_BITS = 1_000_000
+#: Largest sequence built by repetition, in items (characters for str).
+MAX_ITEMS = 10_000_000
+#: Largest number of steps of a bounded range.
+MAX_RANGE = 10_000_000
+
+_SEQUENCES = (str, bytes, bytearray, list, tuple)
+
+
+def _int_like(x: Any) -> bool:
+    return isinstance(x, int)
+
+
+def bounded_pow(base: Any, exponent: Any, modulo: Any = None) -> Any:
+    """``base ** exponent`` (or ``pow(base, exponent, modulo)``) with a bounded integer result.
+
+    Raises ``OverflowError`` when an integer result would have more than
+    :data:`MAX_INT_BITS` bits.
+    """
+    if modulo is None and _int_like(base) and _int_like(exponent) and exponent > 0 and abs(base) > 1:
+        bits = math.log2(abs(base)) * exponent
+        if bits > MAX_INT_BITS:
+            raise OverflowError(f"the result of ** would have about {int(bits)} bits; the bound is {MAX_INT_BITS}")
+    if modulo is None:
+        return base ** exponent
+    return pow(base, exponent, modulo)
+
+
+def bounded_mult(left: Any, right: Any) -> Any:
+    """``left * right`` with bounded repetition and integer size.
+
+    Raises ``OverflowError`` when a repeated sequence would have more than
+    :data:`MAX_ITEMS` items or an integer product more than
+    :data:`MAX_INT_BITS` bits.
+    """
+    if _int_like(right) and isinstance(left, _SEQUENCES):
+        if len(left) * right > MAX_ITEMS:
+            raise OverflowError(f"the result of * would have {len(left) * right} items; the bound is {MAX_ITEMS}")
+    elif _int_like(left) and isinstance(right, _SEQUENCES):
+        if len(right) * left > MAX_ITEMS:
+            raise OverflowError(f"the result of * would have {len(right) * left} items; the bound is {MAX_ITEMS}")
+    elif _int_like(left) and _int_like(right):
+        bits = abs(left).bit_length() + abs(right).bit_length()
+        if bits > MAX_INT_BITS:
+            raise OverflowError(f"the result of * would have about {bits} bits; the bound is {MAX_INT_BITS}")
+    return left * right
+
+
+def bounded_lshift(value: Any, count: Any) -> Any:
+    """``value << count`` with the result bounded to :data:`MAX_INT_BITS` bits."""
+    if _int_like(value) and _int_like(count) and value and count > 0:
+        bits = abs(value).bit_length() + count
+        if bits > MAX_INT_BITS:
+            raise OverflowError(f"the result of << would have {bits} bits; the bound is {MAX_INT_BITS}")
+    return value << count
+
+
+def bounded_range(*args: Any) -> range:
+    """``range(*args)`` with at most :data:`MAX_RANGE` steps; raises ``OverflowError`` beyond."""
+    r = range(*args)
+    try:
+        n = len(r)
+    except OverflowError:
+        n = MAX_RANGE + 1
+    if n > MAX_RANGE:
+        raise OverflowError(f"range() of more than {MAX_RANGE} steps is not allowed")
+    return r
+
+
+#: The engine's own bounded operators, which rewrites may name without an allowlist entry.
+BOUNDED_OPERATORS = {
+    "bounded_pow": bounded_pow,
+    "bounded_mult": bounded_mult,
+    "bounded_lshift": bounded_lshift,
+}

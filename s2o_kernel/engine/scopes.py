@@ -1,0 +1,257 @@
+"""Scopes an expression can read (SPEC 5): ``agent``, ``conv``, ``const``, ``sys``, ``command``, ``exc``.
+
+Each namespace is a small read-only proxy. Reading a variable that was never
+set raises ``S2OError("not-set")``. Agent and conversation variables hold
+JSON only (:func:`check_json`); a read returns a copy, so the only way to
+change them is the ``var`` command. ``sys.secret['NAME']`` gives an opaque
+:class:`Secret`: it formats into f-strings (``f'Bearer {…}'``) but has no
+methods, comparisons or length, and its ``repr`` never shows the value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .errors import S2OError
+
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def check_json(value: Any, where: str) -> None:
+    """Raise ``S2OError("not-json")`` unless ``value`` is JSON (SPEC 5).
+
+    JSON here is str, int, float, bool, None, and lists and dicts with string
+    keys of those. The message names the offending type and where it sits
+    (``agent.cart[2]``).
+    """
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, JSON_SCALARS):
+            continue
+        if isinstance(v, list):
+            stack.extend((item, f"{at}[{i}]") for i, item in enumerate(v))
+            continue
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    raise S2OError("not-json", f"{at} has a key of type {type(k).__name__}; JSON keys are strings")
+                stack.append((item, f"{at}[{k!r}]"))
+            continue
+        raise S2OError("not-json", f"{at} is a {type(v).__name__}; agent and conversation variables hold JSON only")
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (lists and dicts copied, scalars shared)."""
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    return value
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as JSON (tuples become lists), or ``None`` when it is not JSON.
+
+    Dict keys must be strings; floats must be finite. Used by the kernel for
+    ``application/json`` and by the conformance runner.
+    """
+    stack_ok = _to_json(value, 0)
+    return stack_ok
+
+
+class _NotJSON(Exception):
+    pass
+
+
+def _to_json_inner(value: Any, depth: int) -> Any:
+    if depth > 200:
+        raise _NotJSON
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _NotJSON
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_to_json_inner(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise _NotJSON
+            out[k] = _to_json_inner(v, depth + 1)
+        return out
+    raise _NotJSON
+
+
+def _to_json(value: Any, depth: int) -> Any:
+    try:
+        return _to_json_inner(value, depth)
+    except _NotJSON:
+        return None
+
+
+class VarScope:
+    """``agent``, ``conv`` or ``const``: read-only attribute view of a dict of JSON values."""
+
+    __slots__ = ("_vars", "_label")
+
+    def __init__(self, variables: dict[str, Any], label: str) -> None:
+        object.__setattr__(self, "_vars", variables)
+        object.__setattr__(self, "_label", label)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = self._vars[name]
+        except KeyError:
+            raise S2OError("not-set", f"{self._label}.{name} has not been set; "
+                           f"ask first with sys.exists('{self._label}', '{name}')") from None
+        if isinstance(value, (list, dict)):
+            return copy_json(value)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise S2OError("not-allowed", f"{self._label} variables are set with the var command")
+
+    def __repr__(self) -> str:
+        return f"<{self._label} variables: {', '.join(sorted(self._vars)) or 'none'}>"
+
+
+class CommandScope(VarScope):
+    """``command``: fields the current command has already set (SPEC 5)."""
+
+    __slots__ = ()
+
+
+class Secret:
+    """An opaque secret value (SPEC 5, 12).
+
+    Formats into an f-string or ``str()`` (so ``f'Bearer {sys.secret["K"]}'``
+    works), but exposes no methods, no comparison, no length and no
+    indexing, and its ``repr`` names the secret without showing it.
+    """
+
+    __slots__ = ("_name", "_value")
+
+    def __init__(self, name: str, value: str) -> None:
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_value", value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self._value, spec)
+
+    def __str__(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"<secret {self._name}>"
+
+    def __eq__(self, other: object) -> bool:
+        raise S2OError("not-allowed", "secrets cannot be compared")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise S2OError("not-allowed", "secrets are read-only")
+
+    def __reduce__(self):  # never pickled or copied with its value
+        raise S2OError("not-allowed", "secrets cannot be copied")
+
+
+class SecretStore:
+    """``sys.secret``: reachable only as ``sys.secret['LITERAL']`` (validated)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getitem__(self, name: str) -> Secret:
+        try:
+            return Secret(name, self._values[name])
+        except (KeyError, TypeError):
+            raise S2OError("missing-secret", f"no secret named {name!r} is available") from None
+
+    def __repr__(self) -> str:
+        return "<secrets>"
+
+
+#: Optional members of ``sys`` (SPEC 5), present only when configured.
+OPTIONAL_SYS_MEMBERS = ("userEmail", "userSession", "serverIp", "cookies")
+#: Scopes ``sys.exists`` accepts.
+EXISTS_SCOPES = ("local", "agent", "conv", "const", "allowlist")
+
+
+class SysScope:
+    """``sys``: read-only runtime values (SPEC 5).
+
+    Members: ``inputs`` (a copy of the inputs object), ``query``
+    (``inputs['query']`` or ``''``), ``secret`` (the :class:`SecretStore`),
+    ``exists(scope, name)``, and the optional members that the configuration
+    enables.
+    """
+
+    __slots__ = ("_inputs", "_optional", "_secrets", "_exists")
+
+    def __init__(self, inputs: dict[str, Any], optional: dict[str, Any], secrets: Mapping[str, str],
+                 exists: Callable[[str, str], bool]) -> None:
+        object.__setattr__(self, "_inputs", inputs)
+        object.__setattr__(self, "_optional", optional)
+        object.__setattr__(self, "_secrets", SecretStore(secrets))
+        object.__setattr__(self, "_exists", exists)
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        return copy_json(self._inputs)
+
+    @property
+    def query(self) -> Any:
+        return copy_json(self._inputs.get("query", ""))
+
+    @property
+    def secret(self) -> SecretStore:
+        return self._secrets
+
+    def exists(self, scope: str, name: str) -> bool:
+        """Whether ``name`` is set in ``scope`` (``local``, ``agent``, ``conv``, ``const``, ``allowlist``)."""
+        if scope not in EXISTS_SCOPES:
+            raise S2OError("runtime", f"ValueError: sys.exists scope must be one of {', '.join(EXISTS_SCOPES)}; "
+                           f"got {scope!r}")
+        if not isinstance(name, str):
+            raise S2OError("runtime", "TypeError: sys.exists name must be a string")
+        return self._exists(scope, name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._optional:
+            return copy_json(self._optional[name])
+        raise S2OError("sys-member", f"sys.{name} does not exist in this configuration")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise S2OError("not-allowed", "sys is read-only")
+
+    def __repr__(self) -> str:
+        return "<sys>"
+
+
+class ErrorView:
+    """``exc`` inside an ``onError`` block: the error being handled (SPEC 7).
+
+    Attributes ``code``, ``message``, ``path``, ``type`` (Python type name for
+    ``runtime`` errors), ``line`` and ``col``.
+    """
+
+    __slots__ = ("code", "message", "path", "type", "line", "col")
+
+    def __init__(self, error: S2OError) -> None:
+        self.code = error.code
+        self.message = error.message
+        self.path = error.path
+        self.type = error.python_type
+        self.line = error.line
+        self.col = error.col
+
+    def __repr__(self) -> str:
+        return f"<error {self.code}: {self.message}>"

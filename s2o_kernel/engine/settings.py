@@ -1,0 +1,205 @@
+"""Settings: one pydantic model with SPEC section 10's names, and where settings come from.
+
+:class:`Settings` holds everything that configures an engine: the allowlist
+text, compile rules, limits, ``sys`` values, constants, secrets and
+profiles. Unknown keys and values of the wrong type are refused with
+``S2OError(code="settings", stage="load")`` whose ``path`` is the dotted key.
+
+:func:`load_settings` reads, in order of preference, the file named by
+``S2O_CONFIG``, ``s2o.toml`` in the working directory, or nothing; the file's
+values are merged over the embedded default (:func:`default_settings`: the
+teaching allowlist, the bounded rewrites of ``**``, ``*`` and ``<<``, a SQLite
+database profile and a scripted LLM profile). Secrets also come from
+environment variables ``S2O_SECRET_<NAME>``.
+
+Note the model's own defaults are SPEC 10's bare defaults (an empty
+allowlist, every operator on): the conformance runner starts from those, the
+kernel from the embedded default.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import S2OError
+from .rules import OPERATOR_SYMBOLS
+
+OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Rules(_Strict):
+    """``rules.*``: compile rules (SPEC 3, 10)."""
+
+    operators: dict[str, str] = Field(default_factory=dict)
+    max_comprehension_depth: int = Field(default=4, ge=1)
+    max_for_clauses: int = Field(default=3, ge=1)
+
+    @field_validator("operators")
+    @classmethod
+    def _known_operators(cls, value: dict[str, str]) -> dict[str, str]:
+        for symbol, setting in value.items():
+            if symbol not in OPERATORS:
+                raise ValueError(f"unknown operator {symbol!r}; operators are {' '.join(sorted(OPERATORS))}")
+            if not setting:
+                raise ValueError(f"operator {symbol!r} needs 'on', 'off' or a function name")
+        return value
+
+
+class Limits(_Strict):
+    """``limits.*``: run-time limits (SPEC 6, 10). ``time`` in seconds, ``memory`` in bytes."""
+
+    time: float = Field(default=30.0, gt=0)
+    loop_iterations: int = Field(default=10_000, ge=1)
+    db_rows: int = Field(default=10_000, ge=1)
+    llm_cost: float = Field(default=0.50, ge=0)
+    definition_length: int = Field(default=20_480, ge=1)
+    memory: int = Field(default=1 << 30, ge=1 << 20)
+
+
+class SysSettings(BaseModel):
+    """``sys.*``: ``inputs`` and the optional members; an optional member is enabled when present."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    userEmail: Any = None
+    userSession: Any = None
+    serverIp: Any = None
+    cookies: Any = None
+
+    def enabled(self) -> dict[str, Any]:
+        """The optional members that are present, name → value."""
+        return {name: getattr(self, name) for name in ("userEmail", "userSession", "serverIp", "cookies")
+                if name in self.model_fields_set}
+
+
+class Profiles(_Strict):
+    """``profiles.api|db|llm.<name>``: profile fields (SPEC 7); checked by the commands that use them."""
+
+    api: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    db: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    llm: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class Settings(_Strict):
+    """Everything that configures an engine (SPEC 10)."""
+
+    allowlist: str = ""
+    rules: Rules = Field(default_factory=Rules)
+    limits: Limits = Field(default_factory=Limits)
+    sys: SysSettings = Field(default_factory=SysSettings)
+    const: dict[str, Any] = Field(default_factory=dict)
+    allow_unsafe_entries: bool = False
+    secrets: dict[str, str] = Field(default_factory=dict)
+    profiles: Profiles = Field(default_factory=Profiles)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a SPEC-10-shaped dict (optional sys members only when enabled)."""
+        data = self.model_dump(mode="json", exclude={"sys"})
+        data["sys"] = {"inputs": copy.deepcopy(self.sys.inputs), **self.sys.enabled()}
+        return data
+
+
+def _error_from_validation(exc: ValidationError) -> S2OError:
+    problems = []
+    first_path = None
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"])
+        first_path = first_path or path
+        if err["type"] == "extra_forbidden":
+            problems.append(f"unknown setting '{path}'")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{path}: {msg}")
+    return S2OError("settings", "; ".join(problems), path=first_path, stage="load",
+                    details={"problems": problems})
+
+
+def make_settings(data: dict[str, Any]) -> Settings:
+    """Build :class:`Settings` from a SPEC-10-shaped dict.
+
+    Raises ``S2OError(code="settings", stage="load")`` naming each unknown key
+    or wrong value.
+    """
+    if not isinstance(data, dict):
+        raise S2OError("settings", "settings must be an object", stage="load")
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise _error_from_validation(exc) from None
+
+
+def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``patch`` over ``base`` (objects merge key by key; anything else replaces)."""
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("inputs", "const", "secrets"):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def default_data() -> dict[str, Any]:
+    """The embedded default configuration as a dict (``s2o_kernel/engine/default.toml``)."""
+    text = resources.files(__package__).joinpath("default.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def default_settings() -> Settings:
+    """The embedded default (SPEC 9): teaching allowlist, bounded rewrites, offline profiles."""
+    return make_settings(default_data())
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a settings file; raises ``S2OError(code="settings", stage="load")`` when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise S2OError("settings", f"cannot read {path}: {exc.strerror}", stage="load") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise S2OError("settings", f"{path} is not valid TOML: {exc}", stage="load") from None
+
+
+def env_secrets(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Secrets from ``S2O_SECRET_<NAME>`` environment variables, name → value."""
+    env = os.environ if environ is None else environ
+    return {k[len("S2O_SECRET_"):]: v for k, v in env.items() if k.startswith("S2O_SECRET_") and len(k) > 11}
+
+
+def config_path(cwd: str | os.PathLike[str] | None = None) -> Path | None:
+    """The settings file in use: ``$S2O_CONFIG``, else ``./s2o.toml`` if it exists, else ``None``."""
+    named = os.environ.get("S2O_CONFIG")
+    if named:
+        return Path(named)
+    candidate = Path(cwd or os.getcwd()) / "s2o.toml"
+    return candidate if candidate.is_file() else None
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """Load settings for a kernel or tool (SPEC 9, 10).
+
+    ``path`` (or ``$S2O_CONFIG``, or ``./s2o.toml``) is merged over the
+    embedded default; environment secrets are added. Raises ``S2OError``
+    with stage ``load`` when the file is unreadable or a setting is refused.
+    """
+    data = default_data()
+    file = Path(path) if path is not None else config_path()
+    if file is not None:
+        data = merge(data, read_toml(file))
+    extra = env_secrets()
+    if extra:
+        data["secrets"] = {**data.get("secrets", {}), **extra}
+    return make_settings(data)
