@@ -1,0 +1,30 @@
+"""Entry point: ``python -m s2o_kernel``.
+
+* ``python -m s2o_kernel install [--user|--sys-prefix|--prefix DIR]
+  [--name NAME] [--display-name NAME] [--env VAR VALUE]`` installs the
+  kernelspec with this interpreter's absolute path in ``argv``;
+* anything else (``-f CONNECTION_FILE`` as Jupyter passes it) starts the
+  kernel.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int | None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "install":
+        from s2o_kernel.kernel.install import main as install_main
+
+        return install_main(args[1:])
+    from ipykernel.kernelapp import IPKernelApp
+
+    from s2o_kernel.kernel.kernel import S2OKernel
+
+    IPKernelApp.launch_instance(argv=args, kernel_class=S2OKernel)
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Cell reading (SPEC 9): comment stripping and classification.
+
+Every cell first loses its ``#`` comment lines (a line whose stripped text
+starts with ``#``: nbval markers such as ``# NBVAL_RAISES_EXCEPTION`` and
+ordinary comments), in every kind of cell. What remains is, in order of
+precedence:
+
+* empty → nothing to do;
+* ``%%name ...`` (cell magic, body = the following lines) or ``%name ...``
+  (line magic, argument = the rest of the cell, so a JSON argument may span
+  lines);
+* ``name?`` / ``?name`` → help on a name (IPython's ``?``), shown in the pager;
+* JSON: a string literal → a dynamic string; a fragment (command object, list
+  of commands, function object, agent definition) → a fragment run;
+* a cell wrapped whole in braces ``{ ... }`` → the dynamic-string form: the
+  whole cell text is handed to the engine as a dynamic string (``{ x * 2 }``
+  means ``x * 2``; ``{"a": 1}`` means the dict);
+* otherwise one expression.
+
+Comment stripping is line-based: a line inside a triple-quoted string literal
+that starts with ``#`` is removed too (a documented limitation).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from s2o_kernel.kernel.render import CellError
+
+# Kinds of cell.
+EMPTY = "empty"
+LINE_MAGIC = "line_magic"
+CELL_MAGIC = "cell_magic"
+HELP = "help"
+DYNAMIC = "dynamic"
+FRAGMENT = "fragment"
+EXPRESSION = "expression"
+
+_MAGIC_RE = re.compile(r"^(%%?)([^\s]*)[ \t]*(.*)$")
+_MAGIC_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_HELP_RE = re.compile(
+    r"^(?:\?{1,2}\s*(?P<pre>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"|(?P<post>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\?{1,2})$"
+)
+
+#: Text that was most likely meant as JSON: an object or list whose first
+#: member is a string, object or list (``{"var": ...``, ``[{"if": ...``).
+_MEANT_AS_JSON = re.compile(r'^[\[{]\s*["\[{]')
+
+FragmentKind = Callable[[Any], "str | None"]
+
+
+def is_comment_line(line: str) -> bool:
+    """True for a line whose stripped text starts with ``#``."""
+    return line.lstrip().startswith("#")
+
+
+def strip_comments(code: str) -> str:
+    """Drop every ``#`` comment line; other lines are kept exactly."""
+    return "\n".join(line for line in code.splitlines() if not is_comment_line(line))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A classified cell.
+
+    ``text`` is the cell after comment stripping and outer white-space
+    stripping. For magics: ``magic`` is the name (may be invalid, checked by
+    the magic registry), ``arg`` the text after the name (for a line magic the
+    rest of the cell, for a cell magic the rest of the first line), ``body``
+    the following lines without comments and ``raw_body`` the following lines
+    exactly as written (comments included). For fragments ``data`` is the
+    parsed JSON. ``json_error`` keeps why a JSON-looking cell was not JSON
+    (to hint at it if the expression reading fails too).
+    """
+
+    kind: str
+    text: str
+    magic: str | None = None
+    arg: str = ""
+    body: str = ""
+    raw_body: str = ""
+    data: Any = None
+    json_error: str | None = None
+
+
+def _raw_body_after_magic_line(code: str) -> str:
+    """The lines after the first non-comment line, exactly as written."""
+    lines = code.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() and not is_comment_line(line):
+            return "\n".join(lines[i + 1 :])
+    return ""
+
+
+def looks_like_json(text: str) -> bool:
+    return text[:1] in ("{", "[", '"')
+
+
+def json_error_text(exc: json.JSONDecodeError) -> str:
+    return f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
+
+
+def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:
+    """Classify one cell (see the module docstring for the precedence)."""
+    text = strip_comments(code).strip()
+    if not text:
+        return Cell(EMPTY, "")
+    if text.startswith("%"):
+        first, _, rest = text.partition("\n")
+        m = _MAGIC_RE.match(first.strip())
+        assert m is not None  # the pattern matches any single line
+        percent, name, arg = m.groups()
+        if percent == "%%":
+            return Cell(
+                CELL_MAGIC,
+                text,
+                magic=name,
+                arg=arg.strip(),
+                body=rest,
+                raw_body=_raw_body_after_magic_line(code),
+            )
+        full_arg = (arg + ("\n" + rest if rest else "")).strip()
+        return Cell(LINE_MAGIC, text, magic=name, arg=full_arg)
+    m = _HELP_RE.match(text)
+    if m:
+        return Cell(HELP, text, arg=m.group("pre") or m.group("post"))
+    json_error: str | None = None
+    if looks_like_json(text):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if _MEANT_AS_JSON.match(text):
+                json_error = json_error_text(exc)
+        except (ValueError, RecursionError):
+            if _MEANT_AS_JSON.match(text):
+                json_error = "not valid JSON"
+        else:
+            if isinstance(data, str):
+                return Cell(DYNAMIC, data, data=data)
+            kind = None
+            if fragment_kind is not None:
+                try:
+                    kind = fragment_kind(data)
+                except Exception:
+                    kind = None
+            if kind is not None:
+                return Cell(FRAGMENT, text, data=data, arg=str(kind))
+    if text.startswith("{") and text.endswith("}"):
+        return Cell(DYNAMIC, text, json_error=json_error)
+    return Cell(EXPRESSION, text, json_error=json_error)
+
+
+def valid_magic_name(name: str | None) -> bool:
+    return bool(name) and bool(_MAGIC_NAME_RE.match(name or ""))
+
+
+def parse_json_argument(text: str, what: str) -> Any:
+    """``json.loads`` with a coded ``syntax`` error (1-based line, 0-based col)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CellError(
+            "syntax",
+            f"{what} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            line=exc.lineno,
+            col=max(exc.colno - 1, 0),
+            source=text,
+            stage="validate",
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise CellError(
+            "syntax", f"{what} is not valid JSON: {type(exc).__name__}", stage="validate"
+        ) from None

@@ -1,0 +1,314 @@
+"""Completion, inspection and is_complete (pure functions; never raise).
+
+Offsets are Unicode code points (protocol 5.2+); out-of-range cursor
+positions are clamped. Every completion reply carries
+``metadata._jupyter_types_experimental`` aligned with ``matches``.
+"""
+
+from __future__ import annotations
+
+import ast
+import codeop
+import json
+import re
+import warnings
+from typing import Any, Iterable
+
+from s2o_kernel.kernel.cells import is_comment_line, looks_like_json, strip_comments
+
+_IDENT_CHARS = re.compile(r"[A-Za-z0-9_.]")
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_MAGIC_PREFIX = re.compile(r"^(\s*)(%%?)([A-Za-z0-9_-]*)$")
+
+#: Words of fragments (command names and their structural fields).
+FRAGMENT_KEYWORDS = (
+    "var", "if", "for", "while", "break", "continue", "return", "fail", "end", "output",
+    "log", "call", "parallel", "api", "db", "llm", "ask", "onError", "commands", "args",
+    "functions", "main", "then", "else", "condition", "item", "in", "index", "function",
+    "outputPath",
+)  # fmt: skip
+
+
+def clamp(cursor_pos: Any, code: str) -> int:
+    try:
+        pos = int(cursor_pos)
+    except (TypeError, ValueError):
+        return len(code)
+    return max(0, min(pos, len(code)))
+
+
+def empty_reply(cursor_pos: int) -> dict[str, Any]:
+    return {
+        "status": "ok",
+        "matches": [],
+        "cursor_start": cursor_pos,
+        "cursor_end": cursor_pos,
+        "metadata": {"_jupyter_types_experimental": []},
+    }
+
+
+def _reply(matches: list[tuple[str, str]], start: int, end: int) -> dict[str, Any]:
+    seen: set[str] = set()
+    uniq: list[tuple[str, str]] = []
+    for text, kind in matches:
+        if text not in seen:
+            seen.add(text)
+            uniq.append((text, kind))
+    return {
+        "status": "ok",
+        "matches": [t for t, _ in uniq],
+        "cursor_start": start,
+        "cursor_end": end,
+        "metadata": {
+            "_jupyter_types_experimental": [
+                {"start": start, "end": end, "text": t, "type": k, "signature": ""}
+                for t, k in uniq
+            ]
+        },
+    }
+
+
+def _sorted(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    return sorted(items, key=lambda item: (item[0].lower(), item[0]))
+
+
+def _line_prefix(code: str, pos: int) -> str:
+    return code[code.rfind("\n", 0, pos) + 1 : pos]
+
+
+def _is_first_code_line(code: str, pos: int) -> bool:
+    before = code[: code.rfind("\n", 0, pos) + 1]
+    return all(not line.strip() or is_comment_line(line) for line in before.splitlines())
+
+
+def token_before(code: str, pos: int) -> tuple[str, int]:
+    """The dotted identifier that ends at ``pos`` and where it starts."""
+    start = pos
+    while start > 0 and _IDENT_CHARS.match(code[start - 1]):
+        start -= 1
+    return code[start:pos], start
+
+
+def complete(
+    code: str,
+    cursor_pos: Any,
+    session: Any,
+    *,
+    line_magics: Iterable[str] = (),
+    cell_magics: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The complete_reply content for ``code`` at ``cursor_pos``; never raises."""
+    code = code if isinstance(code, str) else ""
+    pos = clamp(len(code) if cursor_pos is None else cursor_pos, code)
+    try:
+        return _complete(code, pos, session, list(line_magics), list(cell_magics))
+    except Exception:
+        return empty_reply(pos)
+
+
+def _complete(
+    code: str, pos: int, session: Any, line_magics: list[str], cell_magics: list[str]
+) -> dict[str, Any]:
+    prefix = _line_prefix(code, pos)
+    m = _MAGIC_PREFIX.match(prefix)
+    if m and _is_first_code_line(code, pos):
+        indent, percent, partial = m.groups()
+        names = cell_magics if percent == "%%" else line_magics
+        start = pos - len(percent) - len(partial)
+        hits = [(percent + n, "magic") for n in sorted(names) if n.startswith(partial)]
+        return _reply(hits, start, pos)
+
+    token, start = token_before(code, pos)
+    if token[:1].isdigit():
+        return empty_reply(pos)
+    if session is None:
+        return empty_reply(pos)
+    if "." in token:
+        base, _, partial = token.rpartition(".")
+        if not base or base.endswith(".") or not all(_IDENT.match(p) for p in base.split(".")):
+            return empty_reply(pos)
+        members = session.member_names(base) or []
+        kinds = _kinds(session)
+        hits = []
+        for member in members:
+            member = str(member)
+            if member.startswith("_") or not member.startswith(partial):
+                continue
+            full = f"{base}.{member}"
+            hits.append((full, kinds.get(full, "member")))
+        return _reply(_sorted(hits), start, pos)
+
+    kinds = _kinds(session)
+    hits = [
+        (name, kind)
+        for name, kind in kinds.items()
+        if "." not in name and not name.startswith("_") and name.startswith(token)
+    ]
+    # Inside a JSON fragment, right after an opening quote: command words.
+    if start > 0 and code[start - 1] == '"' and looks_like_json(strip_comments(code).strip()):
+        hits.extend((w, "keyword") for w in FRAGMENT_KEYWORDS if w.startswith(token))
+    return _reply(_sorted(hits), start, pos)
+
+
+def _kinds(session: Any) -> dict[str, str]:
+    try:
+        names = session.completion_names() or {}
+    except Exception:
+        return {}
+    return {str(k): str(v) for k, v in dict(names).items()}
+
+
+# -- inspect -------------------------------------------------------------------
+
+
+def name_at(code: str, pos: int) -> str:
+    """The dotted name under (or just before) the cursor, or ``""``.
+
+    When the cursor sits right after ``(`` (``len(|``), the name before the
+    parenthesis is used, as IPython does for call tips.
+    """
+    pos = clamp(pos, code)
+    start = pos
+    while start > 0 and _IDENT_CHARS.match(code[start - 1]):
+        start -= 1
+    end = pos
+    while end < len(code) and _IDENT_CHARS.match(code[end]):
+        end += 1
+    name = code[start:end].strip(".")
+    if not name:
+        back = pos
+        while back > 0 and code[back - 1] in " \t":
+            back -= 1
+        if back > 0 and code[back - 1] == "(":
+            return name_at(code, back - 1)
+        return ""
+    if name[:1].isdigit():
+        return ""
+    return name
+
+
+def inspect(code: str, cursor_pos: Any, session: Any) -> dict[str, Any]:
+    """The inspect_reply content; ``found`` false when nothing applies."""
+    none = {"status": "ok", "found": False, "data": {}, "metadata": {}}
+    try:
+        code = code if isinstance(code, str) else ""
+        name = name_at(code, clamp(len(code) if cursor_pos is None else cursor_pos, code))
+        if not name or session is None:
+            return none
+        text = session.describe(name)
+        if not text:
+            return none
+        text = str(text)
+        try:
+            text = session.redact(text)
+        except Exception:
+            pass
+        return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
+    except Exception:
+        return none
+
+
+# -- is_complete ---------------------------------------------------------------
+
+_COMPILER = codeop.CommandCompiler()
+_COMPILER.compiler.flags |= ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+def _bracket_state(text: str) -> tuple[int, bool, bool]:
+    """(open bracket depth, inside a JSON string at the end, mismatch seen)."""
+    depth = 0
+    in_string = False
+    escape = False
+    mismatch = False
+    pairs = {"}": "{", "]": "["}
+    stack: list[str] = []
+    for ch in text:
+        if in_string:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append(ch)
+        elif ch in "}]":
+            if not stack or stack[-1] != pairs[ch]:
+                mismatch = True
+            else:
+                stack.pop()
+    depth = len(stack)
+    return depth, in_string, mismatch
+
+
+def _expression_status(src: str) -> dict[str, str]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = _COMPILER(src, "<cell>", "eval")
+    except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError):
+        return {"status": "invalid"}
+    if compiled is None:
+        return {"status": "incomplete", "indent": ""}
+    return {"status": "complete"}
+
+
+def _json_status(text: str) -> dict[str, str] | None:
+    """complete / incomplete for JSON-looking text; ``None`` means: not JSON."""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        depth, in_string, mismatch = _bracket_state(text)
+        if not mismatch and (depth > 0 or in_string):
+            return {"status": "incomplete", "indent": "  " * min(depth, 8)}
+        return None
+    return {"status": "complete"}
+
+
+def is_complete(code: str) -> dict[str, str]:
+    """The is_complete_reply content; pure and fast, never raises."""
+    try:
+        return _is_complete(code if isinstance(code, str) else "")
+    except Exception:
+        return {"status": "unknown"}
+
+
+def _is_complete(code: str) -> dict[str, str]:
+    text = strip_comments(code).strip()
+    if not text:
+        return {"status": "complete"}
+    if text.startswith("%%"):
+        first, _, body = text.partition("\n")
+        if not body.strip():
+            return {"status": "incomplete", "indent": ""}
+        name = first[2:].split(None, 1)[0] if first[2:].strip() else ""
+        if name == "fragment":
+            return _json_status(body.strip()) or {"status": "invalid"}
+        if name == "expr":
+            return _expression_status(body.strip())
+        if name in ("rules", "limits", "sys"):
+            status = _json_status(body.strip())
+            if status is not None and status["status"] == "incomplete":
+                return status
+        return {"status": "complete"}
+    if text.startswith("%"):
+        first, _, rest = text.partition("\n")
+        parts = first.split(None, 1)
+        arg = ((parts[1] if len(parts) > 1 else "") + ("\n" + rest if rest else "")).strip()
+        if arg.startswith(("{", "[")):
+            status = _json_status(arg)
+            if status is not None and status["status"] == "incomplete":
+                return status
+        return {"status": "complete"}
+    if looks_like_json(text):
+        json_status = _json_status(text)
+        if json_status is not None and json_status["status"] == "complete":
+            return json_status
+        expr_status = _expression_status(text)
+        if expr_status["status"] == "complete" or json_status is None:
+            return expr_status
+        return json_status
+    return _expression_status(text)

@@ -1,0 +1,317 @@
+"""The Jupyter kernel: :class:`S2OKernel`, a wrapper kernel on ipykernel's ``Kernel``.
+
+Design rules (see ``notes/jupyter-kernel-field-notes.md`` section 0):
+
+* every ``execute_request`` gets a reply — the whole evaluation sits in
+  ``try/except BaseException`` (inside :class:`CellRunner`, and once more
+  here as a last line of defence);
+* evaluation is synchronous inside ``do_execute`` (no ``await``), so an
+  interrupt (SIGINT → ``KeyboardInterrupt``) lands inside the engine call
+  and the session survives;
+* an error is published as an IOPub ``error`` message *and* returned in the
+  reply, with the same ``ename``/``evalue``/``traceback``;
+* every output is published before ``do_execute`` returns;
+* no debugger and no kernel subshells are advertised (the session is not
+  thread-safe); ``create_subshell_request`` is refused with an error reply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import signal
+import sys
+import threading
+from typing import Any, Iterator
+
+from ipykernel.kernelbase import Kernel
+
+from s2o_kernel import __version__
+from s2o_kernel.kernel import completion as _completion
+from s2o_kernel.kernel import magics as _magics
+from s2o_kernel.kernel.render import error_info
+from s2o_kernel.kernel.runner import CellRunner, Outcome
+from s2o_kernel.kernel.startup import start_session
+
+#: Session number reported in history replies (the one session of this process).
+HISTORY_SESSION = 1
+_HISTORY_MAX = 10_000
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while results are published (nothing is left to interrupt).
+
+    Only possible on the main thread; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(signal.SIGINT, previous)
+
+
+class S2OKernel(Kernel):
+    """Jupyter kernel for Search2o expressions, dynamic strings and fragments."""
+
+    implementation = "s2o"
+    implementation_version = __version__
+    language = "s2o"
+    language_version = __version__
+    language_info = {
+        "name": "s2o",
+        "version": __version__,
+        "mimetype": "text/x-python",
+        "codemirror_mode": "python",
+        "pygments_lexer": "python3",
+        "file_extension": ".s2o",
+    }
+    banner = (
+        f"s2o {__version__}: Search2o agent expressions and JSON fragments\n"
+        "Type %help for help, %lsmagic for the magics, name? for help on a name."
+    )
+    help_links = [
+        {
+            "text": "Python expressions (the expression syntax)",
+            "url": "https://docs.python.org/3/reference/expressions.html",
+        },
+        {"text": "JSON (the fragment syntax)", "url": "https://www.json.org/json-en.html"},
+        {
+            "text": "Jupyter kernel messaging",
+            "url": "https://jupyter-client.readthedocs.io/en/latest/messaging.html",
+        },
+    ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._history: list[tuple[int, int, str, str | None]] = []
+        started = start_session(self.log)
+        self.s2o_session = started.session
+        self.s2o_api = started.api
+        self.runner = CellRunner(
+            started.session,
+            started.api,
+            pending_error=started.pending_error,
+            startup_error=started.startup_error,
+            logger=self.log,
+        )
+
+    # -- kernel_info -------------------------------------------------------
+
+    @property
+    def kernel_info(self) -> dict[str, Any]:
+        info = dict(super().kernel_info)
+        features = info.get("supported_features") or []
+        info["supported_features"] = [
+            f for f in features if f not in ("debugger", "kernel subshells")
+        ]
+        return info
+
+    # -- parent routing ---------------------------------------------------
+
+    def set_parent(self, ident: Any, parent: Any, channel: str = "shell") -> None:
+        """Also route ``sys.stdout``/``sys.stderr`` output to the current request."""
+        super().set_parent(ident, parent, channel)
+        if channel == "shell":
+            for stream in (sys.stdout, sys.stderr):
+                setter = getattr(stream, "set_parent", None)
+                if setter is not None:
+                    with contextlib.suppress(Exception):
+                        setter(parent)
+
+    # -- subshells: not supported ------------------------------------------
+
+    async def create_subshell_request(self, socket: Any, ident: Any, parent: Any) -> None:
+        if not self.session:
+            return
+        reply = {
+            "status": "error",
+            "ename": "subshells",
+            "evalue": "The s2o kernel does not support subshells: its session is not thread-safe.",
+            "traceback": [],
+        }
+        self.session.send(socket, "create_subshell_reply", reply, parent, ident)
+
+    async def delete_subshell_request(self, socket: Any, ident: Any, parent: Any) -> None:
+        if not self.session:
+            return
+        reply = {
+            "status": "error",
+            "ename": "subshells",
+            "evalue": "The s2o kernel does not support subshells.",
+            "traceback": [],
+        }
+        self.session.send(socket, "delete_subshell_reply", reply, parent, ident)
+
+    # -- execute -----------------------------------------------------------
+
+    def _publish(self, outcome: Outcome) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        for msg_type, content in outcome.outputs:
+            if msg_type == "execute_result":
+                content = {"execution_count": self.execution_count, **content}
+            self.send_response(self.iopub_socket, msg_type, content)
+        if outcome.error is not None:
+            self.send_response(self.iopub_socket, "error", outcome.error.content())
+
+    def _remember(self, code: str, outcome: Outcome) -> None:
+        self._history.append((HISTORY_SESSION, self.execution_count, code, outcome.result_text))
+        if len(self._history) > _HISTORY_MAX:
+            del self._history[: len(self._history) - _HISTORY_MAX]
+
+    def _execute(
+        self, code: str, silent: bool, store_history: bool, user_expressions: Any
+    ) -> dict[str, Any]:
+        try:
+            outcome = self.runner.run(code, silent=silent)
+            user_results: dict[str, Any] = {}
+            if outcome.ok and user_expressions:
+                user_results = self.runner.evaluate_user_expressions(dict(user_expressions))
+        except BaseException as exc:  # noqa: BLE001 - every request gets a reply
+            outcome = Outcome(error=error_info(exc))
+            user_results = {}
+        with _sigint_ignored():
+            try:
+                if not silent:
+                    self._publish(outcome)
+                if store_history and not silent:
+                    self._remember(code, outcome)
+            except BaseException:  # noqa: BLE001
+                self.log.error("s2o: could not publish the outputs of a cell", exc_info=True)
+            if outcome.error is not None:
+                return {
+                    "status": "error",
+                    "execution_count": self.execution_count,
+                    **outcome.error.content(),
+                }
+            return {
+                "status": "ok",
+                "execution_count": self.execution_count,
+                "payload": list(outcome.payload),
+                "user_expressions": user_results,
+            }
+
+    async def do_execute(
+        self,
+        code: str,
+        silent: bool,
+        store_history: bool = True,
+        user_expressions: Any = None,
+        allow_stdin: bool = False,
+        *,
+        cell_meta: Any = None,
+        cell_id: Any = None,
+    ) -> dict[str, Any]:
+        try:
+            return self._execute(code, silent, store_history, user_expressions)
+        except BaseException as exc:  # noqa: BLE001 - last line of defence
+            info = error_info(exc)
+            return {"status": "error", "execution_count": self.execution_count, **info.content()}
+
+    # -- completion, inspection, is_complete --------------------------------
+
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
+        try:
+            return _completion.complete(
+                code,
+                cursor_pos,
+                self.s2o_session,
+                line_magics=_magics.line_magic_names(),
+                cell_magics=_magics.cell_magic_names(),
+            )
+        except BaseException:  # noqa: BLE001
+            pos = len(code) if cursor_pos is None else cursor_pos
+            return _completion.empty_reply(_completion.clamp(pos, code or ""))
+
+    async def do_inspect(
+        self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
+    ) -> dict[str, Any]:
+        try:
+            return _completion.inspect(code, cursor_pos, self.s2o_session)
+        except BaseException:  # noqa: BLE001
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+
+    async def do_is_complete(self, code: str) -> dict[str, Any]:
+        try:
+            return _completion.is_complete(code)
+        except BaseException:  # noqa: BLE001
+            return {"status": "unknown"}
+
+    # -- history and shutdown ----------------------------------------------
+
+    async def do_history(
+        self,
+        hist_access_type: str = "tail",
+        output: bool = False,
+        raw: bool = True,
+        session: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        n: int | None = None,
+        pattern: str | None = None,
+        unique: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        try:
+            entries = self._history_entries(
+                hist_access_type, session, start, stop, n, pattern, unique
+            )
+            history = [
+                (s, line, (code, out) if output else code) for s, line, code, out in entries
+            ]
+        except Exception:
+            history = []
+        return {"status": "ok", "history": history}
+
+    def _history_entries(
+        self,
+        access: str,
+        session: int | None,
+        start: int | None,
+        stop: int | None,
+        n: int | None,
+        pattern: str | None,
+        unique: bool,
+    ) -> list[tuple[int, int, str, str | None]]:
+        items = list(self._history)
+        if access == "range":
+            if session not in (None, 0, HISTORY_SESSION) and not (
+                isinstance(session, int) and session < 0
+            ):
+                return []
+            lo = start if start is not None else 0
+            hi = stop if stop is not None else (items[-1][1] + 1 if items else 0)
+            return [e for e in items if lo <= e[1] < hi]
+        if access == "search":
+            pat = pattern or "*"
+            found = [e for e in items if fnmatch.fnmatchcase(e[2], pat)]
+            if unique:
+                seen: set[str] = set()
+                kept = []
+                for e in reversed(found):
+                    if e[2] not in seen:
+                        seen.add(e[2])
+                        kept.append(e)
+                found = list(reversed(kept))
+            return found[-n:] if n else found
+        # tail (default)
+        if n is None:
+            return items
+        return items[-n:] if n > 0 else []
+
+    async def do_shutdown(self, restart: bool) -> dict[str, Any]:
+        close = getattr(self.s2o_session, "close", None)
+        if callable(close):
+            with contextlib.suppress(BaseException):
+                close()
+        return {"status": "ok", "restart": restart}

@@ -1,0 +1,250 @@
+"""Run one cell against an engine session and collect what it shows.
+
+:class:`CellRunner` is the Jupyter-free core of ``do_execute``: it classifies
+the cell, calls the engine *synchronously* (never awaiting, so an interrupt
+raises ``KeyboardInterrupt`` right inside the engine call), and returns an
+:class:`Outcome` listing the IOPub messages to publish, in order, plus the
+error triple when the cell failed. It never raises: every exception,
+``KeyboardInterrupt`` included, becomes ``Outcome.error``.
+
+The engine is reached only through the session object and two functions of
+the engine module (``fragment_kind``, ``as_json``) handed in as ``api``, so
+the runner is unit-tested with a stand-in session.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from s2o_kernel.kernel import cells as _cells
+from s2o_kernel.kernel import magics as _magics
+from s2o_kernel.kernel.render import (
+    CellError,
+    ErrorInfo,
+    error_info,
+    is_coded,
+    output_part_bundle,
+    value_bundle,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """What one cell produced.
+
+    ``outputs``: ``(msg_type, content)`` pairs for IOPub, in order
+    (``stream``, ``display_data``, ``execute_result`` — the latter without
+    ``execution_count``, which the kernel adds). ``error``: set when the cell
+    failed. ``payload``: reply payloads (the pager). ``result_text``: the
+    ``text/plain`` of the result, for history.
+    """
+
+    outputs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    error: ErrorInfo | None = None
+    payload: list[dict[str, Any]] = field(default_factory=list)
+    result_text: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class CellRunner:
+    """Runs cells for one session.
+
+    ``session``: the engine session, or ``None`` when the engine could not
+    start (every cell then reports ``startup_error``). ``api``: an object with
+    ``fragment_kind(obj)`` and ``as_json(value)``. ``pending_error``: an error
+    to report once, on the first cell (settings that failed to load).
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        api: Any,
+        *,
+        pending_error: BaseException | None = None,
+        startup_error: BaseException | None = None,
+        logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
+    ) -> None:
+        self.session = session
+        self.api = api
+        self.pending_error = pending_error
+        self.startup_error = startup_error
+        self.log = logger or log
+        self._outcome = Outcome()
+
+    # -- helpers used by magics ------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        session = self.session
+        if session is None:
+            return text
+        try:
+            out = session.redact(text)
+        except Exception:
+            return text
+        return out if isinstance(out, str) else text
+
+    def fragment_kind(self, obj: Any) -> str | None:
+        fk = getattr(self.api, "fragment_kind", None)
+        if fk is None:
+            return None
+        try:
+            return fk(obj)
+        except Exception:
+            return None
+
+    def as_json(self, value: Any) -> Any:
+        aj = getattr(self.api, "as_json", None)
+        if aj is None:
+            return None
+        try:
+            return aj(value)
+        except Exception:
+            return None
+
+    def require_session(self) -> Any:
+        if self.session is None:
+            err = self.startup_error
+            detail = f" ({type(err).__name__}: {err})" if err is not None else ""
+            raise CellError(
+                "unexpected",
+                f"The s2o engine could not be started{detail}; see the kernel log.",
+            )
+        return self.session
+
+    def emit_stream(self, name: str, text: str) -> None:
+        if text:
+            self._outcome.outputs.append(("stream", {"name": name, "text": self.redact(text)}))
+
+    def emit_display(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
+        self._outcome.outputs.append(("display_data", {"data": data, "metadata": metadata or {}}))
+
+    def emit_result(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
+        self._outcome.outputs.append(("execute_result", {"data": data, "metadata": metadata or {}}))
+        text = data.get("text/plain")
+        self._outcome.result_text = text if isinstance(text, str) else None
+
+    def emit_page(self, text: str) -> None:
+        self._outcome.payload.append(
+            {"source": "page", "data": {"text/plain": self.redact(text)}, "start": 0}
+        )
+
+    def emit_warnings(self, warnings: Any) -> None:
+        if not warnings:
+            return
+        if isinstance(warnings, str):
+            warnings = [warnings]
+        text = "".join(f"warning: {w}\n" for w in warnings)
+        self.emit_stream("stderr", text)
+
+    def show_value(self, value: Any) -> None:
+        """``execute_result`` for a value; ``None`` shows nothing (as in IPython)."""
+        if value is None:
+            return
+        self.emit_result(value_bundle(value, as_json=self.as_json, redact=self.redact))
+
+    def show_run(self, run: Any) -> None:
+        """Show a fragment's RunResult: output parts, log lines, then value or error."""
+        for part in list(getattr(run, "outputs", None) or []):
+            self.emit_display(output_part_bundle(part, redact=self.redact))
+        logs = list(getattr(run, "logs", None) or [])
+        if logs:
+            self.emit_stream("stderr", "".join(f"{line}\n" for line in logs))
+        error = getattr(run, "error", None)
+        if error is not None:
+            raise error
+        code = getattr(run, "code", "success")
+        value = getattr(run, "value", None)
+        if code == "success":
+            self.show_value(value)
+            return
+        if code == "ask":
+            message = (
+                "The run stopped at an 'ask' command, waiting for a person's answers; "
+                "set them with %sys {\"inputs\": {...}} and run the cell again."
+            )
+        else:
+            message = f"The run ended with code {code!r}."
+        raise CellError(str(code), message)
+
+    # -- running -----------------------------------------------------------
+
+    def run(self, code: str, *, silent: bool = False) -> Outcome:
+        """Run one cell; never raises."""
+        self._outcome = outcome = Outcome()
+        try:
+            if self.pending_error is not None and not silent:
+                pending, self.pending_error = self.pending_error, None
+                raise pending
+            self._run(code)
+        except BaseException as exc:  # noqa: BLE001 - every request must get a reply
+            if not isinstance(exc, KeyboardInterrupt) and not is_coded(exc):
+                self.log.error("s2o: unexpected error while running a cell", exc_info=exc)
+            outcome.error = error_info(exc, self.redact)
+            outcome.result_text = None
+        return outcome
+
+    def _run(self, code: str) -> None:
+        cell = _cells.classify(code, self.fragment_kind)
+        kind = cell.kind
+        if kind == _cells.EMPTY:
+            return
+        if kind in (_cells.LINE_MAGIC, _cells.CELL_MAGIC):
+            _magics.run_magic(self, cell)
+            return
+        session = self.require_session()
+        if kind == _cells.HELP:
+            self.show_help(cell.arg)
+        elif kind == _cells.FRAGMENT:
+            self.show_run(session.run_fragment(cell.data))
+        elif kind == _cells.DYNAMIC:
+            self.show_value(self._with_json_hint(session.evaluate_dynamic, cell))
+        else:
+            self.show_value(self._with_json_hint(session.evaluate, cell))
+
+    def _with_json_hint(self, fn: Any, cell: _cells.Cell) -> Any:
+        try:
+            return fn(cell.text)
+        except BaseException as exc:
+            if cell.json_error and is_coded(exc) and getattr(exc, "code", None) == "syntax":
+                try:
+                    exc.add_note(
+                        "note: the cell was read as a Python expression; "
+                        f"as JSON it is not valid either: {cell.json_error}"
+                    )
+                except Exception:  # pragma: no cover - defensive
+                    pass
+            raise
+
+    def show_help(self, name: str) -> None:
+        session = self.require_session()
+        text = session.describe(name)
+        if text:
+            self.emit_page(str(text))
+        else:
+            self.emit_stream("stdout", f"No help for {name!r}: not a granted name or a variable.\n")
+
+    def evaluate_user_expressions(self, expressions: dict[str, Any] | None) -> dict[str, Any]:
+        """Evaluate ``user_expressions`` independently; per-key error dicts."""
+        results: dict[str, Any] = {}
+        if not expressions:
+            return results
+        for key, expr in expressions.items():
+            try:
+                session = self.require_session()
+                value = session.evaluate(str(expr))
+                results[key] = {
+                    "status": "ok",
+                    "data": value_bundle(value, as_json=self.as_json, redact=self.redact),
+                    "metadata": {},
+                }
+            except BaseException as exc:  # noqa: BLE001
+                info = error_info(exc, self.redact)
+                results[key] = {"status": "error", **info.content()}
+        return results

@@ -1,0 +1,812 @@
+"""Unit tests of the kernel's pure modules: cells, magics, render, completion, runner, install.
+
+They run against a small stand-in session that implements the engine
+interface the kernel relies on (``evaluate``, ``evaluate_dynamic``,
+``run_fragment``, ``validate``, ``update_settings``, ``settings``,
+``settings_dict``, ``locals``/``agent_vars``/``conv_vars``, ``reset``,
+``completion_names``, ``member_names``, ``describe``, ``redact``), so the
+kernel's own logic is tested independently of the engine.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from s2o_kernel.kernel import cells, completion, install, magics, render
+from s2o_kernel.kernel.render import INTERRUPTED, CellError
+from s2o_kernel.kernel.runner import CellRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- a stand-in for the engine session ----------------------------------------
+
+
+class FakeError(Exception):
+    """Same shape as the engine's S2OError."""
+
+    def __init__(self, code, message, *, line=None, col=None, path=None, source=None,
+                 stage="run", details=None):  # fmt: skip
+        super().__init__(message)
+        self.code, self.message = code, message
+        self.line, self.col, self.path, self.source = line, col, path, source
+        self.stage, self.details = stage, details
+
+
+class FakeGroup(FakeError):
+    def __init__(self, errors):
+        first = errors[0]
+        super().__init__(first.code, first.message + f" (and {len(errors) - 1} more)",
+                         line=first.line, col=first.col, path=first.path, source=first.source)  # fmt: skip
+        self.errors = list(errors)
+
+
+@dataclass
+class FakeRun:
+    code: str = "success"
+    value: Any = None
+    outputs: list = field(default_factory=list)
+    logs: list = field(default_factory=list)
+    error: Any = None
+
+
+SECRET = "s3cr3t-value"
+
+
+class Opaque:
+    def __repr__(self) -> str:
+        return "<Opaque>"
+
+
+class BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def fake_fragment_kind(obj: Any) -> str | None:
+    commands = {"var", "if", "for", "output", "log", "fail", "return", "interrupt"}
+    if isinstance(obj, dict) and obj and set(obj) <= commands:
+        return "command"
+    if isinstance(obj, list) and obj and all(fake_fragment_kind(o) for o in obj):
+        return "commands"
+    if isinstance(obj, dict) and "commands" in obj:
+        return "function"
+    if isinstance(obj, dict) and "functions" in obj:
+        return "agent"
+    return None
+
+
+def fake_as_json(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return None
+
+
+API = SimpleNamespace(fragment_kind=fake_fragment_kind, as_json=fake_as_json)
+
+
+class FakeSession:
+    def __init__(self) -> None:
+        self.settings = SimpleNamespace(allowlist="len\nmath\n")
+        self._settings = {
+            "rules": {"operators": {"**": "bounded_pow"}, "max_comprehension_depth": 4,
+                      "max_for_clauses": 3},
+            "limits": {"time": 30.0, "loop_iterations": 10000},
+            "sys": {"inputs": {}},
+            "const": {},
+            "secrets": {"KEY": SECRET},
+        }  # fmt: skip
+        self.locals: dict[str, Any] = {}
+        self.agent_vars: dict[str, Any] = {}
+        self.conv_vars: dict[str, Any] = {}
+        self.patches: list[dict[str, Any]] = []
+        self.evaluated: list[str] = []
+        self.interrupt_next = False
+
+    # evaluation
+    def evaluate(self, expr: str) -> Any:
+        self.evaluated.append(expr)
+        if self.interrupt_next:
+            self.interrupt_next = False
+            raise KeyboardInterrupt
+        if "__" in expr:
+            col = expr.index("__")
+            raise FakeError("underscore", "names starting with '_' are not allowed",
+                            line=1, col=col, source=expr, stage="validate")  # fmt: skip
+        if expr.strip() == "secret":
+            return SECRET
+        if expr.strip() == "opaque":
+            return Opaque()
+        if expr.strip() == "badrepr":
+            return BadRepr()
+        if expr.strip() == "crash":
+            raise TypeError("internal bug")
+        try:
+            return eval(expr, {"__builtins__": {}, "len": len}, dict(self.locals))  # noqa: S307
+        except SyntaxError as exc:
+            raise FakeError("syntax", exc.msg, line=exc.lineno, col=(exc.offset or 1) - 1,
+                            source=expr, stage="validate") from None  # fmt: skip
+        except NameError as exc:
+            raise FakeError("unknown-name", str(exc), source=expr) from None
+
+    def evaluate_dynamic(self, text: str) -> Any:
+        self.evaluated.append(("dynamic", text))
+        if len(text) >= 2 and text[0] == "{" and text[-1] == "}":
+            inner = text[1:-1].strip()
+            try:
+                compile(inner, "<e>", "eval")
+            except SyntaxError:
+                inner = text
+            return self.evaluate(inner)
+        return text
+
+    def run_fragment(self, obj: Any) -> FakeRun:
+        run = FakeRun()
+        items = obj if isinstance(obj, list) else [obj]
+        for item in items:
+            for name, arg in item.items():
+                if name == "var":
+                    for k, v in arg.items():
+                        self.locals[k] = self.evaluate_dynamic(v) if isinstance(v, str) else v
+                elif name == "output":
+                    run.outputs.append(arg)
+                elif name == "log":
+                    run.logs.append(arg)
+                elif name == "return":
+                    run.value = arg
+                elif name == "fail":
+                    run.code = "failCommand"
+                    run.error = FakeError("failCommand", arg, path="fail")
+                    return run
+                elif name == "interrupt":
+                    raise KeyboardInterrupt
+        return run
+
+    def validate(self, expr: str) -> Any:
+        errors = []
+        if "__" in expr:
+            errors.append(FakeError("underscore", "no underscores", line=1,
+                                    col=expr.index("__"), source=expr))  # fmt: skip
+        if "lambda" in expr:
+            errors.append(FakeError("lambda", "no lambda", line=1,
+                                    col=expr.index("lambda"), source=expr))  # fmt: skip
+        return SimpleNamespace(
+            ok=not errors,
+            errors=errors,
+            allowlist_names={"len"} if "len" in expr else set(),
+            local_names={"x"} if "x" in expr else set(),
+            secrets={"KEY"} if "secret" in expr else set(),
+        )
+
+    # settings
+    def update_settings(self, patch: dict[str, Any]) -> list[str]:
+        if "limits" in patch and "nope" in patch["limits"]:
+            raise FakeError("settings", "unknown key limits.nope", stage="load")
+        self.patches.append(patch)
+        for key, value in patch.items():
+            if key == "allowlist":
+                self.settings.allowlist = value
+            elif isinstance(value, dict):
+                self._settings.setdefault(key, {}).update(value)
+        if "allowlist" in patch and "time.sleep" in patch["allowlist"]:
+            return ["time.sleep blocks the event loop"]
+        return []
+
+    def settings_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self._settings))
+
+    def reset(self) -> None:
+        self.locals.clear()
+        self.agent_vars.clear()
+        self.conv_vars.clear()
+
+    # completion and help
+    def completion_names(self) -> dict[str, str]:
+        return {"len": "function", "math": "module", "agent": "namespace", "sys": "namespace",
+                "price": "variable", "priority": "variable", "_hidden": "variable"}  # fmt: skip
+
+    def member_names(self, dotted: str) -> list[str]:
+        return {"math": ["sqrt", "pi", "_private"], "agent": ["visits", "name"]}.get(dotted, [])
+
+    def describe(self, dotted: str) -> str | None:
+        return {"len": "len(obj, /)\nReturn the number of items.", "math.sqrt": "sqrt(x)"}.get(
+            dotted
+        )
+
+    def redact(self, text: str) -> str:
+        return text.replace(SECRET, "***")
+
+
+@pytest.fixture
+def session() -> FakeSession:
+    return FakeSession()
+
+
+@pytest.fixture
+def runner(session: FakeSession) -> CellRunner:
+    return CellRunner(session, API)
+
+
+def results(outcome) -> list[dict[str, Any]]:
+    return [c["data"] for t, c in outcome.outputs if t == "execute_result"]
+
+
+def streams(outcome, name: str) -> str:
+    return "".join(c["text"] for t, c in outcome.outputs if t == "stream" and c["name"] == name)
+
+
+# -- cells -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "text"),
+    [
+        ("", cells.EMPTY, ""),
+        ("   \n# only a comment\n  # NBVAL_SKIP", cells.EMPTY, ""),
+        ("1 + 2", cells.EXPRESSION, "1 + 2"),
+        ("# NBVAL_RAISES_EXCEPTION\nx.__class__", cells.EXPRESSION, "x.__class__"),
+        ('"Hello {name}"', cells.DYNAMIC, "Hello {name}"),
+        ('# NBVAL_IGNORE_OUTPUT\n"{ 1 + 2 }"', cells.DYNAMIC, "{ 1 + 2 }"),
+        ("{ price * 2 }", cells.DYNAMIC, "{ price * 2 }"),
+        ('{"a": 1}', cells.DYNAMIC, '{"a": 1}'),
+        ('{"var": {"x": 1}}', cells.FRAGMENT, '{"var": {"x": 1}}'),
+        ('# NBVAL_CHECK_OUTPUT\n[{"var": {"x": 1}},\n # comment\n {"log": "hi"}]', cells.FRAGMENT,
+         '[{"var": {"x": 1}},\n {"log": "hi"}]'),
+        ("[1, 2]", cells.EXPRESSION, "[1, 2]"),
+        ("'single'", cells.EXPRESSION, "'single'"),
+        ("len?", cells.HELP, "len?"),
+        ("%vars", cells.LINE_MAGIC, "%vars"),
+        ("%%allowlist\nlen", cells.CELL_MAGIC, "%%allowlist\nlen"),
+    ],
+)  # fmt: skip
+def test_classify(code: str, kind: str, text: str) -> None:
+    cell = cells.classify(code, fake_fragment_kind)
+    assert cell.kind == kind
+    assert cell.text == text
+
+
+def test_strip_comments_keeps_code_lines_exactly() -> None:
+    code = "  # a\nx +\n   # b\n  y  # trailing comment stays\n#c"
+    assert cells.strip_comments(code) == "x +\n  y  # trailing comment stays"
+
+
+def test_magic_parsing() -> None:
+    line = cells.classify('# NBVAL_SKIP\n%rules {"max_for_clauses": 2,\n "x": 1}')
+    assert (line.kind, line.magic) == (cells.LINE_MAGIC, "rules")
+    assert json.loads(line.arg) == {"max_for_clauses": 2, "x": 1}
+    cell = cells.classify("%%allowlist\n# keep me\nlen\nmath")
+    assert (cell.kind, cell.magic, cell.arg) == (cells.CELL_MAGIC, "allowlist", "")
+    assert cell.body == "len\nmath"
+    assert cell.raw_body == "# keep me\nlen\nmath"
+
+
+def test_help_cells() -> None:
+    assert cells.classify("?math.sqrt").arg == "math.sqrt"
+    assert cells.classify("len??").arg == "len"
+    assert cells.classify("a ? b").kind == cells.EXPRESSION
+
+
+def test_fragment_kind_failure_means_expression() -> None:
+    def broken(obj: Any) -> str:
+        raise RuntimeError("engine bug")
+
+    assert cells.classify("[1]", broken).kind == cells.EXPRESSION
+
+
+def test_json_hint_only_for_json_looking_text() -> None:
+    assert cells.classify('{"var": {"x": 1}').json_error is not None
+    assert cells.classify("{ x + }").json_error is None
+
+
+def test_parse_json_argument_error_position() -> None:
+    with pytest.raises(CellError) as info:
+        cells.parse_json_argument('{"a": 1,\n "b" 2}', "The argument")
+    err = info.value
+    assert err.code == "syntax"
+    assert (err.line, err.col) == (2, 5)
+    assert "not valid JSON" in err.message
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_classify_never_raises(code: str) -> None:
+    cell = cells.classify(code, fake_fragment_kind)
+    assert cell.kind in {cells.EMPTY, cells.LINE_MAGIC, cells.CELL_MAGIC, cells.HELP,
+                         cells.DYNAMIC, cells.FRAGMENT, cells.EXPRESSION}  # fmt: skip
+
+
+# -- render ----------------------------------------------------------------------
+
+
+def test_error_info_coded_with_caret_and_path() -> None:
+    err = FakeError("underscore", "names starting with '_' are not allowed",
+                    line=2, col=4, path="var.total", source="1 +\n  x.__class__")  # fmt: skip
+    info = render.error_info(err)
+    assert info.ename == "underscore"
+    assert info.evalue == "names starting with '_' are not allowed"
+    assert info.traceback == [
+        "underscore: names starting with '_' are not allowed",
+        "  at var.total",
+        "      x.__class__",
+        "        ^",
+    ]
+    assert "\x1b" not in info.ename + info.evalue
+
+
+def test_caret_keeps_tabs() -> None:
+    assert render.caret_line("\tab", 2) == "\t ^"
+
+
+def test_error_info_group_lists_every_error() -> None:
+    group = FakeGroup([
+        FakeError("underscore", "first", line=1, col=0, source="_a", path="var.a"),
+        FakeError("lambda", "second", line=1, col=3, source="f(lambda: 1)"),
+    ])  # fmt: skip
+    info = render.error_info(group)
+    assert info.ename == "underscore"
+    assert info.traceback[0] == "underscore: first (and 1 more)"
+    text = "\n".join(info.traceback)
+    assert "[1] underscore: first" in text
+    assert "[2] lambda: second" in text
+    assert "  at var.a" in text
+    assert "    f(lambda: 1)\n       ^" in text
+
+
+def test_error_info_interrupt_and_unexpected() -> None:
+    info = render.error_info(KeyboardInterrupt())
+    assert (info.ename, info.evalue) == ("stopped", INTERRUPTED)
+    info = render.error_info(ZeroDivisionError("division by zero"))
+    assert info.ename == "unexpected"
+    assert info.evalue == "ZeroDivisionError: division by zero"
+    assert not any('File "' in line for line in info.traceback)
+
+
+def test_error_info_redacts() -> None:
+    info = render.error_info(FakeError("runtime", f"bad {SECRET}"), lambda t: t.replace(SECRET, "***"))
+    assert SECRET not in json.dumps(info.content())
+
+
+def test_error_details_lines_listed_when_not_in_message() -> None:
+    err = FakeError("allowlist", "2 allowlist lines failed",
+                    details={"lines": {"nosuchmodule": "Could not be imported."}})  # fmt: skip
+    assert "  nosuchmodule: Could not be imported." in render.error_info(err).traceback
+
+
+def test_value_bundle() -> None:
+    assert render.value_bundle(3, as_json=fake_as_json) == {"text/plain": "3", "application/json": 3}
+    assert render.value_bundle("Hello {name}", as_json=fake_as_json) == {
+        "text/plain": "'Hello {name}'",
+        "application/json": "Hello {name}",
+    }
+    assert render.value_bundle(Opaque(), as_json=fake_as_json) == {"text/plain": "<Opaque>"}
+    assert "repr failed" in render.value_bundle(BadRepr())["text/plain"]
+    red = render.value_bundle({"k": SECRET}, as_json=fake_as_json, redact=lambda t: t.replace(SECRET, "***"))
+    assert SECRET not in json.dumps(red)
+
+
+def test_output_parts() -> None:
+    assert render.output_part_bundle({"type": "text", "text": "hi"}) == {"text/plain": "hi"}
+    assert render.output_part_bundle({"type": "html", "html": "<b>x</b>"}) == {"text/html": "<b>x</b>"}
+    png = b"\x89PNG\r\n"
+    data = render.output_part_bundle({"type": "image", "data": png, "mime": "image/png"})
+    assert base64.b64decode(data["image/png"]) == png
+    assert "text/plain" in data
+    already = render.output_part_bundle({"type": "image", "data": "aGk="})
+    assert already["image/png"] == "aGk="
+
+
+# -- runner ----------------------------------------------------------------------
+
+
+def test_expression_result(runner: CellRunner) -> None:
+    out = runner.run("1 + 2")
+    assert out.ok
+    assert results(out) == [{"text/plain": "3", "application/json": 3}]
+
+
+def test_none_shows_nothing(runner: CellRunner) -> None:
+    out = runner.run("None")
+    assert out.ok and out.outputs == []
+
+
+def test_comment_lines_stripped_in_every_kind(runner: CellRunner, session: FakeSession) -> None:
+    out = runner.run('# NBVAL_RAISES_EXCEPTION\n{"var": {"x": 1}}')
+    assert out.ok and session.locals == {"x": 1}
+    out = runner.run("# NBVAL_CHECK_OUTPUT\nx + 1")
+    assert results(out)[0]["text/plain"] == "2"
+
+
+def test_dynamic_string_cells(runner: CellRunner, session: FakeSession) -> None:
+    assert results(runner.run('"Hello {name}"'))[0]["text/plain"] == "'Hello {name}'"
+    session.locals["price"] = 4
+    assert results(runner.run("{ price * 2 }"))[0]["text/plain"] == "8"
+    assert ("dynamic", "{ price * 2 }") in session.evaluated
+    assert results(runner.run('{"a": 1}'))[0]["application/json"] == {"a": 1}
+
+
+def test_fragment_outputs_logs_and_value(runner: CellRunner) -> None:
+    out = runner.run(
+        '[{"output": {"type": "text", "text": "one"}}, {"log": "trace"},'
+        ' {"output": {"type": "html", "html": "<i>two</i>"}}, {"return": [1, 2]}]'
+    )
+    assert out.ok
+    kinds = [t for t, _ in out.outputs]
+    assert kinds == ["display_data", "display_data", "stream", "execute_result"]
+    assert out.outputs[0][1]["data"] == {"text/plain": "one"}
+    assert out.outputs[1][1]["data"] == {"text/html": "<i>two</i>"}
+    assert out.outputs[2][1] == {"name": "stderr", "text": "trace\n"}
+    assert out.outputs[3][1]["data"]["application/json"] == [1, 2]
+
+
+def test_fragment_error_after_outputs(runner: CellRunner) -> None:
+    out = runner.run('[{"output": {"type": "text", "text": "before"}}, {"fail": "no stock"}]')
+    assert not out.ok
+    assert out.error.ename == "failCommand" and out.error.evalue == "no stock"
+    assert out.error.traceback[:2] == ["failCommand: no stock", "  at fail"]
+    assert [t for t, _ in out.outputs] == ["display_data"]
+
+
+def test_error_triple(runner: CellRunner) -> None:
+    out = runner.run("x.__class__")
+    assert out.error.ename == "underscore"
+    assert out.error.traceback[0] == "underscore: names starting with '_' are not allowed"
+    assert out.error.traceback[1:] == ["    x.__class__", "      ^"]
+
+
+def test_interrupt_keeps_session(runner: CellRunner, session: FakeSession) -> None:
+    runner.run('{"var": {"keep": 41}}')
+    session.interrupt_next = True
+    out = runner.run("keep")
+    assert (out.error.ename, out.error.evalue) == ("stopped", INTERRUPTED)
+    assert results(runner.run("keep + 1"))[0]["text/plain"] == "42"
+    out = runner.run('{"interrupt": 1}')
+    assert out.error.ename == "stopped"
+
+
+def test_unexpected_exception(runner: CellRunner) -> None:
+    out = runner.run("crash")
+    assert out.error.ename == "unexpected"
+    assert out.error.evalue == "TypeError: internal bug"
+    assert out.error.traceback == ["unexpected: TypeError: internal bug"]
+
+
+def test_json_hint_on_syntax_error(runner: CellRunner) -> None:
+    out = runner.run('{"var": {"x": 1}')
+    assert out.error.ename == "syntax"
+    assert any("as JSON it is not valid either" in line for line in out.error.traceback)
+
+
+def test_secret_values_redacted(runner: CellRunner) -> None:
+    out = runner.run("secret")
+    assert SECRET not in json.dumps(out.outputs)
+    assert results(out)[0]["text/plain"] == "'***'"
+
+
+def test_pending_error_reported_once(session: FakeSession) -> None:
+    pending = FakeError("settings", "unknown key 'limts'", stage="load")
+    r = CellRunner(session, API, pending_error=pending)
+    silent = r.run("1", silent=True)
+    assert silent.ok
+    first = r.run("1 + 1")
+    assert first.error.ename == "settings" and first.error.evalue == "unknown key 'limts'"
+    assert results(r.run("1 + 1"))[0]["text/plain"] == "2"
+
+
+def test_no_session_reports_startup_error() -> None:
+    r = CellRunner(None, None, startup_error=ImportError("no engine"))
+    out = r.run("1")
+    assert out.error.ename == "unexpected"
+    assert "ImportError: no engine" in out.error.evalue
+    assert r.run("").ok
+
+
+def test_user_expressions(runner: CellRunner) -> None:
+    res = runner.evaluate_user_expressions({"a": "1 + 1", "b": "y.__dict__", "c": "opaque"})
+    assert res["a"] == {"status": "ok", "data": {"text/plain": "2", "application/json": 2},
+                        "metadata": {}}  # fmt: skip
+    assert res["b"]["status"] == "error" and res["b"]["ename"] == "underscore"
+    assert res["c"]["data"] == {"text/plain": "<Opaque>"}
+
+
+def test_help_cell_pages(runner: CellRunner) -> None:
+    out = runner.run("len?")
+    assert out.payload == [{"source": "page", "data": {"text/plain": "len(obj, /)\nReturn the number of items."},
+                            "start": 0}]  # fmt: skip
+    out = runner.run("nothing?")
+    assert out.ok and "No help" in streams(out, "stdout")
+
+
+# -- magics ----------------------------------------------------------------------
+
+
+def test_allowlist_show_and_replace(runner: CellRunner, session: FakeSession) -> None:
+    assert results(runner.run("%allowlist")) == [{"text/plain": "len\nmath"}]
+    out = runner.run("%%allowlist\n# teaching list\nlen\ntime.sleep")
+    assert out.ok
+    assert session.patches[-1] == {"allowlist": "# teaching list\nlen\ntime.sleep"}
+    assert streams(out, "stderr") == "warning: time.sleep blocks the event loop\n"
+    assert runner.run("%allowlist extra").error.ename == "magic"
+
+
+def test_settings_magics_show_and_merge(runner: CellRunner, session: FakeSession) -> None:
+    shown = results(runner.run("%limits"))[0]
+    assert shown["application/json"] == {"time": 30.0, "loop_iterations": 10000}
+    assert json.loads(shown["text/plain"]) == shown["application/json"]
+    assert runner.run('%limits {"time": 5}').ok
+    assert session.patches[-1] == {"limits": {"time": 5}}
+    assert runner.run('%%rules\n{"max_for_clauses": 2}').ok
+    assert session.patches[-1] == {"rules": {"max_for_clauses": 2}}
+    assert runner.run('%rules {"operators": {"<<": "off"}}').ok
+
+
+def test_settings_magic_errors(runner: CellRunner) -> None:
+    bad = runner.run('%limits {"time": }')
+    assert bad.error.ename == "syntax"
+    assert "not valid JSON" in bad.error.evalue
+    assert runner.run("%limits [1]").error.ename == "magic"
+    refused = runner.run('%limits {"nope": 1}')
+    assert (refused.error.ename, refused.error.evalue) == ("settings", "unknown key limits.nope")
+
+
+def test_sys_magic_splits_const(runner: CellRunner, session: FakeSession) -> None:
+    assert runner.run('%sys {"inputs": {"query": "hi"}, "const": {"rate": 2}}').ok
+    assert session.patches[-1] == {"const": {"rate": 2}, "sys": {"inputs": {"query": "hi"}}}
+    assert runner.run('%sys {"const": {"rate": 3}}').ok
+    assert session.patches[-1] == {"const": {"rate": 3}}
+    shown = results(runner.run("%sys"))[0]["application/json"]
+    assert shown == {"inputs": {"query": "hi"}, "const": {"rate": 3}}
+
+
+def test_vars_and_reset(runner: CellRunner, session: FakeSession) -> None:
+    session.locals.update(x=1, o=Opaque())
+    session.agent_vars["visits"] = 2
+    out = results(runner.run("%vars"))[0]
+    assert out["text/plain"] == "locals:\n  x = 1\n  o = <Opaque>\nagent:\n  visits = 2\nconv:\n  (none)"
+    assert "application/json" not in out  # a local is not JSON
+    session.locals.pop("o")
+    assert results(runner.run("%vars"))[0]["application/json"] == {
+        "locals": {"x": 1}, "agent": {"visits": 2}, "conv": {}}  # fmt: skip
+    assert runner.run("%reset").ok
+    assert session.locals == {} and session.agent_vars == {}
+    assert runner.run("%vars now").error.ename == "magic"
+
+
+def test_validate_magic(runner: CellRunner) -> None:
+    ok = results(runner.run("%validate len(x) + secret"))[0]
+    assert ok["application/json"] == {"ok": True, "allowlist_names": ["len"], "local_names": ["x"],
+                                      "secrets": ["KEY"]}  # fmt: skip
+    assert "allowlist names: len" in ok["text/plain"]
+    bad = runner.run("%validate f(lambda: y.__x)")
+    assert bad.error.ename == "underscore"
+    joined = "\n".join(bad.error.traceback)
+    assert "[1] underscore" in joined and "[2] lambda" in joined
+    assert runner.run("%validate").error.ename == "magic"
+
+
+def test_expr_and_fragment_magics(runner: CellRunner, session: FakeSession) -> None:
+    assert results(runner.run('%%expr\n{"a": 1}'))[0]["text/plain"] == "{'a': 1}"
+    assert ("dynamic", '{"a": 1}') not in session.evaluated
+    assert runner.run('%%fragment\n{"var": {"y": 5}}').ok and session.locals["y"] == 5
+    bad = runner.run('%%fragment\n{"var": {"y": 5},\n  oops}')
+    assert bad.error.ename == "syntax"
+    assert "line 2" in bad.error.evalue
+    assert runner.run("%%fragment\n[1, 2]").error.ename == "fragment"
+
+
+def test_lsmagic_help_and_unknown(runner: CellRunner) -> None:
+    text = results(runner.run("%lsmagic"))[0]["text/plain"]
+    for name in ("allowlist", "rules", "limits", "sys", "vars", "reset", "validate", "lsmagic", "help"):
+        assert f"%{name}" in text
+    assert "%%fragment" in text and "%%expr" in text
+    assert "%%allowlist" in results(runner.run("%help allowlist"))[0]["text/plain"]
+    assert "Each cell is one of" in results(runner.run("%help"))[0]["text/plain"]
+    unknown = runner.run("%nosuch 1")
+    assert unknown.error.ename == "magic" and "%lsmagic" in unknown.error.evalue
+    assert runner.run("%%vars\nx").error.ename == "magic"
+    assert runner.run("%help nosuch").error.ename == "magic"
+    assert runner.run("%").error.ename == "magic"
+
+
+def test_magic_registry_names() -> None:
+    assert "allowlist" in magics.line_magic_names() and "allowlist" in magics.cell_magic_names()
+    assert "vars" not in magics.cell_magic_names()
+
+
+# -- completion ------------------------------------------------------------------
+
+
+def _types_aligned(reply: dict[str, Any]) -> None:
+    types = reply["metadata"]["_jupyter_types_experimental"]
+    assert [t["text"] for t in types] == reply["matches"]
+    for t in types:
+        assert (t["start"], t["end"]) == (reply["cursor_start"], reply["cursor_end"])
+
+
+def test_complete_names(session: FakeSession) -> None:
+    reply = completion.complete("1 + pri", None, session)
+    assert reply["matches"] == ["price", "priority"]
+    assert (reply["cursor_start"], reply["cursor_end"]) == (4, 7)
+    assert reply["metadata"]["_jupyter_types_experimental"][0]["type"] == "variable"
+    _types_aligned(reply)
+
+
+def test_complete_members(session: FakeSession) -> None:
+    reply = completion.complete("math.s", 6, session)
+    assert reply["matches"] == ["math.sqrt"]
+    assert reply["cursor_start"] == 0
+    reply = completion.complete("agent.", 6, session)
+    assert reply["matches"] == ["agent.name", "agent.visits"]
+    assert completion.complete("nothing.x", 9, session)["matches"] == []
+    assert completion.complete("f().x", 5, session)["matches"] == []
+    _types_aligned(reply)
+
+
+def test_complete_magics(session: FakeSession) -> None:
+    reply = completion.complete("%li", 3, session, line_magics=["limits", "lsmagic"], cell_magics=["limits"])
+    assert reply["matches"] == ["%limits"] and reply["cursor_start"] == 0
+    reply = completion.complete("# c\n%%", 6, session, line_magics=["vars"], cell_magics=["expr"])
+    assert reply["matches"] == ["%%expr"] and reply["cursor_start"] == 4
+    _types_aligned(reply)
+
+
+def test_complete_unicode_offsets_and_clamp(session: FakeSession) -> None:
+    code = "'é' + pr"
+    reply = completion.complete(code, len(code), session)
+    assert reply["cursor_start"] == 6 and reply["cursor_end"] == 8
+    reply = completion.complete("pri", 10**6, session)
+    assert reply["cursor_end"] == 3 and reply["matches"] == ["price", "priority"]
+    assert completion.complete("pri", -5, session)["cursor_end"] == 0
+
+
+def test_complete_json_keywords(session: FakeSession) -> None:
+    code = '{"va'
+    assert "var" in completion.complete(code, len(code), session)["matches"]
+
+
+def test_complete_never_fails() -> None:
+    class Broken:
+        def __getattr__(self, name: str) -> Any:
+            raise RuntimeError("boom")
+
+    reply = completion.complete("le", 2, Broken())
+    assert reply["status"] == "ok" and reply["matches"] == []
+    assert reply["metadata"] == {"_jupyter_types_experimental": []}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), st.integers(min_value=-5, max_value=200))
+def test_complete_any_input(code: str, pos: int) -> None:
+    reply = completion.complete(code, pos, FakeSession(), line_magics=["vars"], cell_magics=["expr"])
+    assert reply["status"] == "ok"
+    assert 0 <= reply["cursor_start"] <= reply["cursor_end"] <= len(code)
+    _types_aligned(reply)
+
+
+def test_inspect(session: FakeSession) -> None:
+    found = completion.inspect("1 + len(x)", 6, session)
+    assert found["found"] and found["data"]["text/plain"].startswith("len(obj")
+    assert completion.inspect("len(", 4, session)["found"]
+    assert completion.inspect("math.sqrt(2)", 3, session)["data"]["text/plain"] == "sqrt(x)"
+    assert completion.inspect("zzz", 1, session) == {"status": "ok", "found": False, "data": {},
+                                                     "metadata": {}}  # fmt: skip
+    assert completion.inspect("", 0, session)["found"] is False
+
+
+# -- is_complete ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("", "complete"),
+        ("# only comment", "complete"),
+        ("1 + 2", "complete"),
+        ("len(x", "incomplete"),
+        ("1 +", "invalid"),
+        ("x = 1", "invalid"),
+        ("await fetch(1)", "complete"),
+        ('{"var": {"x": 1}}', "complete"),
+        ('{"var": {"x": 1}', "incomplete"),
+        ('[{"var": {"x": "abc', "incomplete"),
+        ('{"var" {"x": 1}}', "invalid"),
+        ('# NBVAL_SKIP\n{"var":\n', "incomplete"),
+        ("{ price * 2 }", "complete"),
+        ("{'a': 1}", "complete"),
+        ('"Hello {name}"', "complete"),
+        ("%vars", "complete"),
+        ('%limits {"time":', "incomplete"),
+        ("%%allowlist", "incomplete"),
+        ("%%allowlist\nlen", "complete"),
+        ("%%fragment\n[", "incomplete"),
+        ("%%fragment\n[]", "complete"),
+        ("%%expr\n(1 +", "incomplete"),
+    ],
+)
+def test_is_complete(code: str, status: str) -> None:
+    assert completion.is_complete(code)["status"] == status
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_is_complete_any_input(code: str) -> None:
+    assert completion.is_complete(code)["status"] in {"complete", "incomplete", "invalid", "unknown"}
+
+
+# -- install ---------------------------------------------------------------------
+
+
+def test_kernel_dict_absolute_interpreter() -> None:
+    spec = install.kernel_dict()
+    assert os.path.isabs(spec["argv"][0])
+    assert spec["argv"][1:] == ["-m", "s2o_kernel", "-f", "{connection_file}"]
+    assert spec["language"] == "s2o" and spec["interrupt_mode"] == "signal"
+    assert spec["metadata"] == {}
+
+
+def test_shipped_kernelspec() -> None:
+    res = install.resource_dir()
+    spec = json.loads((res / "kernel.json").read_text())
+    assert spec == {
+        "argv": ["python", "-m", "s2o_kernel", "-f", "{connection_file}"],
+        "display_name": "Search2o expressions",
+        "language": "s2o",
+        "interrupt_mode": "signal",
+        "metadata": {},
+    }
+    assert (res / "logo-32x32.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (res / "logo-64x64.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (res / "logo-svg.svg").read_bytes()
+
+
+def test_valid_names() -> None:
+    assert install.valid_name("s2o") and install.valid_name("s2o-dev_1.2")
+    assert not install.valid_name("S2O bad") and not install.valid_name("") and not install.valid_name("a/b")
+
+
+def test_install_into_prefix(tmp_path: Path) -> None:
+    dest = install.install(prefix=str(tmp_path), kernel_name="s2o-unit", env={"S2O_CONFIG": "/x.toml"})
+    dest_path = Path(dest)
+    assert dest_path == tmp_path / "share" / "jupyter" / "kernels" / "s2o-unit"
+    spec = json.loads((dest_path / "kernel.json").read_text())
+    assert spec["argv"][0] == os.path.abspath(sys.executable)
+    assert spec["display_name"] == "s2o-unit"
+    assert spec["env"] == {"S2O_CONFIG": "/x.toml"}
+    assert {p.name for p in dest_path.iterdir()} == {"kernel.json", "logo-32x32.png", "logo-64x64.png",
+                                                    "logo-svg.svg"}  # fmt: skip
+    with pytest.raises(ValueError):
+        install.install(prefix=str(tmp_path), kernel_name="bad name")
+
+
+def test_install_cli_rejects_bad_name(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "s2o_kernel", "install", "--prefix", str(tmp_path), "--name", "no way"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "invalid --name" in proc.stderr
+    assert not (tmp_path / "share").exists()
+
+
+def test_pure_modules_do_not_import_jupyter() -> None:
+    code = (
+        "import sys\n"
+        "import s2o_kernel, s2o_kernel.kernel.runner, s2o_kernel.kernel.completion\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('ipykernel', 'jupyter_client', 'zmq', 'IPython')]\n"
+        "print(','.join(bad))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
