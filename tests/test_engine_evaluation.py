@@ -1,0 +1,249 @@
+"""Evaluation, scopes and limits (SPEC 1, 2, 5, 6): values, errors with positions, async, time limit."""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from s2o_kernel.engine import Engine, S2OError, Session, as_json, default_settings, make_settings
+
+HELPERS = "s2o_conformance_helpers"
+
+
+def session(allowlist="", **kw):
+    locs = kw.pop("locals", None)
+    agent = kw.pop("agent", None)
+    return Session(Engine(make_settings({"allowlist": allowlist, **kw})), locals=locs, agent=agent)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("{ price * quantity }", 37.5),
+    ("Order total", "Order total"),
+    ("Hello {name}", "Hello {name}"),
+    ("{ f'Hello {name}' }", "Hello Ada"),
+    ('{"a": 1}', {"a": 1}),
+    (" {x}", " {x}"),
+    ("{x} ", "{x} "),
+    ("{}", {}),
+    ("{ }", {}),
+])
+def test_dynamic_strings(text, expected):
+    s = session(locals={"price": 12.5, "quantity": 3, "name": "Ada"})
+    assert s.evaluate_dynamic(text) == expected
+
+
+def test_runtime_error_has_type_name_and_position():
+    s = session(locals={"a": 1, "b": 0})
+    with pytest.raises(S2OError) as err:
+        s.evaluate("[1,\n a / b]")
+    e = err.value
+    assert (e.code, e.stage, e.line, e.col) == ("runtime", "run", 2, 1)
+    assert e.message == "ZeroDivisionError: division by zero" and e.python_type == "ZeroDivisionError"
+    assert e.__cause__ is None and e.__suppress_context__
+
+
+def test_agent_and_conv_hold_json_and_reads_are_copies():
+    s = session(agent={"cart": [1, 2]})
+    got = s.evaluate("agent.cart")
+    got.append(3)
+    assert s.agent_vars == {"cart": [1, 2]}
+    with pytest.raises(S2OError) as err:
+        s.set_agent("bad", {"k": {1, 2}})
+    assert err.value.code == "not-json" and "agent.bad['k']" in err.value.message and "set" in err.value.message
+    with pytest.raises(S2OError) as err:
+        s.evaluate("agent.nothing")
+    assert err.value.code == "not-set" and "sys.exists('agent', 'nothing')" in err.value.message
+
+
+def test_sys_members_const_and_exists():
+    s = session(sys={"inputs": {"query": "hi", "n": 2}, "userEmail": "a@b.c"}, const={"rate": 0.2})
+    assert s.evaluate("sys.query") == "hi"
+    assert s.evaluate("sys.inputs['n'] * const.rate") == pytest.approx(0.4)
+    assert s.evaluate("sys.userEmail") == "a@b.c"
+    assert s.evaluate("sys.exists('const', 'rate') and not sys.exists('conv', 'x')") is True
+    with pytest.raises(S2OError) as err:
+        s.evaluate("sys.exists('nowhere', 'x')")
+    assert err.value.code == "runtime" and err.value.stage == "run"
+
+
+def test_result_and_exc_are_not_set_outside_commands():
+    s = session()
+    for name in ("result", "exc"):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(name)
+        assert err.value.code == "not-set"
+    s.set_result(5)
+    assert s.evaluate("result + 1") == 6
+
+
+def test_secret_formats_but_is_opaque_and_redacted():
+    s = session(allowlist="int", secrets={"K": "sk-secret-123"})
+    assert s.evaluate("f'Bearer {sys.secret[\"K\"]}'") == "Bearer sk-secret-123"
+    assert repr(s.evaluate("sys.secret['K']")) == "<secret K>"
+    for expr in ("sys.secret['K'].startswith('sk')", "int(sys.secret['K'])", "sys.secret['K'] == 'x'"):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(expr)
+        assert "sk-secret-123" not in err.value.message
+    assert s.redact("token sk-secret-123!") == "token ***!"
+
+
+def test_secret_values_are_scrubbed_from_error_messages():
+    s = session(allowlist="int", secrets={"K": "12ab"}, locals={"v": "x12ab"})
+    with pytest.raises(S2OError) as err:
+        s.evaluate("int(v)")
+    assert "12ab" not in err.value.message and "***" in err.value.message
+
+
+def test_async_whole_call_is_awaited_and_explicit_await_works():
+    s = session(allowlist=f"{HELPERS}.fetch_user_profile as fetch\n{HELPERS}.stream_lines as lines")
+    assert s.evaluate("fetch(7)") == {"id": 7, "name": "user7"}
+    assert s.evaluate("(await fetch(3))['name']") == "user3"
+    assert s.evaluate("[x async for x in lines(2)]") == ["line 0", "line 1"]
+
+
+def test_evaluate_async_runs_off_the_callers_loop():
+    import asyncio
+
+    s = session(allowlist=f"{HELPERS}.fetch_user_profile as fetch")
+
+    async def main():
+        return await s.evaluate_async("fetch(1)"), await s.evaluate_async("1 + 1")
+
+    assert asyncio.run(main()) == ({"id": 1, "name": "user1"}, 2)
+
+
+def test_sync_evaluate_works_inside_a_running_loop():
+    import asyncio
+
+    s = session(allowlist=f"{HELPERS}.fetch_user_profile as fetch")
+
+    async def main():
+        return s.evaluate("fetch(2)")
+
+    assert asyncio.run(main()) == {"id": 2, "name": "user2"}
+
+
+def test_results_holding_generators_or_coroutines_are_refused():
+    s = session(allowlist=f"{HELPERS}.count_up as count_up\n{HELPERS}.fetch_user_profile as fetch\nlist")
+    with pytest.raises(S2OError) as err:
+        s.evaluate("count_up(3)")
+    assert err.value.code == "not-allowed"
+    assert s.evaluate("list(count_up(3))") == [0, 1, 2]
+    with pytest.raises(S2OError) as err:
+        s.evaluate("[x for x in [fetch]][0](1)")
+    assert err.value.code == "call-target"
+
+
+def test_time_limit_stops_pure_python_work_and_keeps_the_session():
+    s = session(allowlist=f"sum\n{HELPERS}.endless as endless", limits={"time": 0.5}, locals={"kept": 41},
+                agent={"visits": 3})
+    t0 = time.monotonic()
+    with pytest.raises(S2OError) as err:
+        s.evaluate("sum(endless())")
+    elapsed = time.monotonic() - t0
+    assert err.value.code == "timedOut" and "0.5" in err.value.message
+    assert elapsed < 0.5 + 0.5
+    assert s.evaluate("kept + 1") == 42 and s.agent_vars == {"visits": 3}
+
+
+def test_time_limit_covers_awaiting():
+    s = session(allowlist="asyncio.sleep", limits={"time": 0.3})
+    t0 = time.monotonic()
+    with pytest.raises(S2OError) as err:
+        s.evaluate("await asyncio.sleep(100)")
+    assert err.value.code == "timedOut" and time.monotonic() - t0 < 1.5
+    assert s.evaluate("1 + 1") == 2
+
+
+def test_interrupt_from_another_thread_stops_the_run():
+    s = session(allowlist=f"sum\n{HELPERS}.endless as endless", limits={"time": 30})
+    threading.Timer(0.2, s.interrupt).start()
+    t0 = time.monotonic()
+    with pytest.raises(S2OError) as err:
+        s.evaluate("sum(endless())")
+    assert err.value.code == "stopped" and time.monotonic() - t0 < 2
+
+
+def test_update_settings_is_all_or_nothing():
+    s = session(allowlist="len", locals={"x": [1]})
+    with pytest.raises(S2OError) as err:
+        s.update_settings({"allowlist": "len\nnosuchmodule"})
+    assert err.value.code == "allowlist"
+    assert s.evaluate("len(x)") == 1
+    with pytest.raises(S2OError) as err:
+        s.update_settings({"limits": {"time": "soon"}})
+    assert err.value.code == "settings" and err.value.path == "limits.time"
+    with pytest.raises(S2OError) as err:
+        s.update_settings({"limits": {"nope": 1}})
+    assert err.value.code == "settings" and "limits.nope" in err.value.message
+    s.update_settings({"allowlist": "len\nmax", "sys": {"inputs": {"q": 1}}})
+    assert s.evaluate("max(x) + sys.inputs['q']") == 2 and s.settings.limits.time == 30
+
+
+def test_reset_clears_variables_not_settings():
+    s = session(allowlist="len", locals={"x": 1}, agent={"a": 1})
+    s.reset()
+    assert s.locals == {} and s.agent_vars == {}
+    assert s.evaluate("len('ab')") == 2
+
+
+def test_var_fragment_sets_in_order_and_rolls_back_a_failing_command():
+    s = session(locals={"base": 2})
+    r = s.run_fragment({"var": {"x": "{ base * 3 }", "y": "{ x + command.x }", "agent.n": 1, "conv.lang": "nb"}})
+    assert r.code == "success" and r.error is None
+    assert s.locals == {"base": 2, "x": 6, "y": 12} and s.agent_vars == {"n": 1} and s.conv_vars == {"lang": "nb"}
+    r = s.run_fragment([{"var": {"z": 1}}, {"var": {"w": 2, "v": "{ 1 / 0 }"}}])
+    assert r.code == "errorInAgent" and r.error.code == "runtime" and r.error.path == "[1].var.v"
+    assert "z" in s.locals and "w" not in s.locals
+
+
+def test_fragment_reports_all_problems_before_running():
+    s = session()
+    r = s.run_fragment({"var": {"a": "{ 1 }", "b": "{ a._y }", "c": "{ lambda: 1 }", "_d": 1}})
+    assert r.code == "errorInAgent"
+    assert [(e.code, e.path) for e in r.error.errors] == [
+        ("underscore", "var.b"), ("lambda", "var.c"), ("underscore", "var._d")]
+    assert s.locals == {}
+
+
+def test_not_json_in_agent_var_names_type_and_place():
+    s = session(allowlist="set")
+    r = s.run_fragment({"var": {"agent.tags": "{ [1, set()] }"}})
+    assert r.error.code == "not-json" and "agent.tags[1]" in r.error.message and r.error.path == "var.agent.tags"
+
+
+def test_as_json():
+    assert as_json((1, [2, {"a": None}])) == [1, [2, {"a": None}]]
+    assert as_json({1: 2}) is None and as_json({1}) is None and as_json(float("nan")) is None
+
+
+def test_embedded_default_bounds_operators_and_range():
+    s = Session(Engine(default_settings()))
+    for expr in ("9 ** 9 ** 9", "'a' * 10 ** 10", "1 << 10 ** 10", "sum(range(10 ** 12))", "pow(9, 9 ** 9)"):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(expr)
+        assert err.value.code == "runtime" and "OverflowError" in err.value.message, expr
+    assert s.evaluate("2 ** 10 + len('ab' * 3)") == 1030
+
+
+def test_engine_imports_nothing_from_jupyter():
+    root = Path(__file__).resolve().parent.parent / "s2o_kernel" / "engine"
+    banned = ("ipykernel", "jupyter_client", "jupyter_core", "zmq", "nbformat", "IPython", "s2o_kernel.kernel")
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+                if node.level and node.module and node.module.startswith("kernel"):
+                    names.append("s2o_kernel.kernel")
+                if node.level >= 2:
+                    names.append("s2o_kernel." + (node.module or ""))
+            for n in names:
+                assert not n.startswith(banned), f"{path.name} imports {n}"
