@@ -19,13 +19,16 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 from .errors import ErrorGroup, S2OError
 from .evaluation import Compiled, Engine, RunResult, Session, Validation
 from .fragments import fragment_kind
-from .scopes import as_json
+from .isolated import IsolatedSession
+from .scopes import RemoteValue, as_json
 from .settings import Settings, default_settings, load_settings, make_settings
 
 __all__ = [
     "Compiled",
     "Engine",
     "ErrorGroup",
+    "IsolatedSession",
+    "RemoteValue",
     "RunResult",
     "S2OError",
     "Session",

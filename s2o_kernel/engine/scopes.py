@@ -64,12 +64,40 @@ class _NotJSON(Exception):
     pass
 
 
+class RemoteValue:
+    """A value that lives in a worker process (:mod:`.isolated`): its ``repr`` and JSON form.
+
+    ``repr()`` gives the worker's text; :func:`as_json` gives ``json`` (``None``
+    when the value is not JSON).
+    """
+
+    __slots__ = ("text", "json")
+
+    def __init__(self, text: str, json: Any) -> None:
+        self.text = text
+        self.json = json
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RemoteValue) and (self.text, self.json) == (other.text, other.json)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def _to_json_inner(value: Any, depth: int) -> Any:
     if depth > 200:
         raise _NotJSON
+    if type(value) is RemoteValue:
+        if value.json is None:
+            raise _NotJSON
+        return value.json
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
+        if value.bit_length() > 14_000:  # past CPython's 4300-digit text conversion limit
+            raise _NotJSON
         return int(value)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):

@@ -1,0 +1,189 @@
+"""The containment worker: a child process that runs a :class:`Session` for an :class:`IsolatedSession` (SPEC 12).
+
+``python -m s2o_kernel.engine.worker`` reads one JSON request per line on
+stdin and writes one JSON reply per line on stdout. It caps its own address
+space with ``RLIMIT_AS`` (its size after start-up plus ``limits.memory``), so a
+memory bomb ends in ``MemoryError`` (code ``memory-limit``) inside the worker
+and never takes the parent over the limit. Work that Python cannot interrupt
+in-process is stopped by the parent killing this process (see
+:mod:`.isolated`). Only JSON crosses the pipe, never pickles: a compromised
+worker cannot make the parent run code.
+
+Requests are ``{"op": NAME, ...}``; replies are ``{"ok": true, "result": …}``
+or ``{"ok": false, "error": {code, message, line, col, path, stage, errors?}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+from typing import Any
+
+#: Address space allowed beyond ``limits.memory`` for the worker's own threads and arenas, in bytes.
+MEMORY_MARGIN = 256 << 20
+#: Longest ``repr`` sent back, in characters.
+MAX_REPR = 1_000_000
+
+
+def _vm_size() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def display(value: Any) -> dict[str, Any]:
+    """``{"repr": text, "json": JSON or null}`` for a value, never raising."""
+    from .scopes import as_json
+
+    try:
+        text = repr(value)
+    except Exception as exc:  # e.g. an int too large to convert to text
+        text = f"<{type(value).__name__} object: repr failed with {type(exc).__name__}>"
+    if len(text) > MAX_REPR:
+        return {"repr": text[:MAX_REPR] + " … (truncated)", "json": None}
+    data = as_json(value)
+    if data is not None:
+        try:
+            json.dumps(data)
+        except (ValueError, TypeError):
+            data = None
+    return {"repr": text, "json": data}
+
+
+def error_dict(exc: Any) -> dict[str, Any]:
+    """An :class:`S2OError` (or group) as JSON for the pipe."""
+    out = {"code": exc.code, "message": exc.message, "line": exc.line, "col": exc.col, "path": exc.path,
+           "stage": exc.stage, "source": exc.source, "details": exc.details, "python_type": exc.python_type}
+    errors = getattr(exc, "errors", None)
+    if errors:
+        out["errors"] = [error_dict(e) for e in errors]
+    return out
+
+
+class Worker:
+    """Serves requests for one session in this process."""
+
+    def __init__(self) -> None:
+        self.session: Any = None
+        self.baseline = _vm_size()
+
+    def limit_memory(self, limit: int) -> None:
+        """Cap the address space at start-up size + ``limit`` + :data:`MEMORY_MARGIN`."""
+        if not self.baseline:
+            return
+        cap = self.baseline + limit + MEMORY_MARGIN
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+    def state(self) -> dict[str, Any]:
+        """Agent, conversation and the JSON-serialisable locals: what survives a restart."""
+        from .scopes import as_json
+
+        s = self.session
+        locs = {}
+        for name, value in s.locals.items():
+            data = as_json(value)
+            if data is not None or value is None:
+                locs[name] = data
+        return {"locals": locs, "agent": s.agent_vars, "conv": s.conv_vars}
+
+    def handle(self, req: dict[str, Any]) -> Any:
+        op = req["op"]
+        if op == "init":
+            from .evaluation import Engine, Session
+            from .settings import make_settings
+
+            settings = make_settings(req["settings"])
+            state = req.get("state") or {}
+            self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
+                                   conv=state.get("conv"))
+            self.limit_memory(settings.limits.memory)
+            return {"warnings": list(self.session.engine.warnings)}
+        s = self.session
+        if op == "evaluate":
+            return display(self._interruptible(s.evaluate, req["expr"]))
+        if op == "evaluate_dynamic":
+            return display(self._interruptible(s.evaluate_dynamic, req["text"]))
+        if op == "run_fragment":
+            run = self._interruptible(s.run_fragment, req["fragment"])
+            return {"code": run.code, "value": display(run.value) if run.value is not None else None,
+                    "outputs": run.outputs, "logs": run.logs,
+                    "error": error_dict(run.error) if run.error is not None else None, "state": self.state()}
+        if op == "validate":
+            v = s.validate(req["expr"])
+            return {"errors": [error_dict(e) for e in v.errors], "allowlist_names": sorted(v.allowlist_names),
+                    "local_names": sorted(v.local_names), "secrets": sorted(v.secrets)}
+        if op == "update_settings":
+            warnings = s.update_settings(req["patch"])
+            self.limit_memory(s.settings.limits.memory)
+            return {"warnings": warnings}
+        if op == "reset":
+            s.reset()
+            return {"state": self.state()}
+        if op == "vars":
+            return {"locals": {k: display(v) for k, v in s.locals.items()}, "agent": s.agent_vars,
+                    "conv": s.conv_vars}
+        if op == "completion_names":
+            return s.completion_names()
+        if op == "member_names":
+            return s.member_names(req["dotted"])
+        if op == "describe":
+            return s.describe(req["dotted"])
+        if op == "ping":
+            return "pong"
+        raise ValueError(f"unknown op {op!r}")
+
+    def _interruptible(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn`` with SIGINT raising ``KeyboardInterrupt`` (the engine turns it into ``stopped``)."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return fn(*args)
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def main() -> int:
+    """Serve requests until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
+    from .errors import S2OError
+
+    stdin = sys.stdin.buffer
+    stdout = sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything printed by host code must not corrupt the protocol
+    worker = Worker()
+    while True:
+        line = stdin.readline()
+        if not line:
+            return 0
+        try:
+            req = json.loads(line)
+            reply = {"ok": True, "result": worker.handle(req)}
+        except S2OError as exc:
+            reply = {"ok": False, "error": error_dict(exc)}
+        except MemoryError:
+            reply = {"ok": False, "error": {"code": "memory-limit", "message": "the evaluation ran out of memory",
+                                            "stage": "run"}}
+        except KeyboardInterrupt:
+            reply = {"ok": False, "error": {"code": "stopped", "stage": "run",
+                                            "message": "the run was interrupted; the session keeps its variables"}}
+        except BaseException as exc:  # never let the worker die on one request
+            reply = {"ok": False, "error": {"code": "unexpected", "stage": "run",
+                                            "message": f"{type(exc).__name__}: {exc}"}}
+        try:
+            data = json.dumps(reply)
+        except (TypeError, ValueError) as exc:
+            data = json.dumps({"ok": False, "error": {"code": "unexpected", "stage": "run",
+                                                      "message": f"the reply could not be sent: {exc}"}})
+        stdout.write(data.encode() + b"\n")
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
