@@ -18,11 +18,9 @@ def main(argv: list[str] | None = None) -> int | None:
         from s2o_kernel.kernel.install import main as install_main
 
         return install_main(args[1:])
-    from ipykernel.kernelapp import IPKernelApp
+    from s2o_kernel.kernel.kernel import launch
 
-    from s2o_kernel.kernel.kernel import S2OKernel
-
-    IPKernelApp.launch_instance(argv=args, kernel_class=S2OKernel)
+    launch(args)
     return None
 
 

@@ -101,6 +101,7 @@ API = SimpleNamespace(fragment_kind=fake_fragment_kind, as_json=fake_as_json)
 class FakeSession:
     def __init__(self) -> None:
         self.settings = SimpleNamespace(allowlist="len\nmath\n")
+        self.engine = SimpleNamespace(warnings=[])
         self._settings = {
             "rules": {"operators": {"**": "bounded_pow"}, "max_comprehension_depth": 4,
                       "max_for_clauses": 3},
@@ -201,9 +202,10 @@ class FakeSession:
                 self.settings.allowlist = value
             elif isinstance(value, dict):
                 self._settings.setdefault(key, {}).update(value)
-        if "allowlist" in patch and "time.sleep" in patch["allowlist"]:
-            return ["time.sleep blocks the event loop"]
-        return []
+        # Like the engine: the new engine's warnings, the allowlist's included.
+        warnings = ["time.sleep blocks the event loop"] if "time.sleep" in self.settings.allowlist else []
+        self.engine = SimpleNamespace(warnings=list(warnings))
+        return warnings
 
     def settings_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(self._settings))
@@ -539,6 +541,9 @@ def test_allowlist_show_and_replace(runner: CellRunner, session: FakeSession) ->
     assert session.patches[-1] == {"allowlist": "# teaching list\nlen\ntime.sleep"}
     assert streams(out, "stderr") == "warning: time.sleep blocks the event loop\n"
     assert runner.run("%allowlist extra").error.ename == "magic"
+    # Other settings magics do not repeat the allowlist's warnings.
+    out = runner.run('%limits {"time": 3}')
+    assert out.ok and streams(out, "stderr") == ""
 
 
 def test_settings_magics_show_and_merge(runner: CellRunner, session: FakeSession) -> None:

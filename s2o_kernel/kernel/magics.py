@@ -74,6 +74,25 @@ def _allowlist_replace(ctx: CellRunner, arg: str, body: str, raw_body: str) -> N
     ctx.emit_warnings(session.update_settings({"allowlist": raw_body}))
 
 
+def _current_warnings(session: Any) -> set[str]:
+    """Warnings of the engine in use (``session.engine.warnings``), if it exposes them."""
+    try:
+        return {str(w) for w in (session.engine.warnings or ())}
+    except Exception:
+        return set()
+
+
+def _update(ctx: CellRunner, session: Any, patch: dict[str, Any]) -> None:
+    """Apply a non-allowlist settings patch; show only warnings it newly causes.
+
+    ``update_settings`` returns every warning of the new engine, including the
+    allowlist's, which were already shown when the allowlist was loaded.
+    """
+    before = _current_warnings(session)
+    warnings = session.update_settings(patch) or []
+    ctx.emit_warnings([w for w in warnings if str(w) not in before])
+
+
 def _parse_object(ctx: CellRunner, name: str, text: str, example: str) -> dict[str, Any]:
     obj = parse_json_argument(text, f"The argument of %{name}")
     if not isinstance(obj, dict):
@@ -92,7 +111,7 @@ def _section(name: str, example: str) -> Handler:
             ctx.emit_result(json_bundle(current, ctx.redact))
             return
         obj = _parse_object(ctx, name, text, example)
-        ctx.emit_warnings(session.update_settings({name: obj}))
+        _update(ctx, session, {name: obj})
 
     return handler
 
@@ -112,7 +131,7 @@ def _sys(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
         patch["const"] = obj.pop("const")
     if obj:
         patch["sys"] = obj
-    ctx.emit_warnings(session.update_settings(patch))
+    _update(ctx, session, patch)
 
 
 def _scope_lines(title: str, values: Any, redact: Callable[[str], str]) -> list[str]:

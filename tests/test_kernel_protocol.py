@@ -1,0 +1,356 @@
+"""Protocol tests: a real s2o kernel process driven with jupyter_client.
+
+One kernel serves most tests (module fixture); the settings-error test
+starts its own. The kernel runs the real engine with its embedded default
+settings (teaching allowlist, which grants the offline example generator
+``endless`` and the async ``slow_answer`` used for interrupts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from _kernel_harness import (
+    collect_iopub,
+    drain,
+    execute,
+    install_spec,
+    result_data,
+    shell_reply,
+    start_kernel,
+    stop_kernel,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def kernels_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install_spec(tmp_path_factory.mktemp("prefix"))
+
+
+@pytest.fixture(scope="module")
+def kernel(kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd"))
+    try:
+        yield kc
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.fixture(scope="module")
+def manager_and_client(kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A separate kernel for interrupts (needs the manager to send SIGINT)."""
+    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd-int"))
+    try:
+        yield km, kc
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.fixture
+def kc(kernel: Any) -> Any:
+    drain(kernel)
+    return kernel
+
+
+# -- installer -------------------------------------------------------------------
+
+
+def test_installer_writes_absolute_interpreter(kernels_dir: Path) -> None:
+    spec = json.loads((kernels_dir / "s2o-test" / "kernel.json").read_text())
+    assert spec["argv"][0] == os.path.abspath(sys.executable)
+    assert os.path.isabs(spec["argv"][0])
+    assert spec["argv"][1:] == ["-m", "s2o_kernel", "-f", "{connection_file}"]
+    assert spec["language"] == "s2o"
+    assert spec["interrupt_mode"] == "signal"
+    assert "debugger" not in spec["metadata"]
+    names = {p.name for p in (kernels_dir / "s2o-test").iterdir()}
+    assert {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg", "kernel.json"} <= names
+
+
+# -- kernel_info -------------------------------------------------------------------
+
+
+def test_kernel_info(kc: Any) -> None:
+    msg_id = kc.kernel_info()
+    info = shell_reply(kc, msg_id)["content"]
+    assert info["status"] == "ok"
+    assert info["implementation"] == "s2o"
+    assert info["language_info"] == {
+        "name": "s2o",
+        "version": info["implementation_version"],
+        "mimetype": "text/x-python",
+        "codemirror_mode": "python",
+        "pygments_lexer": "python3",
+        "file_extension": ".s2o",
+    }
+    assert "debugger" not in info.get("supported_features", [])
+    assert "kernel subshells" not in info.get("supported_features", [])
+    assert info["banner"].startswith("s2o ")
+    assert info["help_links"] and all({"text", "url"} <= set(h) for h in info["help_links"])
+
+
+def test_create_subshell_is_refused(kc: Any) -> None:
+    msg = kc.session.msg("create_subshell_request", {})
+    kc.control_channel.send(msg)
+    reply = kc.control_channel.get_msg(timeout=10)
+    assert reply["parent_header"]["msg_id"] == msg["header"]["msg_id"]
+    assert reply["msg_type"] == "create_subshell_reply"
+    assert reply["content"]["status"] == "error"
+
+
+# -- execute -----------------------------------------------------------------------
+
+
+def test_execute_result_bundle(kc: Any) -> None:
+    reply, outputs = execute(kc, "1 + 2")
+    assert reply["status"] == "ok"
+    assert [m["msg_type"] for m in outputs] == ["execute_result"]
+    content = outputs[0]["content"]
+    assert content["data"] == {"text/plain": "3", "application/json": 3}
+    assert content["execution_count"] == reply["execution_count"]
+
+
+def test_dynamic_string_cell(kc: Any) -> None:
+    reply, outputs = execute(kc, '"Hello {name}"')
+    assert reply["status"] == "ok"
+    assert result_data(outputs) == {"text/plain": "'Hello {name}'", "application/json": "Hello {name}"}
+    reply, outputs = execute(kc, '"{ 6 * 7 }"')
+    assert result_data(outputs)["text/plain"] == "42"
+
+
+def test_braces_cell_is_dynamic_string_form(kc: Any) -> None:
+    reply, outputs = execute(kc, "{ 6 * 7 }")
+    assert result_data(outputs)["text/plain"] == "42"
+    reply, outputs = execute(kc, '{"a": 1}')
+    assert result_data(outputs) == {"text/plain": "{'a': 1}", "application/json": {"a": 1}}
+
+
+def test_error_cell_iopub_and_reply(kc: Any) -> None:
+    reply, outputs = execute(kc, "x.__class__")
+    assert reply["status"] == "error"
+    assert reply["ename"] == "underscore"
+    assert reply["traceback"][0] == f"underscore: {reply['evalue']}"
+    assert not any('File "' in line or "Traceback" in line for line in reply["traceback"])
+    assert "\x1b" not in reply["ename"] + reply["evalue"]
+    errors = [m for m in outputs if m["msg_type"] == "error"]
+    assert len(outputs) == 1 and len(errors) == 1
+    assert errors[0]["content"] == {k: reply[k] for k in ("ename", "evalue", "traceback")}
+
+
+def test_nbval_markers_in_expression_and_json_cells(kc: Any) -> None:
+    reply, _ = execute(kc, "# NBVAL_RAISES_EXCEPTION\nx.__class__")
+    assert (reply["status"], reply["ename"]) == ("error", "underscore")
+    reply, outputs = execute(kc, '# NBVAL_IGNORE_OUTPUT\n{"var": {"marked": 5}}')
+    assert reply["status"] == "ok", reply
+    reply, outputs = execute(kc, '# NBVAL_CHECK_OUTPUT\n[\n  # a comment inside JSON\n  {"var": {"marked2": "{ marked + 1 }"}}\n]')
+    assert reply["status"] == "ok", reply
+    reply, outputs = execute(kc, "# NBVAL_CHECK_OUTPUT\nmarked2")
+    assert result_data(outputs)["text/plain"] == "6"
+
+
+def test_var_fragment_then_expression(kc: Any) -> None:
+    reply, outputs = execute(kc, '{"var": {"x": 1}}')
+    assert reply["status"] == "ok" and outputs == []
+    reply, outputs = execute(kc, "x + 1")
+    assert result_data(outputs) == {"text/plain": "2", "application/json": 2}
+
+
+def test_silent_execution_publishes_nothing(kc: Any) -> None:
+    msg_id = kc.execute("1 + 41", silent=True)
+    reply = shell_reply(kc, msg_id)
+    msgs = collect_iopub(kc, msg_id)
+    assert reply["content"]["status"] == "ok"
+    assert [m["msg_type"] for m in msgs] == ["status"]  # busy only (idle ends the list)
+    msg_id = kc.execute("x.__class__", silent=True)
+    reply = shell_reply(kc, msg_id)
+    msgs = collect_iopub(kc, msg_id)
+    assert reply["content"]["status"] == "error"
+    assert [m["msg_type"] for m in msgs] == ["status"]
+
+
+def test_user_expressions(kc: Any) -> None:
+    reply, _ = execute(kc, "1", user_expressions={"ok": "2 * 21", "bad": "y.__dict__"})
+    ue = reply["user_expressions"]
+    assert ue["ok"] == {"status": "ok", "data": {"text/plain": "42", "application/json": 42},
+                        "metadata": {}}  # fmt: skip
+    assert ue["bad"]["status"] == "error" and ue["bad"]["ename"] == "underscore"
+
+
+def test_magics_round_trip(kc: Any) -> None:
+    reply, outputs = execute(kc, "%limits")
+    assert result_data(outputs)["application/json"]["time"] == 30
+    reply, _ = execute(kc, '%limits {"loop_iterations": 500}')
+    assert reply["status"] == "ok"
+    reply, outputs = execute(kc, "%limits")
+    assert result_data(outputs)["application/json"]["loop_iterations"] == 500
+    reply, _ = execute(kc, '%limits {"loop_iterations": }')
+    assert (reply["status"], reply["ename"]) == ("error", "syntax")
+    reply, _ = execute(kc, "%nosuchmagic")
+    assert (reply["status"], reply["ename"]) == ("error", "magic")
+    reply, outputs = execute(kc, "%lsmagic")
+    assert "%%allowlist" in result_data(outputs)["text/plain"]
+
+
+def test_print_from_evaluation_has_cell_parent(kc: Any) -> None:
+    # Anything the evaluation writes to sys.stdout must be attached to the cell.
+    reply, _ = execute(kc, "%%allowlist\nlen\nprint")
+    assert reply["status"] == "ok", reply
+    try:
+        reply, outputs = execute(kc, "print('hello, world')")
+        assert reply["status"] == "ok"
+        streams = [m for m in outputs if m["msg_type"] == "stream"]
+        assert "".join(m["content"]["text"] for m in streams) == "hello, world\n"
+    finally:
+        execute(kc, "%reset")
+        # Back to the embedded teaching allowlist for the other tests.
+        from s2o_kernel.engine import default_settings
+
+        text = default_settings().allowlist
+        reply, _ = execute(kc, "%%allowlist\n" + text)
+        assert reply["status"] == "ok", reply
+
+
+def test_history_tail(kc: Any) -> None:
+    execute(kc, "40 + 2")
+    msg_id = kc.history(hist_access_type="tail", n=1, output=True, raw=True)
+    hist = shell_reply(kc, msg_id)["content"]["history"]
+    assert hist[-1][2] == ["40 + 2", "42"]
+
+
+# -- completion, inspect, is_complete ---------------------------------------------------
+
+
+def _complete(kc: Any, code: str, pos: int | None = None) -> dict[str, Any]:
+    msg_id = kc.complete(code, len(code) if pos is None else pos)
+    return shell_reply(kc, msg_id)["content"]
+
+
+def test_completion_replies(kc: Any) -> None:
+    reply = _complete(kc, "math.sq")
+    assert reply["status"] == "ok"
+    assert reply["matches"] == ["math.sqrt"]
+    assert (reply["cursor_start"], reply["cursor_end"]) == (0, 7)
+    types = reply["metadata"]["_jupyter_types_experimental"]
+    assert [t["text"] for t in types] == reply["matches"]
+    reply = _complete(kc, "%lim")
+    assert reply["matches"] == ["%limits"]
+    reply = _complete(kc, "le", 10_000)  # out-of-range cursor is clamped
+    assert "len" in reply["matches"] and reply["cursor_end"] == 2
+    reply = _complete(kc, "'\u00e9' + le")
+    assert "len" in reply["matches"] and reply["cursor_start"] == 6
+
+
+def test_inspect_reply(kc: Any) -> None:
+    msg_id = kc.inspect("len(x)", 2)
+    content = shell_reply(kc, msg_id)["content"]
+    assert content["status"] == "ok" and content["found"] is True
+    assert "len" in content["data"]["text/plain"]
+    msg_id = kc.inspect("nothing_here", 3)
+    assert shell_reply(kc, msg_id)["content"]["found"] is False
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("1 + 2", "complete"),
+        ('{"var": {"x": 1}', "incomplete"),
+        ("len(x", "incomplete"),
+        ("1 +", "invalid"),
+        ('{"var" 1}', "invalid"),
+        ("%%allowlist", "incomplete"),
+        ("%vars", "complete"),
+    ],
+)
+def test_is_complete_replies(kc: Any, code: str, status: str) -> None:
+    t0 = time.monotonic()
+    msg_id = kc.is_complete(code)
+    content = shell_reply(kc, msg_id)["content"]
+    assert content["status"] == status
+    assert time.monotonic() - t0 < 1.0
+
+
+# -- interrupt and limits ------------------------------------------------------------
+
+
+def _interrupt_after(km: Any, kc: Any, code: str, delay: float = 0.5) -> tuple[dict[str, Any], float]:
+    drain(kc)
+    msg_id = kc.execute(code)
+    time.sleep(delay)
+    t0 = time.monotonic()
+    km.interrupt_kernel()
+    reply = shell_reply(kc, msg_id, timeout=10)
+    elapsed = time.monotonic() - t0
+    collect_iopub(kc, msg_id, timeout=10)
+    return reply["content"], elapsed
+
+
+def test_interrupt_cpu_loop_keeps_session(manager_and_client: Any) -> None:
+    km, kc = manager_and_client
+    reply, _ = execute(kc, '{"var": {"kept": 41}}')
+    assert reply["status"] == "ok"
+    reply, elapsed = _interrupt_after(km, kc, "sum(endless())")
+    assert reply["status"] == "error"
+    assert reply["ename"] == "stopped"
+    assert elapsed < 2.0
+    reply, outputs = execute(kc, "kept + 1")
+    assert reply["status"] == "ok"
+    assert result_data(outputs)["text/plain"] == "42"
+
+
+def test_interrupt_while_awaiting(manager_and_client: Any) -> None:
+    km, kc = manager_and_client
+    reply, elapsed = _interrupt_after(km, kc, "slow_answer(60)")
+    assert (reply["status"], reply["ename"]) == ("error", "stopped")
+    assert elapsed < 2.0
+    assert km.is_alive()
+    reply, outputs = execute(kc, "kept")
+    assert result_data(outputs)["text/plain"] == "41"
+
+
+def test_time_limit_stops_endless_work(manager_and_client: Any) -> None:
+    km, kc = manager_and_client
+    reply, _ = execute(kc, '%limits {"time": 1}')
+    assert reply["status"] == "ok"
+    try:
+        t0 = time.monotonic()
+        reply, outputs = execute(kc, "sum(endless())")
+        assert time.monotonic() - t0 < 3.5
+        assert (reply["status"], reply["ename"]) == ("error", "timedOut")
+        assert [m["msg_type"] for m in outputs] == ["error"]
+    finally:
+        execute(kc, '%limits {"time": 30}')
+    reply, outputs = execute(kc, "kept")
+    assert result_data(outputs)["text/plain"] == "41"
+
+
+# -- settings that fail to load ----------------------------------------------------------
+
+
+def test_bad_settings_file_does_not_crash(kernels_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[limits]\nnot_a_limit = 3\n')
+    km, kc = start_kernel(kernels_dir, tmp_path, env={"S2O_CONFIG": str(bad)})
+    try:
+        reply, outputs = execute(kc, "1 + 1")
+        assert reply["status"] == "error"
+        assert reply["ename"] == "settings"
+        assert "embedded default" in reply["evalue"]
+        assert [m["msg_type"] for m in outputs] == ["error"]
+        reply, outputs = execute(kc, "1 + 1")
+        assert reply["status"] == "ok"
+        assert result_data(outputs)["text/plain"] == "2"
+    finally:
+        t0 = time.monotonic()
+        stop_kernel(km, kc)
+        shutdown_time = time.monotonic() - t0
+    # The kernel exits by itself after shutdown_reply (jupyter_client would
+    # SIGTERM it after 2.5 s otherwise).
+    assert shutdown_time < 1.5
