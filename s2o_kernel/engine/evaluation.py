@@ -88,8 +88,14 @@ class Compiled:
     local_names: frozenset[str]
     name_positions: dict[str, tuple[int, int]]
     may_run_long: bool
+    may_hold_objects: bool
     is_coroutine_code: bool
     top_call: bool
+
+    simple: bool = False  # no call, comprehension or await: one eval, no limit bookkeeping
+
+    def __post_init__(self) -> None:
+        self.simple = not (self.may_run_long or self.may_hold_objects or self.is_coroutine_code)
 
 
 def _validation_of(checked: rules.Checked) -> Validation:
@@ -139,6 +145,8 @@ class Engine:
             definition_length=limits.definition_length,
         )
         self._cache: dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked] = {}
+        #: source -> Compiled for plain expressions (no command fields): the hot path's lookup
+        self.compiled: dict[str, Compiled] = {}
 
     def _make_builtins(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self.allowlist.names)
@@ -193,7 +201,10 @@ class Engine:
             hit = self._compile_uncached(source, key[1])
             if len(self._cache) >= _CACHE_SIZE:
                 self._cache.clear()
+                self.compiled.clear()
             self._cache[key] = hit
+            if key[1] is None and isinstance(hit, Compiled):
+                self.compiled[source] = hit
         if isinstance(hit, rules.Checked):
             errors = hit.errors
             raise (errors[0] if len(errors) == 1 else ErrorGroup(errors))
@@ -220,6 +231,7 @@ class Engine:
             local_names=frozenset(checked.local_names),
             name_positions=checked.name_positions,
             may_run_long=checked.may_run_long or checked.is_async,
+            may_hold_objects=checked.may_hold_objects or checked.is_async,
             is_coroutine_code=bool(code.co_flags & inspect.CO_COROUTINE),
             top_call=checked.top_call,
         )
@@ -281,7 +293,7 @@ class Session:
         self._conv: dict[str, Any] = {}
         self._globals: dict[str, Any] = {}
         self._loop_thread: _LoopThread | None = None
-        self._token: int | None = None
+        self._token: Any = None
         self._bind_engine()
         from .scopes import check_json
         for name, value in (agent or {}).items():
@@ -421,6 +433,14 @@ class Session:
         ``stopped`` when interrupted (``KeyboardInterrupt`` or
         :meth:`interrupt`). The session keeps its variables either way.
         """
+        compiled = self._engine.compiled.get(expr)
+        if compiled is not None and compiled.simple:
+            try:
+                return eval(compiled.code, self._globals)
+            except BaseException as exc:
+                if isinstance(exc, NameError) and not compiled.local_names <= self._globals.keys():
+                    self._unknown_names(compiled)
+                raise self._map_error(exc, compiled, 0.0) from None
         return self._evaluate(expr, time.monotonic())
 
     def evaluate_dynamic(self, text: str) -> Any:
@@ -561,7 +581,7 @@ class Session:
                 WATCHDOG.interrupt(token)
 
     def _finish(self, compiled: Compiled, value: Any) -> Any:
-        if compiled.may_run_long and value is not None:
+        if compiled.may_hold_objects and value is not None:
             self._check_result(value, compiled)
         return value
 

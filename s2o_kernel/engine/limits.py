@@ -19,7 +19,6 @@ Exception`` cannot swallow them.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import threading
 import time
 
@@ -48,71 +47,78 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
 
 
 class _Armed:
-    __slots__ = ("thread_id", "deadline", "fired", "kind")
+    __slots__ = ("thread_id", "deadline", "fired", "done", "kind")
 
     def __init__(self, thread_id: int, deadline: float) -> None:
         self.thread_id = thread_id
         self.deadline = deadline
         self.fired = False
+        self.done = False
         self.kind: type[BaseException] = RunTimeout
 
 
 class Watchdog:
     """Raises :class:`RunTimeout` in a thread whose deadline passed; one per process.
 
-    Use :meth:`arm` before the work and :meth:`disarm` after it (in a
-    ``finally``); see :func:`Session.evaluate` for the pattern that is safe
-    against the exception arriving at any point. Each armed token fires at
-    most once, and :meth:`disarm` clears an exception that was raised but not
-    yet delivered, so no exception ever lands outside the armed region.
+    :meth:`arm` returns a token (the armed entry itself) to hand to
+    :meth:`disarm` in a ``finally``; see ``Session._run_sync`` for the pattern
+    that is safe against the exception arriving at any point.
+
+    Ownership of a token is decided by one atomic ``dict.pop``: whoever pops
+    it (the evaluating thread in :meth:`disarm`, or the watchdog when it
+    fires) owns it. When the watchdog owns it, :meth:`disarm` waits until the
+    exception is sent and then clears it if it was not yet delivered, so no
+    exception ever lands outside the armed region. Arming and disarming cost
+    one small object and two dict operations, no lock.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._armed: dict[int, _Armed] = {}
-        self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
 
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="s2o-watchdog", daemon=True)
-            self._thread.start()
-
-    def arm(self, seconds: float, thread_id: int | None = None) -> int:
+    def arm(self, seconds: float, thread_id: int | None = None) -> _Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
-        token = next(self._ids)
         entry = _Armed(thread_id or threading.get_ident(), time.monotonic() + seconds)
-        with self._lock:
-            self._armed[token] = entry
-            self._ensure_thread()
-        return token
+        self._armed[id(entry)] = entry
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="s2o-watchdog", daemon=True)
+                    self._thread.start()
+        return entry
 
-    def disarm(self, token: int) -> bool:
+    def disarm(self, token: _Armed) -> bool:
         """End the deadline; returns whether it fired. Idempotent."""
-        with self._lock:
-            entry = self._armed.pop(token, None)
-            if entry is not None and entry.fired:
-                _raise_in_thread(entry.thread_id, None)
-        return bool(entry and entry.fired)
+        if self._armed.pop(id(token), None) is not None:
+            token.done = True
+            return False
+        while not token.done:  # the watchdog owns it and is sending the exception
+            time.sleep(0)
+        if token.fired:
+            _raise_in_thread(token.thread_id, None)  # clear it if it was not delivered yet
+        return token.fired
 
-    def interrupt(self, token: int) -> None:
+    def _fire(self, key: int, kind: type[BaseException]) -> None:
+        entry = self._armed.pop(key, None)
+        if entry is None:
+            return
+        entry.kind = kind
+        entry.fired = True
+        _raise_in_thread(entry.thread_id, kind)
+        entry.done = True
+
+    def interrupt(self, token: _Armed) -> None:
         """Fire ``token`` now with :class:`RunInterrupt` (used when the user interrupts)."""
-        with self._lock:
-            entry = self._armed.get(token)
-            if entry is not None and not entry.fired:
-                entry.fired = True
-                entry.kind = RunInterrupt
-                _raise_in_thread(entry.thread_id, RunInterrupt)
+        self._fire(id(token), RunInterrupt)
 
     def _loop(self) -> None:
         while True:
             time.sleep(TICK)
             now = time.monotonic()
-            with self._lock:
-                for entry in self._armed.values():
-                    if not entry.fired and entry.deadline <= now:
-                        entry.fired = True
-                        _raise_in_thread(entry.thread_id, entry.kind)
+            for key, entry in list(self._armed.items()):
+                if entry.deadline <= now:
+                    self._fire(key, RunTimeout)
 
 
 #: The process-wide watchdog.

@@ -133,7 +133,8 @@ class Checked:
     is_async: bool = False
     top_call: bool = False
     name_positions: dict[str, tuple[int, int]] = field(default_factory=dict)
-    may_run_long: bool = False
+    may_run_long: bool = False  # calls or comprehensions: arm the time limit
+    may_hold_objects: bool = False  # calls or generator expressions: check what the result holds
 
 
 class _Item:
@@ -304,6 +305,7 @@ class Validator:
         node: ast.Call = item.node
         func = node.func
         self.out.may_run_long = True
+        self.out.may_hold_objects = True
         if not isinstance(func, (ast.Name, ast.Attribute)):
             self.error("call-target", "only a name or an attribute can be called "
                        "(not the result of a call, subscript or other expression)", node)
@@ -351,6 +353,8 @@ class Validator:
         """``comprehension-depth`` and ``comprehension-clauses``; binds targets."""
         node = item.node
         self.out.may_run_long = True  # a comprehension can loop: arm the time limit
+        if isinstance(node, ast.GeneratorExp):
+            self.out.may_hold_objects = True
         depth = item.comp_depth + 1
         if depth > self.ctx.max_comprehension_depth:
             self.error("comprehension-depth",
