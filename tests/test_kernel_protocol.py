@@ -354,3 +354,33 @@ def test_bad_settings_file_does_not_crash(kernels_dir: Path, tmp_path: Path) -> 
     # The kernel exits by itself after shutdown_reply (jupyter_client would
     # SIGTERM it after 2.5 s otherwise).
     assert shutdown_time < 1.5
+
+
+# -- isolated mode (SPEC 12 containment) ---------------------------------------------------
+
+
+def test_isolated_kernel_contains_c_level_loop_and_interrupt(kernels_dir: Path, tmp_path: Path) -> None:
+    km, kc = start_kernel(kernels_dir, tmp_path, env={"S2O_KERNEL_ISOLATED": "1"})
+    try:
+        reply, _ = execute(kc, '{"var": {"kept": 41, "agent.visits": 3}}')
+        assert reply["status"] == "ok", reply
+        # A C-level endless loop cannot be interrupted in-process; the worker is killed.
+        reply, _ = execute(kc, "%%allowlist\nmax\nsum\nitertools\ns2o_kernel.examples.endless as endless")
+        assert reply["status"] == "ok", reply
+        reply, _ = execute(kc, '%limits {"time": 1}')
+        assert reply["status"] == "ok", reply
+        t0 = time.monotonic()
+        reply, outputs = execute(kc, "max(itertools.count())")
+        assert (reply["status"], reply["ename"]) == ("error", "timedOut")
+        assert time.monotonic() - t0 < 4.0
+        reply, outputs = execute(kc, "kept + agent.visits")
+        assert result_data(outputs)["text/plain"] == "44"
+        # An interrupt reaches the worker too.
+        execute(kc, '%limits {"time": 30}')
+        reply, elapsed = _interrupt_after(km, kc, "sum(endless())")
+        assert (reply["status"], reply["ename"]) == ("error", "stopped")
+        assert elapsed < 2.5
+        reply, outputs = execute(kc, "kept")
+        assert result_data(outputs)["text/plain"] == "41"
+    finally:
+        stop_kernel(km, kc)

@@ -815,3 +815,49 @@ def test_pure_modules_do_not_import_jupyter() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+# -- startup ---------------------------------------------------------------------
+
+
+def test_startup_warnings_shown_once(session: FakeSession) -> None:
+    r = CellRunner(session, API, startup_warnings=["time.sleep blocks the event loop"])
+    assert streams(r.run("1", silent=True), "stderr") == ""  # kept for the first visible cell
+    first = r.run("1 + 1")
+    assert streams(first, "stderr") == "warning: time.sleep blocks the event loop\n"
+    assert results(first)[0]["text/plain"] == "2"
+    assert streams(r.run("1 + 1"), "stderr") == ""
+
+
+def test_isolation_flag() -> None:
+    from s2o_kernel.kernel.startup import isolation_requested
+
+    assert isolation_requested({"S2O_KERNEL_ISOLATED": "1"})
+    assert isolation_requested({"S2O_KERNEL_ISOLATED": "True"})
+    assert not isolation_requested({"S2O_KERNEL_ISOLATED": "0"})
+    assert not isolation_requested({})
+
+
+def test_start_session_with_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from s2o_kernel.kernel.startup import start_session
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("S2O_KERNEL_ISOLATED", raising=False)
+    monkeypatch.delenv("S2O_CONFIG", raising=False)
+    ok = start_session()
+    assert ok.session is not None and ok.pending_error is None and ok.startup_error is None
+    assert ok.session.evaluate("1 + 2") == 3
+
+    (tmp_path / "s2o.toml").write_text('allowlist = "len\\ntime.sleep"\n')
+    warned = start_session()
+    assert warned.pending_error is None
+    assert any("time.sleep" in w for w in warned.warnings)
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[limits]\nnope = 1\n")
+    monkeypatch.setenv("S2O_CONFIG", str(bad))
+    broken = start_session()
+    assert broken.session is not None  # runs with the embedded default
+    assert broken.pending_error is not None and broken.pending_error.code == "settings"
+    assert "embedded default" in broken.pending_error.message
+    assert broken.session.evaluate("len([1, 2])") == 2

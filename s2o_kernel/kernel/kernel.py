@@ -101,6 +101,7 @@ class S2OKernel(Kernel):
             started.api,
             pending_error=started.pending_error,
             startup_error=started.startup_error,
+            startup_warnings=started.warnings,
             logger=self.log,
         )
 

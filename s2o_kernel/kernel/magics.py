@@ -71,15 +71,9 @@ def _allowlist_replace(ctx: CellRunner, arg: str, body: str, raw_body: str) -> N
             "one a line.",
         )
     session = ctx.require_session()
-    ctx.emit_warnings(session.update_settings({"allowlist": raw_body}))
-
-
-def _current_warnings(session: Any) -> set[str]:
-    """Warnings of the engine in use (``session.engine.warnings``), if it exposes them."""
-    try:
-        return {str(w) for w in (session.engine.warnings or ())}
-    except Exception:
-        return set()
+    warnings = [str(w) for w in session.update_settings({"allowlist": raw_body}) or []]
+    ctx.emit_warnings(warnings)
+    ctx.known_warnings = set(warnings)
 
 
 def _update(ctx: CellRunner, session: Any, patch: dict[str, Any]) -> None:
@@ -88,9 +82,9 @@ def _update(ctx: CellRunner, session: Any, patch: dict[str, Any]) -> None:
     ``update_settings`` returns every warning of the new engine, including the
     allowlist's, which were already shown when the allowlist was loaded.
     """
-    before = _current_warnings(session)
-    warnings = session.update_settings(patch) or []
-    ctx.emit_warnings([w for w in warnings if str(w) not in before])
+    warnings = [str(w) for w in session.update_settings(patch) or []]
+    ctx.emit_warnings([w for w in warnings if w not in ctx.known_warnings])
+    ctx.known_warnings = set(warnings)
 
 
 def _parse_object(ctx: CellRunner, name: str, text: str, example: str) -> dict[str, Any]:

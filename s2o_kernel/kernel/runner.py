@@ -60,6 +60,8 @@ class CellRunner:
     start (every cell then reports ``startup_error``). ``api``: an object with
     ``fragment_kind(obj)`` and ``as_json(value)``. ``pending_error``: an error
     to report once, on the first cell (settings that failed to load).
+    ``startup_warnings``: warnings of the settings loaded at start (e.g. a
+    blocking allowlist entry), shown once on the first cell.
     """
 
     def __init__(
@@ -69,12 +71,17 @@ class CellRunner:
         *,
         pending_error: BaseException | None = None,
         startup_error: BaseException | None = None,
+        startup_warnings: list[str] | None = None,
         logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
     ) -> None:
         self.session = session
         self.api = api
         self.pending_error = pending_error
         self.startup_error = startup_error
+        #: Warnings of the settings loaded at start, shown once on the first cell.
+        self.pending_warnings = [str(w) for w in startup_warnings or []]
+        #: Warnings of the settings in use that the user has seen (or will see).
+        self.known_warnings: set[str] = set(self.pending_warnings)
         self.log = logger or log
         self._outcome = Outcome()
 
@@ -179,9 +186,13 @@ class CellRunner:
         """Run one cell; never raises."""
         self._outcome = outcome = Outcome()
         try:
-            if self.pending_error is not None and not silent:
-                pending, self.pending_error = self.pending_error, None
-                raise pending
+            if not silent:
+                if self.pending_warnings:
+                    pending_warnings, self.pending_warnings = self.pending_warnings, []
+                    self.emit_warnings(pending_warnings)
+                if self.pending_error is not None:
+                    pending, self.pending_error = self.pending_error, None
+                    raise pending
             self._run(code)
         except BaseException as exc:  # noqa: BLE001 - every request must get a reply
             if not isinstance(exc, KeyboardInterrupt) and not is_coded(exc):

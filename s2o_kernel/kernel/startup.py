@@ -6,16 +6,27 @@ used, the kernel does not crash: it starts with the embedded default settings
 and the first cell reports the load error (:attr:`Startup.pending_error`).
 When not even the default works, :attr:`Startup.session` is ``None`` and
 every cell reports :attr:`Startup.startup_error`.
+
+With ``S2O_KERNEL_ISOLATED=1`` in the kernel's environment (e.g.
+``python -m s2o_kernel install --env S2O_KERNEL_ISOLATED 1``) cells run in
+the engine's supervised worker process (``IsolatedSession``): C-level loops
+and memory bombs are then stopped too (SPEC 12), at the cost of a second
+process and values that come back as their ``repr`` and JSON form.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from s2o_kernel.kernel.render import CellError, is_coded
+
+
+#: Environment variable: when true, cells run in the engine's supervised
+#: worker process (``IsolatedSession``, SPEC 12) instead of in the kernel.
+ISOLATE_ENV = "S2O_KERNEL_ISOLATED"
 
 
 @dataclass
@@ -25,6 +36,31 @@ class Startup:
     pending_error: BaseException | None = None
     startup_error: BaseException | None = None
     settings_source: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def isolation_requested(environ: Any = None) -> bool:
+    value = (os.environ if environ is None else environ).get(ISOLATE_ENV, "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def make_session(api: Any, settings: Any) -> Any:
+    """An in-process ``Session(Engine(settings))``, or an ``IsolatedSession`` when requested."""
+    if isolation_requested():
+        isolated = getattr(api, "IsolatedSession", None)
+        if isolated is None:
+            raise RuntimeError(f"{ISOLATE_ENV} is set but the engine has no IsolatedSession")
+        return isolated(settings)
+    return api.Session(api.Engine(settings))
+
+
+def session_warnings(session: Any) -> list[str]:
+    """Warnings of the settings a session started with (``engine.warnings`` or ``warnings``)."""
+    for owner in (getattr(session, "engine", None), session):
+        warnings = getattr(owner, "warnings", None)
+        if isinstance(warnings, (list, tuple)):
+            return [str(w) for w in warnings]
+    return []
 
 
 def _settings_source() -> str:
@@ -94,8 +130,8 @@ def start_session(logger: logging.Logger | logging.LoggerAdapter[Any] | None = N
     pending: BaseException | None = None
     try:
         settings = api.load_settings()
-        session = api.Session(api.Engine(settings))
-        return Startup(session, api, settings_source=source)
+        session = make_session(api, settings)
+        return Startup(session, api, settings_source=source, warnings=session_warnings(session))
     except BaseException as exc:  # noqa: BLE001
         log.error("s2o: settings from %s could not be used: %s", source, exc, exc_info=exc)
         pending = _wrap_load_error(exc, source)
@@ -103,10 +139,16 @@ def start_session(logger: logging.Logger | logging.LoggerAdapter[Any] | None = N
     last: BaseException | None = None
     for loader in _default_loaders(api):
         try:
-            session = api.Session(api.Engine(loader()))
+            session = make_session(api, loader())
         except BaseException as exc:  # noqa: BLE001
             last = exc
             continue
-        return Startup(session, api, pending_error=pending, settings_source="default")
+        return Startup(
+            session,
+            api,
+            pending_error=pending,
+            settings_source="default",
+            warnings=session_warnings(session),
+        )
     log.error("s2o: even the embedded default settings could not be used", exc_info=last)
     return Startup(None, api, startup_error=last or pending)
