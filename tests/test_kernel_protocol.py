@@ -199,6 +199,17 @@ def test_magics_round_trip(kc: Any) -> None:
     assert "%%allowlist" in result_data(outputs)["text/plain"]
 
 
+def test_failed_allowlist_changes_nothing(kc: Any) -> None:
+    _, outputs = execute(kc, "%allowlist")
+    before = result_data(outputs)["text/plain"]
+    reply, outputs = execute(kc, "%%allowlist\n# NBVAL_RAISES_EXCEPTION\nlen\nnosuchmodule\nmath.* as m")
+    assert (reply["status"], reply["ename"]) == ("error", "allowlist")
+    assert "  nosuchmodule: Could not be imported." in reply["traceback"]
+    assert "  math.* as m: A star import cannot be renamed with 'as'." in reply["traceback"]
+    _, outputs = execute(kc, "%allowlist")
+    assert result_data(outputs)["text/plain"] == before
+
+
 def test_print_from_evaluation_has_cell_parent(kc: Any) -> None:
     # Anything the evaluation writes to sys.stdout must be attached to the cell.
     reply, _ = execute(kc, "%%allowlist\nlen\nprint")

@@ -381,10 +381,17 @@ def test_error_info_redacts() -> None:
     assert SECRET not in json.dumps(info.content())
 
 
-def test_error_details_lines_listed_when_not_in_message() -> None:
-    err = FakeError("allowlist", "2 allowlist lines failed",
-                    details={"lines": {"nosuchmodule": "Could not be imported."}})  # fmt: skip
-    assert "  nosuchmodule: Could not be imported." in render.error_info(err).traceback
+def test_error_details_listed_one_a_line() -> None:
+    err = FakeError("allowlist", "the allowlist did not load: nosuchmodule: Could not be imported.; "
+                    "math.* as m: A star import cannot be renamed with 'as'.",
+                    details={"lines": {"nosuchmodule": "Could not be imported.",
+                                       "math.* as m": "A star import cannot be renamed with 'as'."}})  # fmt: skip
+    assert render.error_info(err).traceback[1:] == [
+        "  nosuchmodule: Could not be imported.",
+        "  math.* as m: A star import cannot be renamed with 'as'.",
+    ]
+    two = FakeError("settings", "two problems", details={"problems": ["a is unknown", "b is unknown"]})
+    assert render.error_info(two).traceback[1:] == ["  a is unknown", "  b is unknown"]
 
 
 def test_value_bundle() -> None:

@@ -130,17 +130,20 @@ def _location_lines(err: Any) -> list[str]:
 
 
 def _detail_lines(err: Any) -> list[str]:
-    """Per-line allowlist failures (``details["lines"]``) not already in the message."""
+    """One line per failing allowlist line (``details["lines"]``) or settings problem.
+
+    The engine's message already joins them with ``;``; listed one a line they
+    are easier to read in a notebook.
+    """
     details = getattr(err, "details", None)
     out: list[str] = []
     if isinstance(details, dict):
         per_line = details.get("lines")
-        message = str(getattr(err, "message", ""))
         if isinstance(per_line, dict):
-            for entry, msg in per_line.items():
-                if str(entry) in message and str(msg) in message:
-                    continue
-                out.append(f"  {entry}: {msg}")
+            out.extend(f"  {entry}: {msg}" for entry, msg in per_line.items())
+        problems = details.get("problems")
+        if isinstance(problems, list) and len(problems) > 1:
+            out.extend(f"  {p}" for p in problems)
     return out
 
 
