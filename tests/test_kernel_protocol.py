@@ -163,6 +163,17 @@ def test_var_fragment_then_expression(kc: Any) -> None:
     assert result_data(outputs) == {"text/plain": "2", "application/json": 2}
 
 
+def test_error_aborts_queued_cells(kc: Any) -> None:
+    # An error reply (status "error") lets ipykernel abort the queued cells.
+    first = kc.execute("x.__class__")
+    second = kc.execute('{"var": {"never_set": 1}}')
+    assert shell_reply(kc, first)["content"]["status"] == "error"
+    assert shell_reply(kc, second)["content"]["status"] != "ok"
+    drain(kc)
+    reply, _ = execute(kc, "never_set")
+    assert (reply["status"], reply["ename"]) == ("error", "unknown-name")
+
+
 def test_silent_execution_publishes_nothing(kc: Any) -> None:
     msg_id = kc.execute("1 + 41", silent=True)
     reply = shell_reply(kc, msg_id)
