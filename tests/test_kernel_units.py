@@ -498,6 +498,13 @@ def test_json_hint_on_syntax_error(runner: CellRunner) -> None:
     assert any("as JSON it is not valid either" in line for line in out.error.traceback)
 
 
+def test_fragment_with_json_mistake_is_flagged(runner: CellRunner, session: FakeSession) -> None:
+    out = runner.run('{"var": {"x": 1},}')  # trailing comma: a Python dict, not JSON
+    assert out.ok and "x" not in session.locals
+    assert "not valid JSON" in streams(out, "stderr")
+    assert streams(runner.run('{"a": 1}'), "stderr") == ""
+
+
 def test_secret_values_redacted(runner: CellRunner) -> None:
     out = runner.run("secret")
     assert SECRET not in json.dumps(out.outputs)

@@ -215,9 +215,21 @@ class CellRunner:
         elif kind == _cells.FRAGMENT:
             self.show_run(session.run_fragment(cell.data))
         elif kind == _cells.DYNAMIC:
-            self.show_value(self._with_json_hint(session.evaluate_dynamic, cell))
+            self._show_expression_value(self._with_json_hint(session.evaluate_dynamic, cell), cell)
         else:
-            self.show_value(self._with_json_hint(session.evaluate, cell))
+            self._show_expression_value(self._with_json_hint(session.evaluate, cell), cell)
+
+    def _show_expression_value(self, value: Any, cell: _cells.Cell) -> None:
+        # A fragment with a JSON mistake that Python still reads (a trailing
+        # comma, a comment at the end of a line) would silently show as a
+        # dict instead of running: say so.
+        if cell.json_error and isinstance(value, (dict, list)) and self.fragment_kind(value):
+            self.emit_stream(
+                "stderr",
+                "note: this cell looks like a fragment but is not valid JSON "
+                f"({cell.json_error}), so it was read as an expression and did not run.\n",
+            )
+        self.show_value(value)
 
     def _with_json_hint(self, fn: Any, cell: _cells.Cell) -> Any:
         try:
