@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import threading
 import time
 import types
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from . import rules
 from .allowlist import Allowlist, Namespace, load_allowlist, namespace_members
@@ -293,6 +294,7 @@ class Session:
         self._conv: dict[str, Any] = {}
         self._globals: dict[str, Any] = {}
         self._loop_thread: _LoopThread | None = None
+        self._functions: dict[str, Any] = {}
         self._token: Any = None
         self._bind_engine()
         from .scopes import check_json
@@ -722,29 +724,81 @@ class Session:
         return f"{dotted}{sig}\n\n{doc}".strip()
 
     # -- fragments -------------------------------------------------------------
-    def run_fragment(self, fragment: Any) -> RunResult:
-        """Run a fragment (SPEC 7) as one run; see :mod:`.fragments`."""
-        from .fragments import run_fragment
-        return run_fragment(self, fragment)
+    def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
+                     inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
+        """Check then run a fragment as one run (SPEC 7); never raises for bad input.
 
-    def evaluate_value(self, value: Any, *, path: str, start: float,
-                       command_fields: Iterable[str] | None = None) -> Any:
-        """The value of a fragment field: strings are dynamic strings, lists and dicts are walked."""
-        if isinstance(value, str):
-            found = expression_of(value)
-            if found is None:
-                return value
+        ``fragment`` is parsed JSON: a command object, a list of commands, a
+        function object or an agent definition. Every problem is reported
+        before anything runs (``RunResult.error`` is then an
+        :class:`ErrorGroup` when there are several). An agent definition's
+        functions stay defined for later ``call`` commands; ``function``
+        picks the one to run (default ``main``), whose declared arguments
+        come from ``inputs`` (also ``sys.inputs`` during the run).
+        ``on_output`` is called with each output part as it is produced.
+        """
+        from .fragments import parse_fragment
+        from .interpreter import run_program
+
+        start = time.monotonic()
+        try:
+            program = parse_fragment(self._engine, fragment, known=set(self.locals), functions=self._functions)
+        except S2OError as exc:
+            return RunResult(code="errorInAgent", error=exc)
+        if program.kind == "agent":
+            self._functions = dict(program.functions)
+            if function is not None:
+                if function not in program.functions:
+                    return RunResult(code="errorInAgent", error=S2OError(
+                        "unknown-function", f"there is no function named '{function}'", stage="validate"))
+                program.body = program.functions[function]
+        sys_scope = self._globals["sys"]
+        if inputs is not None:
+            s = self._engine.settings
+            self._globals["sys"] = SysScope(dict(inputs), s.sys.enabled(), dict(s.secrets), self._exists)
+        try:
+            coro = run_program(self, program, on_output, start, inputs if inputs is not None
+                               else dict(self._engine.settings.sys.inputs))
             try:
-                return self._evaluate(found[0], start, command_fields=command_fields)
+                code, value, outputs, logs, error = self._run_coroutine(coro, start)
             except S2OError as exc:
-                raise exc.with_context(path=path) from None
-        if isinstance(value, list):
-            return [self.evaluate_value(v, path=f"{path}[{i}]", start=start, command_fields=command_fields)
-                    for i, v in enumerate(value)]
-        if isinstance(value, dict):
-            return {k: self.evaluate_value(v, path=f"{path}.{k}", start=start, command_fields=command_fields)
-                    for k, v in value.items()}
-        return value
+                code = exc.code if exc.code in ("timedOut", "stopped") else "errorInAgent"
+                return RunResult(code=code, error=exc)
+        finally:
+            self._globals["sys"] = sys_scope
+        return RunResult(code=code, value=value, outputs=outputs, logs=logs, error=error)
+
+    def _run_coroutine(self, coro: Any, start: float) -> Any:
+        """Run ``coro`` on the session's loop thread under the time limit; wait for it here."""
+        fut = self._submit(coro, None, start)
+        limit = self._engine.settings.limits.time
+        try:
+            return fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
+        except concurrent.futures.TimeoutError:
+            self._interrupt_async()
+            raise self._timeout_error(None) from None
+        except (KeyboardInterrupt, concurrent.futures.CancelledError):
+            self._interrupt_async()
+            try:
+                fut.result(2.0)
+            except BaseException:
+                pass
+            raise S2OError("stopped", "the run was interrupted; the session keeps its variables") from None
+
+    @contextlib.contextmanager
+    def function_scope(self, bound: dict[str, Any]) -> Iterator[None]:
+        """Run the body with fresh locals ``bound`` (a called function's arguments), then restore."""
+        g = self._globals
+        keep = {k: g[k] for k in list(g) if k not in rules.RESERVED_NAMES and k != "__builtins__"}
+        for k in keep:
+            del g[k]
+        g.update(bound)
+        try:
+            yield
+        finally:
+            for k in [k for k in g if k not in rules.RESERVED_NAMES and k != "__builtins__"]:
+                del g[k]
+            g.update(keep)
 
     def set_command_fields(self, fields: dict[str, Any]) -> None:
         """Make ``command.<field>`` read ``fields`` (the runtime calls this per command)."""

@@ -87,6 +87,7 @@ class IsolatedSession:
         self._lock = threading.Lock()
         self.restarts = 0
         self._init_pending = False
+        self._buffer = b""
         self.warnings = self._start()
 
     # -- worker lifecycle ----------------------------------------------------
@@ -111,6 +112,7 @@ class IsolatedSession:
     def _kill(self) -> None:
         proc = self._proc
         self._proc = None
+        self._buffer = b""
         if proc is None:
             return
         try:
@@ -166,11 +168,11 @@ class IsolatedSession:
 
     # -- protocol -------------------------------------------------------------
     def _read_line(self, deadline: float) -> bytes:
+        """One line from the worker; bytes after it stay buffered for the next call."""
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         fd = proc.stdout.fileno()
-        chunks = []
-        while True:
+        while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
@@ -180,11 +182,12 @@ class IsolatedSession:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 raise _WorkerGone
-            chunks.append(chunk)
-            if chunk.endswith(b"\n"):
-                return b"".join(chunks)
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
 
-    def _call(self, request: dict[str, Any], *, timeout: float | None = None) -> Any:
+    def _call(self, request: dict[str, Any], *, timeout: float | None = None,
+              on_event: Any = None) -> Any:
         """Send one request and return its result; raises ``S2OError`` for an error reply."""
         if self._init_pending:
             self._finish_init()
@@ -226,6 +229,11 @@ class IsolatedSession:
                            "the evaluation worker ended during the run (out of memory?); it was restarted with "
                            "the agent and conversation variables and every JSON local") from None
         reply = json.loads(line)
+        while "event" in reply:
+            if on_event is not None:
+                on_event(reply)
+            line = self._read_line(deadline)
+            reply = json.loads(line)
         if reply.get("ok"):
             return reply["result"]
         raise _error_from(reply["error"])
@@ -262,10 +270,19 @@ class IsolatedSession:
 
         return await asyncio.get_running_loop().run_in_executor(None, self.evaluate, expr)
 
-    def run_fragment(self, fragment: Any) -> RunResult:
-        """See :meth:`Session.run_fragment`; a stopped or killed worker gives the matching result code."""
+    def run_fragment(self, fragment: Any, *, on_output: Any = None, inputs: dict[str, Any] | None = None,
+                     function: str | None = None) -> RunResult:
+        """See :meth:`Session.run_fragment`; a stopped or killed worker gives the matching result code.
+
+        ``on_output`` is called with each output part as the worker produces it.
+        """
+        def on_event(event: dict[str, Any]) -> None:
+            if on_output is not None and event.get("event") == "output":
+                on_output(event["part"])
+
         try:
-            data = self._call({"op": "run_fragment", "fragment": fragment})
+            data = self._call({"op": "run_fragment", "fragment": fragment, "inputs": inputs, "function": function},
+                              on_event=on_event)
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
             return RunResult(code=code, error=exc)

@@ -68,9 +68,24 @@ def error_dict(exc: Any) -> dict[str, Any]:
 class Worker:
     """Serves requests for one session in this process."""
 
-    def __init__(self) -> None:
+    def __init__(self, stdout: Any = None) -> None:
+        import threading
+
         self.session: Any = None
         self.baseline = _vm_size()
+        self.stdout = stdout
+        self.write_lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one JSON line to the parent (thread-safe: output events come from the loop thread)."""
+        try:
+            data = json.dumps(message)
+        except (TypeError, ValueError) as exc:
+            data = json.dumps({"ok": False, "error": {"code": "unexpected", "stage": "run",
+                                                      "message": f"the reply could not be sent: {exc}"}})
+        with self.write_lock:
+            self.stdout.write(data.encode() + b"\n")
+            self.stdout.flush()
 
     def limit_memory(self, limit: int) -> None:
         """Cap the address space at start-up size + ``limit`` + :data:`MEMORY_MARGIN`."""
@@ -112,7 +127,11 @@ class Worker:
         if op == "evaluate_dynamic":
             return display(self._interruptible(s.evaluate_dynamic, req["text"]))
         if op == "run_fragment":
-            run = self._interruptible(s.run_fragment, req["fragment"])
+            def on_output(part: dict[str, Any]) -> None:
+                self.send({"event": "output", "part": part})
+
+            run = self._interruptible(lambda: s.run_fragment(req["fragment"], on_output=on_output,
+                                                             inputs=req.get("inputs"), function=req.get("function")))
             return {"code": run.code, "value": display(run.value) if run.value is not None else None,
                     "outputs": run.outputs, "logs": run.logs,
                     "error": error_dict(run.error) if run.error is not None else None, "state": self.state()}
@@ -157,7 +176,7 @@ def main() -> int:
     stdin = sys.stdin.buffer
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything printed by host code must not corrupt the protocol
-    worker = Worker()
+    worker = Worker(stdout)
     while True:
         line = stdin.readline()
         if not line:
@@ -176,13 +195,7 @@ def main() -> int:
         except BaseException as exc:  # never let the worker die on one request
             reply = {"ok": False, "error": {"code": "unexpected", "stage": "run",
                                             "message": f"{type(exc).__name__}: {exc}"}}
-        try:
-            data = json.dumps(reply)
-        except (TypeError, ValueError) as exc:
-            data = json.dumps({"ok": False, "error": {"code": "unexpected", "stage": "run",
-                                                      "message": f"the reply could not be sent: {exc}"}})
-        stdout.write(data.encode() + b"\n")
-        stdout.flush()
+        worker.send(reply)
 
 
 if __name__ == "__main__":
