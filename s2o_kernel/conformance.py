@@ -1,7 +1,8 @@
 """Conformance runner: ``python -m s2o_kernel.conformance [--show] FILE...`` (SPEC 11).
 
-Each line of a ``.jsonl`` file is a case: one of ``expr``, ``dynamic`` or
-``allowlist_only``; optional settings (``allowlist``: absent means empty,
+Each line of a ``.jsonl`` file is a case: one of ``expr``, ``dynamic``,
+``allowlist_only`` or ``fragment`` (an extension of SPEC 11 for SPEC 7: a
+fragment run as one run, with optional ``inputs`` and ``function``); optional settings (``allowlist``: absent means empty,
 ``rules``, ``limits``, ``sys``, ``const``, ``secrets``), state (``locals``,
 ``agent``, ``conv``), ``helpers`` (put the case file's folder on
 ``sys.path``) and ``expect``. Every case runs in a fresh session.
@@ -70,6 +71,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             return {"id": cid, "outcome": "allowlist", "errors": {}, "warnings": list(engine.warnings)}
         session = Session(Engine(settings), locals=case.get("locals"), agent=case.get("agent"),
                           conv=case.get("conv"))
+        if "fragment" in case:
+            return _run_fragment_case(cid, session, case)
         if "expr" in case:
             value = session.evaluate(case["expr"])
         elif "dynamic" in case:
@@ -80,6 +83,21 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         return {"id": cid, "outcome": "error", "code": exc.code, "stage": exc.stage, "message": exc.message,
                 "line": exc.line, "col": exc.col, "path": exc.path}
     return {"id": cid, "outcome": "value", "value": as_json(value), "repr": _safe_repr(value)}
+
+
+def _run_fragment_case(cid: Any, session: Session, case: dict[str, Any]) -> dict[str, Any]:
+    run = session.run_fragment(case["fragment"], inputs=case.get("inputs"), function=case.get("function"))
+    out: dict[str, Any] = {"id": cid, "outcome": "run", "code": run.code, "value": as_json(run.value),
+                           "repr": _safe_repr(run.value), "output": run.outputs, "logs": run.logs,
+                           "locals": {k: as_json(v) for k, v in session.locals.items()},
+                           "agent": session.agent_vars, "conv": session.conv_vars, "error": None}
+    if run.error is not None:
+        e = run.error
+        errors = getattr(e, "errors", None) or [e]
+        out["error"] = {"code": e.code, "stage": e.stage, "message": e.message, "line": e.line, "col": e.col,
+                        "path": e.path, "all": [{"code": x.code, "path": x.path, "line": x.line, "col": x.col,
+                                                 "message": x.message} for x in errors]}
+    return out
 
 
 def _safe_repr(value: Any) -> str:
@@ -104,6 +122,8 @@ def _same_json(a: Any, b: Any) -> bool:
 def judge(case: dict[str, Any], got: dict[str, Any]) -> str | None:
     """``None`` when ``got`` meets the case's ``expect``; otherwise why not."""
     expect = case.get("expect", {})
+    if "fragment" in case:
+        return _judge_run(expect, got)
     if "value" in expect:
         if got["outcome"] != "value":
             return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
@@ -130,9 +150,43 @@ def judge(case: dict[str, Any], got: dict[str, Any]) -> str | None:
     return f"the case has no known expectation: {json.dumps(expect)}"
 
 
+def _judge_run(expect: dict[str, Any], got: dict[str, Any]) -> str | None:
+    """Fragment cases: ``code``, ``value``, ``locals``, ``agent``, ``conv``, ``output``, ``logs``, ``error``."""
+    if got["outcome"] != "run":
+        return f"expected a run, got {_describe(got)}"
+    if "code" in expect and got["code"] != expect["code"]:
+        return f"expected code {expect['code']}, got {got['code']} (error: {got['error']})"
+    for key in ("value", "locals", "agent", "conv", "output", "logs"):
+        if key in expect and not _same_json(got[key], expect[key]):
+            return f"expected {key} {json.dumps(expect[key])}, got {json.dumps(got[key], default=repr)}"
+    if "error" in expect:
+        want = expect["error"]
+        err = got["error"]
+        if err is None:
+            return f"expected error {want}, got none (code {got['code']})"
+        if isinstance(want, str):
+            want = {"code": want}
+        if want.get("code") is not None and err["code"] != want["code"]:
+            return f"expected error {want['code']}, got {err['code']}: {err['message']}"
+        for key in ("path", "stage", "line", "col"):
+            if key in want and err.get(key) != want[key]:
+                return f"expected error {key} {want[key]!r}, got {err.get(key)!r} ({err['code']}: {err['message']})"
+        if "message_contains" in want and want["message_contains"] not in err["message"]:
+            return f"expected message containing {want['message_contains']!r}, got {err['message']!r}"
+        if "all" in want:
+            got_all = [{"code": x["code"], "path": x["path"]} for x in err["all"]]
+            if got_all != want["all"]:
+                return f"expected errors {json.dumps(want['all'])}, got {json.dumps(got_all)}"
+    elif got["error"] is not None and "code" not in expect:
+        return f"unexpected error {got['error']['code']}: {got['error']['message']}"
+    return None
+
+
 def _describe(got: dict[str, Any]) -> str:
     if got["outcome"] == "value":
         return f"value {got['repr']}"
+    if got["outcome"] == "run":
+        return f"run {got['code']}"
     if got["outcome"] == "error":
         where = f" at line {got['line']}, col {got['col']}" if got.get("line") is not None else ""
         return f"error {got['code']} ({got['stage']}){where}: {got['message']}"
