@@ -126,6 +126,20 @@ class Program:
     functions: dict[str, Function]
 
 
+_EXPECTED = {"string_type": "str", "int_type": "int", "float_type": "float", "bool_type": "bool",
+             "dict_type": "dict", "list_type": "list", "int_parsing": "int", "bool_parsing": "bool"}
+
+
+def _json_type(value: Any) -> str:
+    """The SPEC 7 type name of a JSON value (``str``, ``int``, ``null``, …)."""
+    if value is None:
+        return "null"
+    for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", list), ("dict", dict)):
+        if isinstance(value, t):
+            return name
+    return type(value).__name__
+
+
 def _is_command(obj: Any) -> bool:
     return (isinstance(obj, dict) and bool(obj)
             and any(k in COMMANDS for k in obj) and all(k in COMMANDS or k == "onError" for k in obj))
@@ -197,14 +211,32 @@ class _Parser:
         self.errors.append(S2OError(code, message, path=path, stage="validate"))
 
     def model(self, cls: type[BaseModel], data: Any, path: str) -> Any:
+        if not isinstance(data, dict):
+            self.error("fragment", f"the fields are expected to be an object, got {_json_type(data)}", path)
+            return None
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
+            seen: set[str] = set()
             for err in exc.errors():
                 loc = path
+                field_name = None
                 for part in err["loc"]:
+                    if isinstance(part, str) and not part.replace("_", "").isalnum():
+                        continue  # a union member's tag, not a field
                     loc = _join(loc, f"[{part}]" if isinstance(part, int) else str(part))
-                if err["type"] == "extra_forbidden":
+                    field_name = part if isinstance(part, str) else field_name
+                if loc in seen:
+                    continue
+                seen.add(loc)
+                expected = _EXPECTED.get(err["type"])
+                if expected is not None and field_name is not None:
+                    if len([e for e in exc.errors() if e["loc"][:1] == err["loc"][:1]]) > 1:
+                        expected = "a command list (an object or a list)" if field_name in (
+                            "then", "else", "commands", "onError") else expected
+                    self.error("fragment", f"{field_name} is expected to be {expected}, got "
+                               f"{_json_type(err.get('input'))}", loc)
+                elif err["type"] == "extra_forbidden":
                     self.error("fragment", f"unknown field '{err['loc'][-1]}'", loc)
                 elif err["type"] == "missing":
                     self.error("fragment", f"the field '{err['loc'][-1]}' is required", loc)

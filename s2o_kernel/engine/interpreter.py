@@ -34,6 +34,7 @@ from typing import Any, Callable
 from .dynamic import expression_of
 from .errors import ErrorGroup, S2OError
 from .fragments import Command, Function, Program
+from .limits import RunInterrupt, RunTimeout
 
 #: Errors that ``onError`` does not handle: they end the run.
 UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit"})
@@ -92,6 +93,7 @@ class Interpreter:
         self.logs: list[str] = []
         self.limits = session.settings.limits
         self.parallel_depth = 0
+        self.current_path: str | None = None
 
     # -- values --------------------------------------------------------------------
     async def value(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
@@ -156,9 +158,14 @@ class Interpreter:
 
     async def command(self, cmd: Command) -> None:
         self.check_time(cmd.path)
+        self.current_path = cmd.path
         snap = self.s.snapshot() if self.parallel_depth == 0 else None
         try:
             await getattr(self, f"run_{cmd.name}")(cmd)
+        except (asyncio.CancelledError, RunTimeout, RunInterrupt, KeyboardInterrupt):
+            if snap is not None:  # a limit or an interrupt: nothing of this command stays
+                self.s.restore(snap)
+            raise
         except S2OError as exc:
             exc.with_context(path=cmd.path)
             if exc.stage == "validate":
@@ -367,21 +374,22 @@ class Interpreter:
         self.parallel_depth += 1
         tasks = [asyncio.ensure_future(self.block(branch)) for branch in cmd.branches]
         try:
-            errors: list[S2OError] = []
+            failed: dict[int, S2OError] = {}
             pending = set(tasks)
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
+                for task in sorted(done, key=tasks.index):
                     exc = task.exception()
                     if exc is None:
                         continue
                     if isinstance(exc, S2OError) and exc.code not in UNHANDLED:
-                        errors.append(exc)
+                        failed[tasks.index(task)] = exc
                         continue
                     for other in pending:
                         other.cancel()
                     await asyncio.gather(*pending, return_exceptions=True)
                     raise exc
+            errors = [failed[i] for i in sorted(failed)]  # in branch order, whatever finished first
             if errors:
                 if len(errors) == 1:
                     raise errors[0]
@@ -406,7 +414,8 @@ async def run_program(session: Any, program: Program, on_output: Callable[[dict[
     try:
         body = program.body
         if program.kind in ("agent", "function") and body.args:
-            bound = interp.bind_args(body, inputs_args or {}, "sys.inputs")
+            given = {k: v for k, v in (inputs_args or {}).items() if k in body.args}  # the rest stays in sys.inputs
+            bound = interp.bind_args(body, given, "sys.inputs")
             with session.function_scope(bound) if program.kind == "agent" else _merge_locals(session, bound):
                 value = await asyncio.wait_for(interp.function_body(body), remaining)
         elif program.kind == "agent":
@@ -421,7 +430,7 @@ async def run_program(session: Any, program: Program, on_output: Callable[[dict[
     except (asyncio.TimeoutError, TimeoutError):
         code = "timedOut"
         error = S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
-                         f"{session.settings.limits.time:g} s)")
+                         f"{session.settings.limits.time:g} s)", path=interp.current_path)
     except S2OError as exc:
         code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
         if exc.stage == "validate":
