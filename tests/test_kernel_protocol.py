@@ -174,6 +174,28 @@ def test_error_aborts_queued_cells(kc: Any) -> None:
     assert (reply["status"], reply["ename"]) == ("error", "unknown-name")
 
 
+def test_fragment_outputs_logs_and_value(kc: Any) -> None:
+    reply, outputs = execute(
+        kc,
+        '[{"output": "hello"}, {"log": "trace {1}"}, {"output": {"html": "<b>x</b>"}},'
+        ' {"log": "{ 1 + 1 }"}, {"return": "{ 6 * 7 }"}]',
+    )
+    assert reply["status"] == "ok", reply
+    assert [m["msg_type"] for m in outputs] == ["display_data", "display_data", "stream", "execute_result"]
+    assert outputs[0]["content"]["data"] == {"text/plain": "hello"}
+    assert outputs[1]["content"]["data"] == {"text/html": "<b>x</b>"}
+    assert outputs[2]["content"] == {"name": "stderr", "text": "trace {1}\n2\n"}
+    assert outputs[3]["content"]["data"] == {"text/plain": "42", "application/json": 42}
+
+
+def test_fragment_fail_keeps_earlier_outputs(kc: Any) -> None:
+    reply, outputs = execute(kc, '[{"output": "before"}, {"fail": "no stock"}]')
+    assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "failCommand", "no stock")
+    assert reply["traceback"][0] == "failCommand: no stock"
+    assert any(line.startswith("  at ") for line in reply["traceback"])
+    assert [m["msg_type"] for m in outputs] == ["display_data", "error"]
+
+
 def test_silent_execution_publishes_nothing(kc: Any) -> None:
     msg_id = kc.execute("1 + 41", silent=True)
     reply = shell_reply(kc, msg_id)
@@ -347,6 +369,11 @@ def test_time_limit_stops_endless_work(manager_and_client: Any) -> None:
         assert time.monotonic() - t0 < 3.5
         assert (reply["status"], reply["ename"]) == ("error", "timedOut")
         assert [m["msg_type"] for m in outputs] == ["error"]
+        # Output parts are streamed as the run goes, so they survive a timeout.
+        reply, outputs = execute(kc, '[{"output": "started"}, {"var": {"t": "{ sum(endless()) }"}}]')
+        assert (reply["status"], reply["ename"]) == ("error", "timedOut")
+        assert [m["msg_type"] for m in outputs] == ["display_data", "error"]
+        assert outputs[0]["content"]["data"] == {"text/plain": "started"}
     finally:
         execute(kc, '%limits {"time": 30}')
     reply, outputs = execute(kc, "kept")

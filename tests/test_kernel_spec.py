@@ -2,13 +2,13 @@
 
 The kernel is installed from the current interpreter into a temporary prefix
 (``python -m s2o_kernel install --prefix``) and started with a settings file
-(``S2O_CONFIG``) whose allowlist grants ``print`` — so ``code_hello_world``
-exercises the stdout routing of ``set_parent`` — and ``time.sleep``, whose
-load warning is the stderr sample.
+(``S2O_CONFIG``) whose allowlist grants ``print``, so ``code_hello_world``
+exercises the stdout routing of ``set_parent``. ``log`` lines are the stderr
+sample and ``output`` parts the display_data samples.
 
 Every ``KernelTests`` attribute that applies is filled. The two features the
-kernel deliberately does not have are tested as such instead of being
-skipped: ``clear_output`` (never sent, nbval ignores it) — see
+kernel deliberately does not have is tested as such instead of being
+skipped: ``clear_output`` (never sent; nbval ignores it), see
 ``test_clear_output``.
 """
 
@@ -34,7 +34,6 @@ len
 sum
 print
 math
-time.sleep
 s2o_kernel.examples.countdown as countdown
 """
 
@@ -69,7 +68,7 @@ class S2OKernelTests(jupyter_kernel_test.KernelTests):
     file_extension = ".s2o"
 
     code_hello_world = "print('hello, world')"
-    code_stderr = "%%allowlist\n" + ALLOWLIST  # reloading it repeats the time.sleep warning
+    code_stderr = '{"log": "a trace line"}'
 
     completion_samples = [
         {"text": "math.sq", "matches": {"math.sqrt"}},
@@ -111,6 +110,12 @@ class S2OKernelTests(jupyter_kernel_test.KernelTests):
     supported_history_operations = ("tail", "range", "search")
 
     code_inspect_sample = "math.sqrt"
+
+    code_display_data = [
+        {"code": '{"output": "hello"}', "mime": "text/plain"},
+        {"code": '[{"output": {"html": "<b>hi</b>"}}, {"log": "done"}]', "mime": "text/html"},
+        {"code": '{"output": {"image": "iVBORw0KGgo="}}', "mime": "image/png"},
+    ]
 
     _fixture: _Fixture
 

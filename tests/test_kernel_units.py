@@ -76,7 +76,7 @@ class BadRepr:
 
 
 def fake_fragment_kind(obj: Any) -> str | None:
-    commands = {"var", "if", "for", "output", "log", "fail", "return", "interrupt"}
+    commands = {"var", "if", "for", "output", "log", "fail", "return", "interrupt", "stop"}
     if isinstance(obj, dict) and obj and set(obj) <= commands:
         return "command"
     if isinstance(obj, list) and obj and all(fake_fragment_kind(o) for o in obj):
@@ -154,8 +154,9 @@ class FakeSession:
             return self.evaluate(inner)
         return text
 
-    def run_fragment(self, obj: Any) -> FakeRun:
+    def run_fragment(self, obj: Any, *, on_output: Any = None) -> FakeRun:
         run = FakeRun()
+        self.on_output_given = on_output is not None
         items = obj if isinstance(obj, list) else [obj]
         for item in items:
             for name, arg in item.items():
@@ -164,6 +165,8 @@ class FakeSession:
                         self.locals[k] = self.evaluate_dynamic(v) if isinstance(v, str) else v
                 elif name == "output":
                     run.outputs.append(arg)
+                    if on_output is not None:
+                        on_output(arg)
                 elif name == "log":
                     run.logs.append(arg)
                 elif name == "return":
@@ -174,6 +177,8 @@ class FakeSession:
                     return run
                 elif name == "interrupt":
                     raise KeyboardInterrupt
+                elif name == "stop":  # like the engine: a stopped run keeps no parts
+                    return FakeRun(code="stopped", error=FakeError("stopped", "the run was interrupted"))
         return run
 
     def validate(self, expr: str) -> Any:
@@ -458,6 +463,34 @@ def test_fragment_outputs_logs_and_value(runner: CellRunner) -> None:
     assert out.outputs[1][1]["data"] == {"text/html": "<i>two</i>"}
     assert out.outputs[2][1] == {"name": "stderr", "text": "trace\n"}
     assert out.outputs[3][1]["data"]["application/json"] == [1, 2]
+
+
+def test_fragment_parts_stream_while_running(session: FakeSession) -> None:
+    r = CellRunner(session, API)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    r.publisher = lambda msg_type, content: sent.append((msg_type, content))
+    r.pending_warnings = ["w"]
+    out = r.run('[{"output": {"type": "text", "text": "a"}}, {"output": {"type": "text", "text": "b"}},'
+                ' {"stop": true}]')  # fmt: skip
+    assert session.on_output_given
+    # The pending warning and both parts went out in order while the run was going.
+    assert [(t, c.get("text") or c["data"]["text/plain"]) for t, c in sent] == [
+        ("stream", "warning: w\n"), ("display_data", "a"), ("display_data", "b")]  # fmt: skip
+    assert out.published == 3 and len(out.outputs) == 3
+    assert out.error.ename == "stopped"
+    # Silent cells publish nothing.
+    sent.clear()
+    r.run('{"output": {"type": "text", "text": "c"}}', silent=True)
+    assert sent == []
+
+
+def test_parts_shown_after_run_without_streaming(session: FakeSession) -> None:
+    def no_stream(obj: Any) -> FakeRun:
+        return FakeRun(outputs=[{"type": "text", "text": "late"}])
+
+    session.run_fragment = no_stream  # type: ignore[method-assign]
+    out = CellRunner(session, API).run('{"output": "late"}')
+    assert [c["data"] for t, c in out.outputs] == [{"text/plain": "late"}]
 
 
 def test_fragment_error_after_outputs(runner: CellRunner) -> None:

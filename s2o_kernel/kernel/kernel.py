@@ -104,6 +104,7 @@ class S2OKernel(Kernel):
             startup_warnings=started.warnings,
             logger=self.log,
         )
+        self.runner.publisher = self._publish_now
 
     # -- kernel_info -------------------------------------------------------
 
@@ -154,11 +155,15 @@ class S2OKernel(Kernel):
 
     # -- execute -----------------------------------------------------------
 
+    def _publish_now(self, msg_type: str, content: dict[str, Any]) -> None:
+        """Send one IOPub message for the current cell (used while a fragment runs)."""
+        self.send_response(self.iopub_socket, msg_type, content, channel="shell")
+
     def _publish(self, outcome: Outcome) -> None:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        for msg_type, content in outcome.outputs:
+        for msg_type, content in outcome.outputs[outcome.published :]:
             if msg_type == "execute_result":
                 content = {"execution_count": self.execution_count, **content}
             self.send_response(self.iopub_socket, msg_type, content)

@@ -226,7 +226,7 @@ def _fragment(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
             "a list of command objects, a function object or an agent definition.",
             stage="validate",
         )
-    ctx.show_run(ctx.require_session().run_fragment(obj))
+    ctx.show_run(ctx.run_fragment(obj))
 
 
 def _lsmagic(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:

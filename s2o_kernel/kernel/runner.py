@@ -14,9 +14,10 @@ the runner is unit-tested with a stand-in session.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from s2o_kernel.kernel import cells as _cells
 from s2o_kernel.kernel import magics as _magics
@@ -32,6 +33,14 @@ from s2o_kernel.kernel.render import (
 log = logging.getLogger(__name__)
 
 
+def _accepts_keyword(fn: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 @dataclass
 class Outcome:
     """What one cell produced.
@@ -40,13 +49,17 @@ class Outcome:
     (``stream``, ``display_data``, ``execute_result`` — the latter without
     ``execution_count``, which the kernel adds). ``error``: set when the cell
     failed. ``payload``: reply payloads (the pager). ``result_text``: the
-    ``text/plain`` of the result, for history.
+    ``text/plain`` of the result, for history. ``published``: how many
+    leading ``outputs`` went out live (fragment output parts are streamed as
+    the run produces them); the kernel publishes the rest.
     """
 
     outputs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: ErrorInfo | None = None
     payload: list[dict[str, Any]] = field(default_factory=list)
     result_text: str | None = None
+    #: How many of ``outputs`` were already published while the cell ran.
+    published: int = 0
 
     @property
     def ok(self) -> bool:
@@ -84,6 +97,10 @@ class CellRunner:
         self.known_warnings: set[str] = set(self.pending_warnings)
         self.log = logger or log
         self._outcome = Outcome()
+        #: ``publish(msg_type, content)``: sends an IOPub message now. Set by
+        #: the kernel; used to stream a fragment's output parts while it runs.
+        self.publisher: Callable[[str, dict[str, Any]], None] | None = None
+        self._live = False
 
     # -- helpers used by magics ------------------------------------------------
 
@@ -156,9 +173,45 @@ class CellRunner:
             return
         self.emit_result(value_bundle(value, as_json=self.as_json, redact=self.redact))
 
+    def flush_live(self) -> None:
+        """Publish the outputs collected so far, when live publishing is on."""
+        outcome = self._outcome
+        if not self._live or self.publisher is None:
+            return
+        while outcome.published < len(outcome.outputs):
+            msg_type, content = outcome.outputs[outcome.published]
+            if msg_type == "execute_result":  # needs the execution count: the kernel sends it
+                return
+            outcome.published += 1
+            try:
+                self.publisher(msg_type, content)
+            except Exception:  # never break the run because of the frontend
+                self.log.warning("s2o: could not publish an output", exc_info=True)
+
+    def run_fragment(self, data: Any) -> Any:
+        """``session.run_fragment``, streaming output parts as the run produces them."""
+        session = self.require_session()
+        streamed: list[Any] = []
+
+        def on_output(part: Any) -> None:
+            try:
+                streamed.append(part)
+                self.emit_display(output_part_bundle(part, redact=self.redact))
+                self.flush_live()
+            except Exception:  # never raise into the engine
+                self.log.warning("s2o: could not show an output part", exc_info=True)
+
+        if _accepts_keyword(session.run_fragment, "on_output"):
+            run = session.run_fragment(data, on_output=on_output)
+        else:  # an engine without streaming: parts are shown after the run
+            run = session.run_fragment(data)
+        self._streamed_parts = len(streamed)
+        return run
+
     def show_run(self, run: Any) -> None:
         """Show a fragment's RunResult: output parts, log lines, then value or error."""
-        for part in list(getattr(run, "outputs", None) or []):
+        streamed, self._streamed_parts = getattr(self, "_streamed_parts", 0), 0
+        for part in list(getattr(run, "outputs", None) or [])[streamed:]:
             self.emit_display(output_part_bundle(part, redact=self.redact))
         logs = list(getattr(run, "logs", None) or [])
         if logs:
@@ -185,6 +238,8 @@ class CellRunner:
     def run(self, code: str, *, silent: bool = False) -> Outcome:
         """Run one cell; never raises."""
         self._outcome = outcome = Outcome()
+        self._live = not silent and self.publisher is not None
+        self._streamed_parts = 0
         try:
             if not silent:
                 if self.pending_warnings:
@@ -213,7 +268,7 @@ class CellRunner:
         if kind == _cells.HELP:
             self.show_help(cell.arg)
         elif kind == _cells.FRAGMENT:
-            self.show_run(session.run_fragment(cell.data))
+            self.show_run(self.run_fragment(cell.data))
         elif kind == _cells.DYNAMIC:
             self._show_expression_value(self._with_json_hint(session.evaluate_dynamic, cell), cell)
         else:
