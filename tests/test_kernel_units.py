@@ -908,3 +908,20 @@ def test_start_session_with_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert broken.pending_error is not None and broken.pending_error.code == "settings"
     assert "embedded default" in broken.pending_error.message
     assert broken.session.evaluate("len([1, 2])") == 2
+
+
+@pytest.mark.parametrize(("root", "argv", "user", "prefix"), [
+    (False, [], True, None),
+    (True, [], False, sys.prefix),
+    (False, ["--sys-prefix"], False, sys.prefix),
+    (True, ["--user"], True, None),
+    (False, ["--prefix", "/opt/x"], False, "/opt/x"),
+])  # fmt: skip
+def test_install_cli_default_location(monkeypatch: pytest.MonkeyPatch, root: bool, argv: list[str],
+                                      user: bool, prefix: str | None) -> None:  # fmt: skip
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(install, "_is_root", lambda: root)
+    monkeypatch.setattr(install, "install", lambda **kw: calls.append(kw) or "/dest")
+    assert install.main([*argv, "--name", "S2O-Dev", "--display-name", "Dev"]) == 0
+    assert calls == [{"user": user, "prefix": prefix, "kernel_name": "s2o-dev", "display_name": "Dev",
+                      "env": None}]  # fmt: skip
