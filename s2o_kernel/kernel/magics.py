@@ -128,7 +128,7 @@ def _sys(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
     _update(ctx, session, patch)
 
 
-def _scope_lines(title: str, values: Any, redact: Callable[[str], str]) -> list[str]:
+def _scope_lines(title: str, values: Any) -> list[str]:
     lines = [f"{title}:"]
     items = list(dict(values or {}).items())
     if not items:
@@ -148,7 +148,7 @@ def _vars(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
     )
     text_lines: list[str] = []
     for title, values in scopes:
-        text_lines.extend(_scope_lines(title, values, ctx.redact))
+        text_lines.extend(_scope_lines(title, values))
     data: dict[str, Any] = {"text/plain": ctx.redact("\n".join(text_lines))}
     as_json: dict[str, Any] = {}
     for title, values in scopes:
