@@ -305,6 +305,7 @@ class IsolatedSession:
         new = make_settings(data)
         result = self._call({"op": "update_settings", "patch": patch})
         self._settings = new
+        self.warnings = list(result["warnings"])
         return result["warnings"]
 
     def reset(self) -> None:

@@ -180,6 +180,9 @@ class Validator:
     def error(self, code: str, message: str, node: ast.AST | None) -> None:
         line = getattr(node, "lineno", None) if node is not None else None
         col = getattr(node, "col_offset", None) if node is not None else None
+        if isinstance(node, ast.Attribute) and node.end_lineno is not None and node.end_col_offset is not None:
+            # point at the attribute's name, not at the object it is read from
+            line, col = node.end_lineno, node.end_col_offset - len(node.attr)
         self.out.errors.append(S2OError(code, message, line=line, col=col, stage="validate", source=self.out.source))
 
     # -- walk --------------------------------------------------------------
@@ -457,7 +460,12 @@ def parse(source: str) -> ast.Expression:
         return ast.parse(source, mode="eval", type_comments=False)
     except SyntaxError as exc:
         line = exc.lineno
-        col = (exc.offset - 1) if exc.offset else None
+        lines = source.splitlines() or [""]
+        if exc.offset:
+            col = exc.offset - 1
+        else:  # the input ended too early: point just past its end
+            line = len(lines)
+            col = len(lines[-1])
         msg = exc.msg
         if msg.startswith("too many nested parentheses"):
             raise S2OError("too-deep", "the expression nests too deeply (too many nested parentheses)",
