@@ -55,7 +55,7 @@ def test_show_prints_one_outcome_object_per_case(tmp_path):
     out = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     assert out[0] == {"id": "v", "outcome": "value", "value": [1, 2], "repr": "(1, 2)"}
     assert out[1]["outcome"] == "error" and out[1]["code"] == "underscore" and out[1]["stage"] == "validate"
-    assert out[1]["line"] == 1 and out[1]["col"] == 0
+    assert out[1]["line"] == 1 and out[1]["col"] == 2
     assert out[2] == {"id": "a", "outcome": "allowlist", "errors": {"nosuchmodule": "Could not be imported."},
                       "warnings": []}
 
