@@ -38,7 +38,7 @@ from .denylist import name_violation
 from .dynamic import expression_of
 from .errors import ErrorGroup, S2OError
 from .guards import guard_kwargs, refused_import
-from .limits import WATCHDOG, RunInterrupt, RunTimeout
+from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, as_json, copy_json
 from .settings import Settings, make_settings, merge
 
@@ -56,6 +56,9 @@ _FORBIDDEN_RESULT_TYPES: dict[type, str] = {
 }
 
 _CACHE_SIZE = 4096
+
+#: Result types that cannot hold anything: no scan needed.
+_PLAIN_RESULTS = frozenset({str, int, float, bool, type(None), bytes, complex})
 
 
 @dataclass
@@ -295,6 +298,7 @@ class Session:
         self._globals: dict[str, Any] = {}
         self._loop_thread: _LoopThread | None = None
         self._functions: dict[str, Any] = {}
+        self._deadline = Armed(0, 0.0)  # reused by the hot path's time limit
         self._token: Any = None
         self._bind_engine()
         from .scopes import check_json
@@ -436,14 +440,36 @@ class Session:
         :meth:`interrupt`). The session keeps its variables either way.
         """
         compiled = self._engine.compiled.get(expr)
-        if compiled is not None and compiled.simple:
+        if compiled is None or compiled.is_coroutine_code:
+            return self._evaluate(expr, time.monotonic())
+        if compiled.simple:
             try:
                 return eval(compiled.code, self._globals)
             except BaseException as exc:
                 if isinstance(exc, NameError) and not compiled.local_names <= self._globals.keys():
                     self._unknown_names(compiled)
                 raise self._map_error(exc, compiled, 0.0) from None
-        return self._evaluate(expr, time.monotonic())
+        # calls or comprehensions: the same steps as _run_sync, inlined for the hot path
+        token = WATCHDOG.rearm(self._deadline, self._engine.settings.limits.time)
+        self._token = token
+        try:
+            try:
+                value = eval(compiled.code, self._globals)
+            finally:
+                self._token = None
+                WATCHDOG.disarm(token)
+        except BaseException as exc:
+            self._token = None
+            WATCHDOG.disarm(token)
+            if isinstance(exc, NameError) and not compiled.local_names <= self._globals.keys():
+                self._unknown_names(compiled)
+            raise self._map_error(exc, compiled, 0.0) from None
+        if type(value) in _PLAIN_RESULTS:
+            return value
+        if type(value) is types.CoroutineType:
+            coro = self._coroutine_of(compiled, value)
+            return self._await_here(coro, compiled, time.monotonic())
+        return self._finish(compiled, value)
 
     def evaluate_dynamic(self, text: str) -> Any:
         """The value of a dynamic string (SPEC 1): plain text as is, ``{ expr }`` evaluated."""
@@ -490,6 +516,10 @@ class Session:
         coro = self._coroutine_of(compiled, value)
         if coro is None:
             return self._finish(compiled, value)
+        return self._await_here(coro, compiled, start)
+
+    def _await_here(self, coro: Any, compiled: Compiled, start: float) -> Any:
+        """Drive ``coro`` on the session's loop thread and wait for it in this thread."""
         fut = self._submit(coro, compiled, start)
         limit = self._engine.settings.limits.time
         try:

@@ -46,7 +46,9 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
         _set_async_exc(ctypes.c_ulong(thread_id), ctypes.py_object(exc_type))
 
 
-class _Armed:
+class Armed:
+    """One deadline: the thread it is for, when, and whether it fired."""
+
     __slots__ = ("thread_id", "deadline", "fired", "done", "kind")
 
     def __init__(self, thread_id: int, deadline: float) -> None:
@@ -73,13 +75,13 @@ class Watchdog:
     """
 
     def __init__(self) -> None:
-        self._armed: dict[int, _Armed] = {}
+        self._armed: dict[int, Armed] = {}
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
-    def arm(self, seconds: float, thread_id: int | None = None) -> _Armed:
+    def arm(self, seconds: float, thread_id: int | None = None) -> Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
-        entry = _Armed(thread_id or threading.get_ident(), time.monotonic() + seconds)
+        entry = Armed(thread_id or threading.get_ident(), time.monotonic() + seconds)
         self._armed[id(entry)] = entry
         if self._thread is None:
             with self._start_lock:
@@ -88,7 +90,21 @@ class Watchdog:
                     self._thread.start()
         return entry
 
-    def disarm(self, token: _Armed) -> bool:
+    def rearm(self, entry: Armed, seconds: float) -> Armed:
+        """Arm a reusable ``entry`` (one per session) for this thread: :meth:`arm` without allocating."""
+        entry.thread_id = threading.get_ident()
+        entry.deadline = time.monotonic() + seconds
+        entry.fired = entry.done = False
+        entry.kind = RunTimeout
+        self._armed[id(entry)] = entry
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="s2o-watchdog", daemon=True)
+                    self._thread.start()
+        return entry
+
+    def disarm(self, token: Armed) -> bool:
         """End the deadline; returns whether it fired. Idempotent."""
         if self._armed.pop(id(token), None) is not None:
             token.done = True
@@ -108,7 +124,7 @@ class Watchdog:
         _raise_in_thread(entry.thread_id, kind)
         entry.done = True
 
-    def interrupt(self, token: _Armed) -> None:
+    def interrupt(self, token: Armed) -> None:
         """Fire ``token`` now with :class:`RunInterrupt` (used when the user interrupts)."""
         self._fire(id(token), RunInterrupt)
 
