@@ -1,9 +1,12 @@
 """Protocol tests: a real s2o kernel process driven with jupyter_client.
 
-One kernel serves most tests (module fixture); the settings-error test
-starts its own. The kernel runs the real engine with its embedded default
-settings (teaching allowlist, which grants the offline example generator
-``endless`` and the async ``slow_answer`` used for interrupts).
+One kernel serves most tests (module fixture, contained by default; set
+``S2O_KERNEL_ISOLATED=0`` to run them on the in-process session); the
+interrupt and time-limit tests run on one kernel of each kind, the
+containment tests on a contained one, and the settings-error test starts its
+own. The kernels run the real engine with its embedded default settings
+(teaching allowlist, which grants the offline example generator ``endless``
+and the async ``slow_answer`` used for interrupts).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from s2o_kernel.kernel.render import INTERRUPTED
 from _kernel_harness import (
     collect_iopub,
     drain,
@@ -36,18 +40,43 @@ def kernels_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kernel(kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd"))
+def kernel_cwd(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The working directory of the shared kernel (files for %run, %state, %config)."""
+    return tmp_path_factory.mktemp("cwd")
+
+
+@pytest.fixture(scope="module")
+def kernel(kernels_dir: Path, kernel_cwd: Path) -> Iterator[Any]:
+    km, kc = start_kernel(kernels_dir, kernel_cwd)
     try:
         yield kc
     finally:
         stop_kernel(km, kc)
 
 
+#: ``S2O_KERNEL_ISOLATED`` for each kind of kernel ("" is the default: contained).
+MODES = {"contained": "", "in-process": "0"}
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def manager_and_client(
+    request: pytest.FixtureRequest, kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """A separate kernel for interrupts (needs the manager to send SIGINT), of each kind."""
+    env = {"S2O_KERNEL_ISOLATED": MODES[request.param]}
+    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd-int"), env=env)
+    try:
+        yield km, kc
+    finally:
+        stop_kernel(km, kc)
+
+
 @pytest.fixture(scope="module")
-def manager_and_client(kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A separate kernel for interrupts (needs the manager to send SIGINT)."""
-    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd-int"))
+def contained(kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A kernel with the default session (contained) for the containment tests."""
+    km, kc = start_kernel(
+        kernels_dir, tmp_path_factory.mktemp("cwd-contained"), env={"S2O_KERNEL_ISOLATED": ""}
+    )
     try:
         yield km, kc
     finally:
@@ -342,7 +371,7 @@ def test_interrupt_cpu_loop_keeps_session(manager_and_client: Any) -> None:
     assert reply["status"] == "ok"
     reply, elapsed = _interrupt_after(km, kc, "sum(endless())")
     assert reply["status"] == "error"
-    assert reply["ename"] == "stopped"
+    assert (reply["ename"], reply["evalue"]) == ("stopped", INTERRUPTED)
     assert elapsed < 2.0
     reply, outputs = execute(kc, "kept + 1")
     assert reply["status"] == "ok"
@@ -352,7 +381,7 @@ def test_interrupt_cpu_loop_keeps_session(manager_and_client: Any) -> None:
 def test_interrupt_while_awaiting(manager_and_client: Any) -> None:
     km, kc = manager_and_client
     reply, elapsed = _interrupt_after(km, kc, "slow_answer(60)")
-    assert (reply["status"], reply["ename"]) == ("error", "stopped")
+    assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "stopped", INTERRUPTED)
     assert elapsed < 2.0
     assert km.is_alive()
     reply, outputs = execute(kc, "kept")
@@ -386,7 +415,10 @@ def test_time_limit_stops_endless_work(manager_and_client: Any) -> None:
 def test_bad_settings_file_does_not_crash(kernels_dir: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[limits]\nnot_a_limit = 3\n')
-    km, kc = start_kernel(kernels_dir, tmp_path, env={"S2O_CONFIG": str(bad)})
+    km, kc = start_kernel(
+        kernels_dir, tmp_path, env={"S2O_CONFIG": str(bad), "S2O_KERNEL_ISOLATED": ""}
+    )
+    kernel_pid = km.provisioner.process.pid  # type: ignore[union-attr]
     try:
         reply, outputs = execute(kc, "1 + 1")
         assert reply["status"] == "error"
@@ -396,6 +428,8 @@ def test_bad_settings_file_does_not_crash(kernels_dir: Path, tmp_path: Path) -> 
         reply, outputs = execute(kc, "1 + 1")
         assert reply["status"] == "ok"
         assert result_data(outputs)["text/plain"] == "2"
+        workers = _children(kernel_pid)
+        assert len(workers) == 1  # the contained session's worker
     finally:
         t0 = time.monotonic()
         stop_kernel(km, kc)
@@ -403,33 +437,180 @@ def test_bad_settings_file_does_not_crash(kernels_dir: Path, tmp_path: Path) -> 
     # The kernel exits by itself after shutdown_reply (jupyter_client would
     # SIGTERM it after 2.5 s otherwise).
     assert shutdown_time < 1.5
+    assert not _alive(workers[0])  # the kernel closed its worker
 
 
-# -- isolated mode (SPEC 12 containment) ---------------------------------------------------
 
 
-def test_isolated_kernel_contains_c_level_loop_and_interrupt(kernels_dir: Path, tmp_path: Path) -> None:
-    km, kc = start_kernel(kernels_dir, tmp_path, env={"S2O_KERNEL_ISOLATED": "1"})
+def _children(pid: int) -> list[int]:
+    """Child processes of ``pid`` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
     try:
-        reply, _ = execute(kc, '{"var": {"kept": 41, "agent.visits": 3}}')
-        assert reply["status"] == "ok", reply
-        # A C-level endless loop cannot be interrupted in-process; the worker is killed.
-        reply, _ = execute(kc, "%%allowlist\nmax\nsum\nitertools\ns2o_kernel.examples.endless as endless")
-        assert reply["status"] == "ok", reply
-        reply, _ = execute(kc, '%limits {"time": 1}')
-        assert reply["status"] == "ok", reply
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
+
+
+# -- containment (the default session, SPEC 12) ---------------------------------------------
+
+
+def test_contained_c_level_loop_times_out_and_keeps_state(contained: Any) -> None:
+    km, kc = contained
+    reply, _ = execute(kc, '{"var": {"kept": 41, "agent.visits": 3, "conv.turns": 2}}')
+    assert reply["status"] == "ok", reply
+    reply, _ = execute(kc, "%%allowlist\nmax\nitertools\ns2o_kernel.examples.endless as endless")
+    assert reply["status"] == "ok", reply
+    reply, _ = execute(kc, '%limits {"time": 1}')
+    assert reply["status"] == "ok", reply
+    try:
+        # A C-level endless loop cannot be stopped in-process: the worker is killed.
         t0 = time.monotonic()
         reply, outputs = execute(kc, "max(itertools.count())")
+        assert time.monotonic() - t0 < 3.0
         assert (reply["status"], reply["ename"]) == ("error", "timedOut")
-        assert time.monotonic() - t0 < 4.0
-        reply, outputs = execute(kc, "kept + agent.visits")
-        assert result_data(outputs)["text/plain"] == "44"
-        # An interrupt reaches the worker too.
-        execute(kc, '%limits {"time": 30}')
-        reply, elapsed = _interrupt_after(km, kc, "sum(endless())")
-        assert (reply["status"], reply["ename"]) == ("error", "stopped")
-        assert elapsed < 2.5
-        reply, outputs = execute(kc, "kept")
-        assert result_data(outputs)["text/plain"] == "41"
+        assert [m["msg_type"] for m in outputs] == ["error"]
+        reply, outputs = execute(kc, "kept + agent.visits + conv.turns")
+        assert result_data(outputs)["text/plain"] == "46"
     finally:
-        stop_kernel(km, kc)
+        execute(kc, '%limits {"time": 30}')
+
+
+def test_contained_interrupt_of_c_level_loop(contained: Any) -> None:
+    km, kc = contained
+    reply, _ = execute(kc, '{"var": {"kept2": 7}}')
+    reply, _ = execute(kc, "%%allowlist\nmax\nsum\nitertools\ns2o_kernel.examples.endless as endless")
+    assert reply["status"] == "ok", reply
+    # The worker answers an interrupt of Python-level work itself...
+    reply, elapsed = _interrupt_after(km, kc, "sum(endless())")
+    assert (reply["ename"], reply["evalue"]) == ("stopped", INTERRUPTED)
+    assert elapsed < 1.0
+    # ...and is killed when it cannot (C-level loop): the same error, 1 s later.
+    reply, elapsed = _interrupt_after(km, kc, "max(itertools.count())")
+    assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "stopped", INTERRUPTED)
+    assert elapsed < 2.5
+    assert any("worker was restarted" in line for line in reply["traceback"])
+    assert km.is_alive()
+    reply, outputs = execute(kc, "kept2")
+    assert result_data(outputs)["text/plain"] == "7"
+
+
+@pytest.mark.parametrize(
+    ("rules", "cell"),
+    [("{}", "str.ljust('x', 10**9)"), ('{"operators": {"*": "on"}}', "'x' * 10**9")],
+)
+def test_contained_memory_bomb(contained: Any, rules: str, cell: str) -> None:
+    km, kc = contained
+    reply, _ = execute(kc, '{"var": {"kept3": [1, 2], "agent.a": "x"}}')
+    assert reply["status"] == "ok", reply
+    for setup in ("%%allowlist\nstr\nlen", '%limits {"memory": 104857600}', f"%rules {rules}"):
+        reply, _ = execute(kc, setup)
+        assert reply["status"] == "ok", (setup, reply)
+    try:
+        reply, outputs = execute(kc, cell)
+        assert (reply["status"], reply["ename"]) == ("error", "memory-limit")
+        assert km.is_alive()
+        reply, outputs = execute(kc, "len(kept3) + len(agent.a)")
+        assert result_data(outputs)["text/plain"] == "3"
+    finally:
+        execute(kc, '%limits {"memory": 1073741824}')
+        execute(kc, '%rules {"operators": {"*": "bounded_mult"}}')
+
+
+# -- files and secrets ----------------------------------------------------------------------
+
+
+AGENT = {
+    "functions": {
+        "main": {
+            "args": {"name": "str"},
+            "commands": [
+                {"output": "{ 'Hello ' + name }"},
+                {"log": "greeted"},
+                {"output": {"html": "<b>{ name }</b>"}},
+                {"return": "{ len(name) }"},
+            ],
+        },
+        "refuse": {"commands": [{"output": "checking"}, {"fail": "out of stock"}]},
+        "broken": {"commands": [{"var": {"x": "{ 1 / 0 }"}}]},
+    }
+}
+
+
+def test_run_magic(kc: Any, kernel_cwd: Path) -> None:
+    (kernel_cwd / "agent.json").write_text(json.dumps(AGENT))
+    reply, outputs = execute(kc, '%run agent.json --inputs {"name": "Ann"}')
+    assert reply["status"] == "ok", reply
+    assert [m["msg_type"] for m in outputs] == ["display_data", "display_data", "stream", "execute_result"]
+    assert outputs[0]["content"]["data"] == {"text/plain": "Hello Ann"}
+    assert outputs[2]["content"] == {"name": "stderr", "text": "greeted\n"}
+    assert outputs[3]["content"]["data"] == {"text/plain": "3", "application/json": 3}
+    reply, outputs = execute(kc, "%run agent.json --function refuse")
+    assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "failCommand", "out of stock")
+    assert [m["msg_type"] for m in outputs] == ["display_data", "error"]
+    reply, _ = execute(kc, "%run agent.json --function broken")
+    assert (reply["ename"], reply["evalue"]) == ("runtime", "ZeroDivisionError: division by zero")
+    reply, _ = execute(kc, "%run no-such-file.json")
+    assert reply["ename"] == "magic"
+    reply, _ = execute(kc, "%run agent.json --inputs {oops}")
+    assert reply["ename"] == "syntax"
+
+
+def test_state_and_config_magics(kc: Any, kernel_cwd: Path) -> None:
+    reply, _ = execute(kc, '{"var": {"agent.cart": "{ [\'{not evaluated}\'] }", "conv.n": 2}}')
+    assert reply["status"] == "ok", reply
+    reply, outputs = execute(kc, "%state save state.json")
+    assert reply["status"] == "ok", reply
+    saved = json.loads((kernel_cwd / "state.json").read_text())
+    assert saved["agent"]["cart"] == ["{not evaluated}"] and saved["conv"]["n"] == 2
+    execute(kc, "%reset")
+    reply, _ = execute(kc, "%state load state.json")
+    assert reply["status"] == "ok", reply
+    reply, outputs = execute(kc, "agent.cart + [conv.n]")
+    assert result_data(outputs)["application/json"] == ["{not evaluated}", 2]
+    (kernel_cwd / "extra.toml").write_text("[limits]\nloop_iterations = 321\n")
+    reply, _ = execute(kc, "%config extra.toml")
+    assert reply["status"] == "ok", reply
+    try:
+        _, outputs = execute(kc, "%limits")
+        assert result_data(outputs)["application/json"]["loop_iterations"] == 321
+    finally:
+        execute(kc, '%limits {"loop_iterations": 10000}')
+
+
+def test_secret_through_the_password_prompt(kc: Any) -> None:
+    msg_id = kc.execute("%secret PROTO_TOKEN", allow_stdin=True)
+    request = kc.get_stdin_msg(timeout=10)
+    assert request["msg_type"] == "input_request"
+    assert request["content"]["password"] is True
+    assert "PROTO_TOKEN" in request["content"]["prompt"]
+    kc.input("tok-proto-987")
+    reply = shell_reply(kc, msg_id)["content"]
+    assert reply["status"] == "ok", reply
+    msgs = collect_iopub(kc, msg_id)
+    assert "tok-proto-987" not in json.dumps([m["content"] for m in msgs])
+    reply, outputs = execute(kc, "f'Bearer {sys.secret[\"PROTO_TOKEN\"]}'")
+    assert result_data(outputs) == {"text/plain": "'Bearer ***'", "application/json": "Bearer ***"}
+    # A front end that cannot prompt gets a coded error that says what to do instead.
+    reply, _ = execute(kc, "%secret OTHER_TOKEN", allow_stdin=False)
+    assert (reply["status"], reply["ename"]) == ("error", "magic")
+    assert "S2O_SECRET_OTHER_TOKEN" in reply["evalue"]
+    # History keeps the cell, never the value.
+    msg_id = kc.history(hist_access_type="tail", n=50, output=True, raw=True)
+    assert "tok-proto-987" not in json.dumps(shell_reply(kc, msg_id)["content"])

@@ -154,15 +154,22 @@ class FakeSession:
             return self.evaluate(inner)
         return text
 
-    def run_fragment(self, obj: Any, *, on_output: Any = None) -> FakeRun:
+    def run_fragment(self, obj: Any, *, on_output: Any = None, inputs: Any = None,
+                     function: Any = None) -> FakeRun:  # fmt: skip
         run = FakeRun()
         self.on_output_given = on_output is not None
+        self.run_args = {"fragment": obj, "inputs": inputs, "function": function}
+        if isinstance(obj, dict) and "functions" in obj:
+            obj = obj["functions"][function or "main"]["commands"]
         items = obj if isinstance(obj, list) else [obj]
         for item in items:
             for name, arg in item.items():
                 if name == "var":
                     for k, v in arg.items():
-                        self.locals[k] = self.evaluate_dynamic(v) if isinstance(v, str) else v
+                        value = self.evaluate_dynamic(v) if isinstance(v, str) else v
+                        scope, _, short = k.rpartition(".")
+                        {"agent": self.agent_vars, "conv": self.conv_vars}.get(scope, self.locals)[
+                            short] = value  # fmt: skip
                 elif name == "output":
                     run.outputs.append(arg)
                     if on_output is not None:
@@ -879,17 +886,20 @@ def test_startup_warnings_shown_once(session: FakeSession) -> None:
 def test_isolation_flag() -> None:
     from s2o_kernel.kernel.startup import isolation_requested
 
+    # Containment is the default; only an explicit "off" value turns it off.
+    assert isolation_requested({})
+    assert isolation_requested({"S2O_KERNEL_ISOLATED": ""})
     assert isolation_requested({"S2O_KERNEL_ISOLATED": "1"})
     assert isolation_requested({"S2O_KERNEL_ISOLATED": "True"})
-    assert not isolation_requested({"S2O_KERNEL_ISOLATED": "0"})
-    assert not isolation_requested({})
+    for off in ("0", "false", "No", " off "):
+        assert not isolation_requested({"S2O_KERNEL_ISOLATED": off})
 
 
 def test_start_session_with_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from s2o_kernel.kernel.startup import start_session
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("S2O_KERNEL_ISOLATED", raising=False)
+    monkeypatch.setenv("S2O_KERNEL_ISOLATED", "0")  # in-process; contained: test_kernel_contained
     monkeypatch.delenv("S2O_CONFIG", raising=False)
     ok = start_session()
     assert ok.session is not None and ok.pending_error is None and ok.startup_error is None
@@ -925,3 +935,256 @@ def test_install_cli_default_location(monkeypatch: pytest.MonkeyPatch, root: boo
     assert install.main([*argv, "--name", "S2O-Dev", "--display-name", "Dev"]) == 0
     assert calls == [{"user": user, "prefix": prefix, "kernel_name": "s2o-dev", "display_name": "Dev",
                       "env": None}]  # fmt: skip
+
+
+# -- interrupts and run results ------------------------------------------------------
+
+
+def test_stopped_has_one_evalue_however_it_lands() -> None:
+    assert INTERRUPTED == "the run was interrupted; the session keeps its variables"
+    engine = render.error_info(FakeError("stopped", INTERRUPTED))
+    assert (engine.ename, engine.evalue, engine.traceback) == ("stopped", INTERRUPTED,
+                                                              [f"stopped: {INTERRUPTED}"])  # fmt: skip
+    restarted = "the run was interrupted; the worker was restarted with the agent and conversation variables"
+    worker = render.error_info(FakeError("stopped", restarted, path="var.x"))
+    assert (worker.ename, worker.evalue) == ("stopped", INTERRUPTED)
+    assert worker.traceback == [f"stopped: {INTERRUPTED}", f"  ({restarted})", "  at var.x"]
+    assert render.error_info(KeyboardInterrupt("Interrupted by user")).evalue == INTERRUPTED
+
+
+@pytest.mark.parametrize(("code", "error", "ename"), [
+    ("failCommand", FakeError("failCommand", "no stock", path="fail"), "failCommand"),
+    ("timedOut", FakeError("timedOut", "too long"), "timedOut"),
+    ("stopped", FakeError("stopped", "worker restarted"), "stopped"),
+    ("errorInAgent", FakeError("runtime", "ZeroDivisionError: division by zero", path="var.x"), "runtime"),
+    ("errorInAgent", FakeError("not-json", "agent.x must be JSON"), "not-json"),
+    ("errorInAgent", FakeError("loop-limit", "more than 10 iterations"), "loop-limit"),
+    ("errorInAgent", None, "errorInAgent"),
+    ("ask", None, "ask"),
+    ("callFailed", FakeError("runtime", "boom"), "callFailed"),
+    ("timedOut", FakeError("memory-limit", "killed"), "timedOut"),
+])  # fmt: skip
+def test_run_error_names(code: str, error: Any, ename: str) -> None:
+    from s2o_kernel.kernel.runner import run_error
+
+    err = run_error(FakeRun(code=code, error=error))
+    info = render.error_info(err)
+    assert info.ename == ename
+    if error is not None:
+        assert info.evalue == (INTERRUPTED if ename == "stopped" else error.message)
+        if error.path:
+            assert f"  at {error.path}" in info.traceback
+    if error is not None and ename not in (error.code, "stopped"):
+        assert f"(error code: {error.code})" in info.traceback
+
+
+def test_run_error_keeps_groups() -> None:
+    from s2o_kernel.kernel.runner import run_error
+
+    group = FakeGroup([FakeError("underscore", "first", path="var.a"), FakeError("lambda", "second")])
+    assert run_error(FakeRun(code="errorInAgent", error=group)) is group
+
+
+# -- %run -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("agent.json", ("agent.json", None, None)),
+    ('agent.json --inputs {"q": "a b", "n": [1, 2]}', ("agent.json", {"q": "a b", "n": [1, 2]}, None)),
+    ('"my agent.json" --function greet --inputs={"x": 1}', ("my agent.json", {"x": 1}, "greet")),
+    ('a.json --inputs {\n  "q": 1\n}\n--function=main', ("a.json", {"q": 1}, "main")),
+])  # fmt: skip
+def test_run_arguments(text: str, expected: tuple[Any, ...]) -> None:
+    assert magics.parse_run_arguments(text) == expected
+
+
+@pytest.mark.parametrize(("text", "code", "fragment"), [
+    ("", "magic", "needs a file"),
+    ("--inputs {}", "magic", "file first"),
+    ("a.json --inputs", "magic", "needs a value"),
+    ("a.json --inputs --function f", "magic", "needs a value"),
+    ("a.json --inputs [1]", "magic", "JSON object"),
+    ("a.json --inputs {} --inputs {}", "magic", "twice"),
+    ("a.json --verbose", "magic", "unexpected argument"),
+    ("a.json --function 1x", "magic", "not a function name"),
+    ('"a.json', "magic", "no closing quotation"),
+])  # fmt: skip
+def test_run_argument_errors(text: str, code: str, fragment: str) -> None:
+    with pytest.raises(CellError) as info:
+        magics.parse_run_arguments(text)
+    assert info.value.code == code and fragment in info.value.message
+
+
+def test_run_bad_inputs_json_has_position() -> None:
+    with pytest.raises(CellError) as info:
+        magics.parse_run_arguments('a.json --inputs {"q":\n  oops}')
+    err = info.value
+    assert (err.code, err.line, err.col) == ("syntax", 2, 2)
+    assert "--inputs" in err.message and "line 2, column 3" in err.message
+
+
+AGENT = {"functions": {
+    "main": {"commands": [{"output": {"type": "text", "text": "hi"}}, {"log": "step"}, {"return": 42}]},
+    "greet": {"commands": [{"return": "hello"}]},
+}}  # fmt: skip
+
+
+def test_run_magic(runner: CellRunner, session: FakeSession, tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent.json").write_text(json.dumps(AGENT))
+    out = runner.run('%run agent.json --inputs {"q": "hi"}')
+    assert out.ok, out.error
+    assert [t for t, _ in out.outputs] == ["display_data", "stream", "execute_result"]
+    assert out.outputs[1][1] == {"name": "stderr", "text": "step\n"}
+    assert results(out) == [{"text/plain": "42", "application/json": 42}]
+    assert session.run_args == {"fragment": AGENT, "inputs": {"q": "hi"}, "function": None}
+    out = runner.run("%run agent.json --function greet")
+    assert results(out)[0]["application/json"] == "hello"
+    assert session.run_args["function"] == "greet" and session.run_args["inputs"] is None
+    # The cell form: the JSON inputs below the first line.
+    assert runner.run('%%run agent.json --inputs\n{"q": 1}').ok
+    assert session.run_args["inputs"] == {"q": 1}
+
+
+def test_run_magic_results_and_errors(runner: CellRunner, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fails.json").write_text('[{"output": {"type": "text", "text": "x"}}, {"fail": "nope"}]')
+    out = runner.run("%run fails.json")
+    assert (out.error.ename, out.error.evalue) == ("failCommand", "nope")
+    assert [t for t, _ in out.outputs] == ["display_data"]
+    missing = runner.run("%run missing.json")
+    assert missing.error.ename == "magic" and "cannot read missing.json" in missing.error.evalue
+    assert str(tmp_path) in missing.error.evalue
+    assert runner.run(f"%run {tmp_path}").error.ename == "magic"  # a directory
+    (tmp_path / "bad.json").write_text('{"var": {"x": 1},\n  oops}')
+    bad = runner.run("%run bad.json")
+    assert bad.error.ename == "syntax" and "bad.json is not valid JSON" in bad.error.evalue
+    assert "line 2, column 3" in bad.error.evalue
+    assert bad.error.traceback[1:] == ["      oops}", "      ^"]
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert runner.run("%run list.json").error.ename == "fragment"
+    (tmp_path / "cmd.json").write_text('{"var": {"x": 1}}')
+    assert runner.run("%run cmd.json --function main").error.ename == "magic"
+    (tmp_path / "latin.json").write_bytes(b'"caf\xe9"')
+    assert "not UTF-8" in runner.run("%run latin.json").error.evalue
+
+
+# -- %secret ----------------------------------------------------------------------
+
+
+def test_secret_magic_prompts_and_never_echoes(runner: CellRunner, session: FakeSession) -> None:
+    prompts: list[str] = []
+    runner.getpass = lambda prompt: prompts.append(prompt) or "tok-123"
+    out = runner.run("%secret API_TOKEN")
+    assert out.ok, out.error
+    assert prompts == ["Value of the secret API_TOKEN: "]
+    assert session.patches[-1] == {"secrets": {"API_TOKEN": "tok-123"}}
+    assert "tok-123" not in json.dumps(out.outputs)
+    assert "sys.secret['API_TOKEN']" in streams(out, "stdout")
+
+
+def test_secret_magic_errors(runner: CellRunner, session: FakeSession) -> None:
+    out = runner.run("%secret API_TOKEN")  # no prompt: allow_stdin is false
+    assert out.error.ename == "magic"
+    assert "S2O_SECRET_API_TOKEN" in out.error.evalue and "s2o.toml" in out.error.evalue
+    assert runner.run("%secret").error.ename == "magic"
+    assert runner.run("%secret two names").error.ename == "magic"
+    assert runner.run("%secret bad-name").error.ename == "magic"
+    runner.getpass = lambda prompt: ""
+    assert "empty" in runner.run("%secret K").error.evalue
+
+    def eof(prompt: str) -> str:
+        raise EOFError
+
+    runner.getpass = eof
+    assert "no value" in runner.run("%secret K").error.evalue
+
+    def interrupted(prompt: str) -> str:
+        raise KeyboardInterrupt("Interrupted by user")
+
+    runner.getpass = interrupted
+    assert runner.run("%secret K").error.ename == "stopped"
+    assert session.patches == []
+
+
+# -- %config ----------------------------------------------------------------------
+
+
+def test_config_magic(runner: CellRunner, session: FakeSession, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "more.toml").write_text('allowlist = "len\\ntime.sleep"\n[limits]\ntime = 5\n')
+    out = runner.run("%config more.toml")
+    assert out.ok, out.error
+    assert session.patches[-1] == {"allowlist": "len\ntime.sleep", "limits": {"time": 5}}
+    assert streams(out, "stderr") == "warning: time.sleep blocks the event loop\n"
+    (tmp_path / "empty.toml").write_text("")
+    assert runner.run("%config empty.toml").ok and len(session.patches) == 1
+    missing = runner.run("%config nope.toml")
+    assert missing.error.ename == "settings" and "nope.toml" in missing.error.evalue
+    (tmp_path / "bad.toml").write_text("[limits\n")
+    assert runner.run("%config bad.toml").error.ename == "settings"
+    (tmp_path / "refused.toml").write_text("[limits]\nnope = 1\n")
+    assert runner.run("%config refused.toml").error.ename == "settings"
+    assert runner.run("%config").error.ename == "magic"
+    assert runner.run("%config a.toml b.toml").error.ename == "magic"
+
+
+# -- %state -----------------------------------------------------------------------
+
+
+def test_literal_value_escapes_what_a_fragment_would_evaluate() -> None:
+    lit = magics.literal_value
+    assert lit("plain {x} text") == "plain {x} text"
+    assert lit("{x}") == "{ '{x}' }"
+    assert lit("{caf\u00e9}") == "{ '{caf\\xe9}' }"
+    assert lit("\u2020agent.x") == "{ '\\u2020agent.x' }"
+    assert lit([1, "{a}", {"k": "{b}", "n": None}]) == [1, "{ '{a}' }", {"k": "{ '{b}' }", "n": None}]
+    assert lit(True) is True and lit(None) is None and lit(1.5) == 1.5
+    assert magics.state_fragment({"agent": {"a": 1}, "conv": {"c": "{x}"}}) == {
+        "var": {"agent.a": 1, "conv.c": "{ '{x}' }"}}  # fmt: skip
+    assert magics.state_fragment({"agent": {}}) is None
+
+
+def test_state_magic_save_and_load(runner: CellRunner, session: FakeSession, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    session.agent_vars.update(visits=3, name="Ann")
+    session.conv_vars["turns"] = [1, 2]
+    out = runner.run("%state save state.json")
+    assert out.ok, out.error
+    assert json.loads((tmp_path / "state.json").read_text()) == {
+        "agent": {"visits": 3, "name": "Ann"}, "conv": {"turns": [1, 2]}}  # fmt: skip
+    assert streams(out, "stdout") == "Saved 2 agent and 1 conversation variables to state.json.\n"
+    session.reset()
+    out = runner.run("%state load state.json")
+    assert out.ok, out.error
+    assert session.agent_vars == {"visits": 3, "name": "Ann"} and session.conv_vars == {"turns": [1, 2]}
+    assert session.run_args["fragment"] == {"var": {"agent.visits": 3, "agent.name": "Ann",
+                                                    "conv.turns": [1, 2]}}  # fmt: skip
+
+
+def test_state_magic_errors(runner: CellRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for cell in ("%state", "%state save", "%state keep x.json", "%state load a b"):
+        assert runner.run(cell).error.ename == "magic", cell
+    assert runner.run("%state load missing.json").error.ename == "magic"
+    (tmp_path / "bad.json").write_text('{"agent": ')
+    assert runner.run("%state load bad.json").error.ename == "syntax"
+    for text in ('[1]', '{"locals": {}}', '{"agent": [1]}'):
+        (tmp_path / "shape.json").write_text(text)
+        assert runner.run("%state load shape.json").error.ename == "magic", text
+    assert runner.run(f"%state save {tmp_path}/no/such/dir/s.json").error.ename == "magic"
+    (tmp_path / "empty.json").write_text('{"agent": {}, "conv": {}}')
+    assert "Loaded 0 agent" in streams(runner.run("%state load empty.json"), "stdout")
+
+
+def test_lsmagic_lists_every_spec_magic(runner: CellRunner) -> None:
+    text = results(runner.run("%lsmagic"))[0]["text/plain"]
+    for name in ("allowlist", "rules", "limits", "sys", "secret", "vars", "validate", "reset",
+                 "config", "state", "run", "lsmagic", "help"):  # fmt: skip
+        assert f"  %{name} " in text, name
+        assert results(runner.run(f"%help {name}"))[0]["text/plain"].startswith(f"%{name}")
+    assert "%%run" in text

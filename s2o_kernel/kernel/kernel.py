@@ -7,7 +7,10 @@ Design rules (see ``notes/jupyter-kernel-field-notes.md`` section 0):
   here as a last line of defence);
 * evaluation is synchronous inside ``do_execute`` (no ``await``), so an
   interrupt (SIGINT → ``KeyboardInterrupt``) lands inside the engine call
-  and the session survives;
+  and the session survives; the interrupt goes to the kernel's process
+  group, so the contained session's worker (the default, see
+  :mod:`.startup`) gets it too and ends the run with ``stopped``;
+* the worker is closed on shutdown (and at exit);
 * an error is published as an IOPub ``error`` message *and* returned in the
   reply, with the same ``ename``/``evalue``/``traceback``;
 * every output is published before ``do_execute`` returns;
@@ -17,6 +20,7 @@ Design rules (see ``notes/jupyter-kernel-field-notes.md`` section 0):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fnmatch
 import signal
@@ -105,6 +109,19 @@ class S2OKernel(Kernel):
             logger=self.log,
         )
         self.runner.publisher = self._publish_now
+        # The contained session's worker is a child process: stop it when the
+        # kernel shuts down (do_shutdown) or exits any other way.
+        atexit.register(self._close_session)
+
+    def _close_session(self) -> None:
+        close = getattr(self.s2o_session, "close", None)
+        if callable(close):
+            with contextlib.suppress(BaseException):
+                close()
+
+    def _password(self, prompt: str) -> str:
+        """The front end's password prompt (``input_request`` with ``password``)."""
+        return self.getpass(prompt)
 
     # -- kernel_info -------------------------------------------------------
 
@@ -176,8 +193,16 @@ class S2OKernel(Kernel):
             del self._history[: len(self._history) - _HISTORY_MAX]
 
     def _execute(
-        self, code: str, silent: bool, store_history: bool, user_expressions: Any
+        self,
+        code: str,
+        silent: bool,
+        store_history: bool,
+        user_expressions: Any,
+        allow_stdin: bool = False,
     ) -> dict[str, Any]:
+        # ipykernel's getpass() asks the front end only when this is true.
+        self._allow_stdin = bool(allow_stdin)
+        self.runner.getpass = self._password if allow_stdin else None
         try:
             outcome = self.runner.run(code, silent=silent)
             user_results: dict[str, Any] = {}
@@ -219,7 +244,7 @@ class S2OKernel(Kernel):
         cell_id: Any = None,
     ) -> dict[str, Any]:
         try:
-            return self._execute(code, silent, store_history, user_expressions)
+            return self._execute(code, silent, store_history, user_expressions, allow_stdin)
         except BaseException as exc:  # noqa: BLE001 - last line of defence
             info = error_info(exc)
             return {"status": "error", "execution_count": self.execution_count, **info.content()}
@@ -316,10 +341,7 @@ class S2OKernel(Kernel):
         return items[-n:] if n > 0 else []
 
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
-        close = getattr(self.s2o_session, "close", None)
-        if callable(close):
-            with contextlib.suppress(BaseException):
-                close()
+        self._close_session()  # stops the worker of a contained session
         return {"status": "ok", "restart": restart}
 
 

@@ -8,16 +8,30 @@ allowlist is the exception: ``%allowlist`` shows it, ``%%allowlist``
 replaces it with the body.
 
 Errors are coded like the engine's: ``magic`` for an unknown magic or a wrong
-use, ``syntax`` for an argument that is not valid JSON; errors raised by the
+use (a file that cannot be read included), ``syntax`` for an argument or a
+file that is not valid JSON (with its line and column); errors raised by the
 engine (``settings``, ``allowlist``, …) pass through unchanged.
+
+File names (``%run``, ``%config``, ``%state``) are relative to the kernel's
+working directory; quote a name that contains spaces.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from s2o_kernel.kernel.cells import CELL_MAGIC, Cell, parse_json_argument, valid_magic_name
+from s2o_kernel.kernel.cells import (
+    CELL_MAGIC,
+    Cell,
+    json_error_text,
+    parse_json_argument,
+    valid_magic_name,
+)
 from s2o_kernel.kernel.render import CellError, CellErrorGroup, json_bundle, safe_repr
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -245,6 +259,376 @@ def _help(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
     ctx.emit_result({"text/plain": magic_help(magic)})
 
 
+# -- files ---------------------------------------------------------------------
+
+
+def _file_args(name: str, text: str, usage: str) -> list[str]:
+    """Shell-like words of a magic's argument (quotes for names with spaces)."""
+    try:
+        words = shlex.split(text, posix=True)
+    except ValueError as exc:
+        raise CellError("magic", f"%{name}: {exc}. Usage: {usage}") from None
+    return words
+
+
+def _resolve(path: str) -> str:
+    return os.path.join(os.getcwd(), os.path.expanduser(path))
+
+
+def _cannot(verb: str, path: str, exc: BaseException) -> CellError:
+    reason = getattr(exc, "strerror", None) or type(exc).__name__
+    return CellError(
+        "magic",
+        f"cannot {verb} {path}: {reason} (the kernel's working directory is {os.getcwd()})",
+    )
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(_resolve(path), encoding="utf-8") as fh:
+            return fh.read()
+    except UnicodeDecodeError:
+        raise CellError("magic", f"cannot read {path}: it is not UTF-8 text") from None
+    except OSError as exc:
+        raise _cannot("read", path, exc) from None
+
+
+def _read_json(path: str) -> Any:
+    """A JSON file's content; ``syntax`` (with line and column) when it is not JSON."""
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CellError(
+            "syntax",
+            f"{path} is not valid JSON: {json_error_text(exc)}",
+            line=exc.lineno,
+            col=max(exc.colno - 1, 0),
+            source=text,
+            stage="validate",
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise CellError(
+            "syntax", f"{path} is not valid JSON: {type(exc).__name__}", stage="validate"
+        ) from None
+
+
+# -- %run ----------------------------------------------------------------------
+
+RUN_USAGE = "%run FILE [--inputs JSON] [--function NAME]"
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def _word(text: str, pos: int) -> tuple[str, int]:
+    """The word at ``pos`` (quoted with ' or " when it holds spaces) and where it ends."""
+    if text[pos] in "'\"":
+        quote = text[pos]
+        end = text.find(quote, pos + 1)
+        if end < 0:
+            raise CellError("magic", f"%run: no closing quotation. Usage: {RUN_USAGE}")
+        return text[pos + 1 : end], end + 1
+    end = pos
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return text[pos:end], end
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _inputs_at(text: str, pos: int) -> tuple[Any, int]:
+    """The JSON value of ``--inputs`` starting at ``pos``, and where it ends."""
+    arg = text[pos:]
+    try:
+        value, end = json.JSONDecoder().raw_decode(arg)
+    except json.JSONDecodeError as exc:
+        line = arg.count("\n", 0, exc.pos) + 1
+        col = exc.pos - (arg.rfind("\n", 0, exc.pos) + 1)
+        raise CellError(
+            "syntax",
+            f"the --inputs of %run is not valid JSON: {exc.msg} (line {line}, column {col + 1})",
+            line=line,
+            col=col,
+            source=arg,
+            stage="validate",
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise CellError(
+            "syntax", f"the --inputs of %run is not valid JSON: {type(exc).__name__}",
+            stage="validate",
+        ) from None  # fmt: skip
+    return value, pos + end
+
+
+def parse_run_arguments(text: str) -> tuple[str, dict[str, Any] | None, str | None]:
+    """``(file, inputs, function)`` of ``%run FILE [--inputs JSON] [--function NAME]``.
+
+    ``--inputs`` takes one JSON object (it may hold spaces and span lines);
+    ``--inputs=JSON`` and ``--function=NAME`` work too.
+    """
+    text = text.strip()
+    if not text:
+        raise CellError("magic", f"%run needs a file. Usage: {RUN_USAGE}")
+    file, pos = _word(text, 0)
+    if not file or file.startswith("--"):
+        raise CellError("magic", f"%run needs the file first. Usage: {RUN_USAGE}")
+    inputs: dict[str, Any] | None = None
+    function: str | None = None
+    seen: set[str] = set()
+    while True:
+        pos = _skip_space(text, pos)
+        if pos >= len(text):
+            break
+        option, end = _word(text, pos)
+        name, eq, _ = option.partition("=")
+        if name not in ("--inputs", "--function"):
+            raise CellError("magic", f"%run: unexpected argument {option!r}. Usage: {RUN_USAGE}")
+        if name in seen:
+            raise CellError("magic", f"%run: {name} is given twice. Usage: {RUN_USAGE}")
+        seen.add(name)
+        start = pos + len(name) + 1 if eq else _skip_space(text, end)
+        if start >= len(text) or (not eq and text[start:].startswith("--")):
+            raise CellError("magic", f"%run: {name} needs a value. Usage: {RUN_USAGE}")
+        if name == "--inputs":
+            value, pos = _inputs_at(text, start)
+            if not isinstance(value, dict):
+                raise CellError(
+                    "magic",
+                    '%run: --inputs must be a JSON object, for example --inputs {"query": "hi"}',
+                )
+            inputs = value
+        else:
+            function, pos = _word(text, start)
+            if not _IDENTIFIER.match(function):
+                raise CellError("magic", f"%run: {function!r} is not a function name.")
+    return file, inputs, function
+
+
+def _run(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
+    file, inputs, function = parse_run_arguments(_combined(arg, body))
+    ctx.require_session()
+    data = _read_json(file)
+    kind = ctx.fragment_kind(data)
+    if kind is None:
+        raise CellError(
+            "fragment",
+            f"{file} is JSON but not a fragment: expected an agent definition "
+            '({"functions": {"main": ...}}), a function object, a command object or a list '
+            "of command objects.",
+            stage="validate",
+        )
+    if function is not None and kind != "agent":
+        raise CellError(
+            "magic",
+            f"%run: --function picks a function of an agent definition, but {file} holds "
+            f"a {kind} fragment.",
+        )
+    ctx.show_run(ctx.run_fragment(data, inputs=inputs, function=function))
+
+
+# -- %secret -------------------------------------------------------------------
+
+_SECRET_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _no_prompt(name: str) -> CellError:
+    return CellError(
+        "magic",
+        f"%secret cannot ask for {name}: this front end cannot prompt for input "
+        "(allow_stdin is false, as in nbval, nbconvert and papermill). Give the secret "
+        f"to the kernel instead: as the environment variable S2O_SECRET_{name}, or under "
+        "[secrets] in s2o.toml (or the file named by S2O_CONFIG).",
+    )
+
+
+def _secret(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
+    words = _file_args("secret", _combined(arg, body), "%secret NAME")
+    if len(words) != 1 or not _SECRET_NAME.match(words[0]):
+        raise CellError(
+            "magic",
+            "%secret takes one name (letters, digits and _), for example: %secret API_KEY",
+        )
+    name = words[0]
+    session = ctx.require_session()
+    prompt = ctx.getpass
+    if prompt is None:
+        raise _no_prompt(name)
+    try:
+        value = prompt(f"Value of the secret {name}: ")
+    except EOFError:
+        raise CellError("magic", f"no value was entered; the secret {name} was not changed.") from None
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if type(exc).__name__ == "StdinNotImplementedError":
+            raise _no_prompt(name) from None
+        raise
+    if not isinstance(value, str) or not value:
+        raise CellError("magic", f"the value is empty; the secret {name} was not changed.")
+    settings = getattr(session, "settings", None)
+    current = dict(getattr(settings, "secrets", None) or {})
+    current[name] = value
+    # The engine's merge replaces the whole ``secrets`` map: pass every secret.
+    _update(ctx, session, {"secrets": current})
+    ctx.emit_stream(
+        "stdout",
+        f"The secret {name} is set for this session (it is not stored in the notebook); "
+        f"expressions read it as sys.secret['{name}'].\n",
+    )
+
+
+# -- %config -------------------------------------------------------------------
+
+
+def _read_toml(ctx: CellRunner, path: str) -> dict[str, Any]:
+    reader = getattr(ctx.api, "read_toml", None)
+    if reader is None:
+        from s2o_kernel.engine.settings import read_toml as reader
+    return reader(_resolve(path))
+
+
+def _config(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
+    words = _file_args("config", _combined(arg, body), "%config FILE")
+    if len(words) != 1:
+        raise CellError(
+            "magic", "%config takes one TOML file, for example: %config s2o.toml"
+        )
+    session = ctx.require_session()
+    data = _read_toml(ctx, words[0])
+    if not data:
+        return
+    secrets = data.get("secrets")
+    if isinstance(secrets, dict):
+        # Secrets add to those already set (environment, %secret) instead of replacing them.
+        current = dict(getattr(getattr(session, "settings", None), "secrets", None) or {})
+        data = {**data, "secrets": {**current, **secrets}}
+    _update(ctx, session, data)
+
+
+# -- %state --------------------------------------------------------------------
+
+STATE_USAGE = "%state save FILE  or  %state load FILE"
+#: Marks a string that a fragment would read as an expression (SPEC 1, 8).
+_REFERENCE_MARK = "\u2020"
+
+
+def _is_dynamic(text: str) -> bool:
+    try:
+        from s2o_kernel.engine.dynamic import is_dynamic
+    except Exception:  # pragma: no cover - an engine without the module
+        return len(text) >= 2 and text[0] == "{" and text[-1] == "}"
+    return bool(is_dynamic(text))
+
+
+def literal_value(value: Any) -> Any:
+    """A JSON value written so that a ``var`` command sets exactly that value.
+
+    Numbers, booleans, null and plain strings are literal in a fragment. A
+    string that a fragment would read as an expression (``"{...}"``, or one
+    holding a reference mark) becomes the expression ``{ 'text' }`` with the
+    text as an ASCII-only Python literal (the compile rules refuse other
+    characters in expressions); lists and dicts are converted item by item.
+    """
+    if isinstance(value, str):
+        if _is_dynamic(value) or _REFERENCE_MARK in value:
+            return "{ " + ascii(value) + " }"
+        return value
+    if isinstance(value, list):
+        return [literal_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: literal_value(v) for k, v in value.items()}
+    return value
+
+
+def state_fragment(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``var`` command that sets the agent and conversation variables of ``state``."""
+    fields: dict[str, Any] = {}
+    for scope in ("agent", "conv"):
+        for name, value in (state.get(scope) or {}).items():
+            fields[f"{scope}.{name}"] = literal_value(value)
+    return {"var": fields} if fields else None
+
+
+def _state_save(ctx: CellRunner, session: Any, path: str) -> None:
+    agent = dict(session.agent_vars or {})
+    conv = dict(session.conv_vars or {})
+    text = json.dumps({"agent": agent, "conv": conv}, indent=2, ensure_ascii=False) + "\n"
+    target = _resolve(path)
+    tmp = f"{target}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise _cannot("write", path, exc) from None
+    ctx.emit_stream(
+        "stdout",
+        f"Saved {len(agent)} agent and {len(conv)} conversation variables to {path}.\n",
+    )
+
+
+def _definition_length(session: Any) -> int | None:
+    limits = getattr(getattr(session, "settings", None), "limits", None)
+    value = getattr(limits, "definition_length", None)
+    return value if isinstance(value, int) else None
+
+
+def _state_load(ctx: CellRunner, session: Any, path: str) -> None:
+    state = _read_json(path)
+    if not isinstance(state, dict) or not set(state) <= {"agent", "conv"}:
+        raise CellError(
+            "magic",
+            f'{path} is not a saved state: expected {{"agent": {{...}}, "conv": {{...}}}} '
+            "(as %state save writes it).",
+        )
+    for scope in ("agent", "conv"):
+        if not isinstance(state.get(scope, {}), dict):
+            raise CellError("magic", f'{path}: "{scope}" must be a JSON object of variables.')
+    fragment = state_fragment(state)
+    counts = (len(state.get("agent") or {}), len(state.get("conv") or {}))
+    if fragment is not None:
+        # One ``var`` command: all or nothing. Its size is not the user's
+        # definition, so the definition-length limit is lifted for it.
+        limit = _definition_length(session)
+        needed = len(json.dumps(fragment))
+        raised = limit is not None and needed > limit
+        if raised:
+            session.update_settings({"limits": {"definition_length": needed}})
+        try:
+            run = session.run_fragment(fragment)
+        finally:
+            if raised:
+                session.update_settings({"limits": {"definition_length": limit}})
+        if getattr(run, "code", "success") != "success" or getattr(run, "error", None):
+            from s2o_kernel.kernel.runner import run_error
+
+            err = run_error(run)
+            err.add_note(f"Nothing was loaded from {path}.")
+            raise err
+    ctx.emit_stream(
+        "stdout",
+        f"Loaded {counts[0]} agent and {counts[1]} conversation variables from {path}.\n",
+    )
+
+
+def _state(ctx: CellRunner, arg: str, body: str, raw_body: str) -> None:
+    words = _file_args("state", _combined(arg, body), STATE_USAGE)
+    if len(words) != 2 or words[0] not in ("save", "load"):
+        raise CellError("magic", f"Usage: {STATE_USAGE}")
+    session = ctx.require_session()
+    if words[0] == "save":
+        _state_save(ctx, session, words[1])
+    else:
+        _state_load(ctx, session, words[1])
+
+
 # -- registry ----------------------------------------------------------------
 
 MAGICS: dict[str, Magic] = {
@@ -324,6 +708,51 @@ MAGICS: dict[str, Magic] = {
             _fragment,
             _fragment,
         ),
+        Magic(
+            "run",
+            "run an agent definition (or any fragment) from a JSON file as one run",
+            f"{RUN_USAGE}\n"
+            '%run agent.json --inputs {"query": "hi"}      main gets its arguments from the inputs\n'
+            "%run agent.json --function greet               run another function of the agent\n"
+            "The file is read relative to the kernel's working directory. Output parts show\n"
+            "as they are produced, log lines on stderr, then the value. A run that does not\n"
+            "succeed fails the cell: failCommand, timedOut or stopped, or the code of the\n"
+            "error (runtime, not-json, loop-limit, ...). --inputs also sets sys.inputs for\n"
+            "the run; its JSON may span lines.",
+            _run,
+            _run,
+        ),
+        Magic(
+            "secret",
+            "ask for a secret's value with a password prompt (never stored in the notebook)",
+            "%secret NAME          e.g. %secret API_KEY, then f'Bearer {sys.secret[\"API_KEY\"]}'\n"
+            "The value is asked with the front end's password prompt, kept for this\n"
+            "session only, and shown as *** wherever it would appear. Front ends that cannot\n"
+            "prompt (nbval, nbconvert) get an error: give secrets to the kernel as\n"
+            "environment variables S2O_SECRET_<NAME> or under [secrets] in s2o.toml.",
+            _secret,
+            None,
+        ),
+        Magic(
+            "config",
+            "load settings from a TOML file, merged over the current settings",
+            "%config FILE          e.g. %config s2o.toml\n"
+            "Sections as in s2o.toml: allowlist, [rules], [limits], [sys], [const],\n"
+            "[secrets], [profiles.*]. Keys given replace the current values; tables\n"
+            "merge key by key (secrets add to those already set). All or nothing: when\n"
+            "a setting is refused nothing changes.",
+            _config,
+            None,
+        ),
+        Magic(
+            "state",
+            "write / restore agent and conversation variables as a JSON file",
+            "%state save FILE      write {\"agent\": {...}, \"conv\": {...}} to FILE\n"
+            "%state load FILE      set the variables of FILE (others stay; all or nothing)\n"
+            "Locals are not saved: they are the notebook's own cells.",
+            _state,
+            None,
+        ),
         Magic("lsmagic", "list the magics", "%lsmagic", _lsmagic, None),
         Magic("help", "general help, or help on one magic", "%help [NAME]", _help, _help),
     )
@@ -377,7 +806,12 @@ Each cell is one of:
 Lines starting with # are comments in every kind of cell, so nbval markers
 such as # NBVAL_RAISES_EXCEPTION work. Errors show their code as the name
 (e.g. underscore, unknown-name, timedOut). Interrupt stops a running cell and
-keeps the session's variables."""
+keeps the session's variables.
+
+%run FILE runs an agent definition from a file; %secret NAME asks for a
+secret; %config FILE loads settings; %state save|load FILE keeps agent and
+conversation variables. Cells run in a separate, supervised process, so
+runaway work ends as timedOut or memory-limit and the session goes on."""
 
 
 def run_magic(ctx: CellRunner, cell: Cell) -> None:

@@ -17,8 +17,10 @@ from typing import Any, Callable
 
 Redactor = Callable[[str], str]
 
-#: evalue of an interrupt that reached the kernel as a bare KeyboardInterrupt.
-INTERRUPTED = "Interrupted; the session keeps its variables."
+#: evalue of every interrupt (ename ``stopped``), the engine's own text, however
+#: the interrupt lands: in the engine, in the worker, in the kernel, or by
+#: the worker being killed when it did not answer.
+INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
 
 class CellError(Exception):
@@ -181,11 +183,21 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
 
     * coded error → ename = code, evalue = message, traceback per SPEC 9;
     * ``KeyboardInterrupt`` → ``stopped`` / :data:`INTERRUPTED`;
+    * a coded ``stopped`` error always has :data:`INTERRUPTED` as its evalue
+      (nbval compares it); a different engine message (the worker was
+      restarted) follows in the traceback;
     * anything else → ``unexpected`` / ``"TypeName: message"``, no frames.
     """
     red = redact or _identity
     if isinstance(exc, KeyboardInterrupt):
         info = ErrorInfo("stopped", INTERRUPTED, [f"stopped: {INTERRUPTED}"])
+    elif is_coded(exc) and str(exc.code) == "stopped":  # type: ignore[attr-defined]
+        lines = coded_traceback(exc)
+        message = str(exc.message)  # type: ignore[attr-defined]
+        lines[0] = f"stopped: {INTERRUPTED}"
+        if message != INTERRUPTED:
+            lines.insert(1, f"  ({message})")
+        info = ErrorInfo("stopped", INTERRUPTED, lines)
     elif is_coded(exc):
         info = ErrorInfo(str(exc.code), str(exc.message), coded_traceback(exc))  # type: ignore[attr-defined]
     else:

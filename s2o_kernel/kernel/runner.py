@@ -66,6 +66,56 @@ class Outcome:
         return self.error is None
 
 
+def run_error(run: Any) -> BaseException:
+    """The error a cell fails with when a fragment run did not succeed (SPEC 7, 9).
+
+    ``failCommand``, ``timedOut`` and ``stopped`` are the ``ename`` as they
+    are; for ``errorInAgent`` the ``ename`` is the error's own code
+    (``runtime``, ``not-json``, ``loop-limit``, ...); any other code
+    (``ask``, ``callFailed``, ``unexpected``) is the ``ename`` itself. The
+    message, position, path and notes of the run's error are kept.
+    """
+    code = str(getattr(run, "code", None) or "unexpected")
+    error = getattr(run, "error", None)
+    if code == "success":  # an error with a success code: the error wins
+        code = "errorInAgent"
+    if code == "errorInAgent":
+        if error is not None and is_coded(error):
+            return error
+        ename = "errorInAgent"
+    else:
+        ename = code
+    if error is None:
+        if code == "ask":
+            message = (
+                "The run stopped at an 'ask' command, waiting for a person's answers; "
+                "set them with %sys {\"inputs\": {...}} and run the cell again."
+            )
+        else:
+            message = f"The run ended with code {code!r}."
+        return CellError(ename, message)
+    if is_coded(error) and str(error.code) == ename:
+        return error
+    if not is_coded(error):
+        text = str(error)
+        message = f"{type(error).__name__}: {text}" if text else type(error).__name__
+        return CellError(ename, message)
+    renamed = CellError(
+        ename,
+        str(error.message),
+        line=getattr(error, "line", None),
+        col=getattr(error, "col", None),
+        path=getattr(error, "path", None),
+        source=getattr(error, "source", None),
+        stage=getattr(error, "stage", None) or "run",
+        details=getattr(error, "details", None),
+        notes=[str(n) for n in getattr(error, "__notes__", None) or []],
+    )
+    if ename not in (str(error.code), "stopped"):
+        renamed.add_note(f"(error code: {error.code})")
+    return renamed
+
+
 class CellRunner:
     """Runs cells for one session.
 
@@ -100,7 +150,27 @@ class CellRunner:
         #: ``publish(msg_type, content)``: sends an IOPub message now. Set by
         #: the kernel; used to stream a fragment's output parts while it runs.
         self.publisher: Callable[[str, dict[str, Any]], None] | None = None
+        #: ``getpass(prompt) -> str``: the front end's password prompt, or
+        #: ``None`` when it cannot prompt (``allow_stdin`` false). Set by the
+        #: kernel for each cell; used by ``%secret``.
+        self.getpass: Callable[[str], str] | None = None
         self._live = False
+        self._running = False
+        self._streamed_parts = 0
+        # A contained session forwards what its worker prints (see isolation.py).
+        if session is not None and hasattr(session, "take_printed"):
+            try:
+                session.on_print = self._on_print
+            except Exception:  # pragma: no cover - defensive
+                pass
+
+    def _on_print(self, text: str) -> None:
+        """Text printed by evaluated code in the worker: a ``stdout`` stream of the cell."""
+        if not self._running:
+            self.log.info("s2o: worker output outside a cell: %r", text[:200])
+            return
+        self.emit_stream("stdout", text)
+        self.flush_live()
 
     # -- helpers used by magics ------------------------------------------------
 
@@ -188,10 +258,20 @@ class CellRunner:
             except Exception:  # never break the run because of the frontend
                 self.log.warning("s2o: could not publish an output", exc_info=True)
 
-    def run_fragment(self, data: Any) -> Any:
-        """``session.run_fragment``, streaming output parts as the run produces them."""
+    def run_fragment(
+        self, data: Any, *, inputs: dict[str, Any] | None = None, function: str | None = None
+    ) -> Any:
+        """``session.run_fragment``, streaming output parts as the run produces them.
+
+        ``inputs`` and ``function`` (``%run``) are passed on when given.
+        """
         session = self.require_session()
         streamed: list[Any] = []
+        extra: dict[str, Any] = {}
+        if inputs is not None:
+            extra["inputs"] = inputs
+        if function is not None:
+            extra["function"] = function
 
         def on_output(part: Any) -> None:
             try:
@@ -202,36 +282,29 @@ class CellRunner:
                 self.log.warning("s2o: could not show an output part", exc_info=True)
 
         if _accepts_keyword(session.run_fragment, "on_output"):
-            run = session.run_fragment(data, on_output=on_output)
+            run = session.run_fragment(data, on_output=on_output, **extra)
         else:  # an engine without streaming: parts are shown after the run
-            run = session.run_fragment(data)
+            run = session.run_fragment(data, **extra)
         self._streamed_parts = len(streamed)
         return run
 
     def show_run(self, run: Any) -> None:
-        """Show a fragment's RunResult: output parts, log lines, then value or error."""
-        streamed, self._streamed_parts = getattr(self, "_streamed_parts", 0), 0
+        """Show a fragment's RunResult: output parts, log lines, then value or error.
+
+        On ``success`` the value is the cell's result (none for ``None``).
+        Otherwise the cell fails with :func:`run_error`.
+        """
+        streamed, self._streamed_parts = self._streamed_parts, 0
         for part in list(getattr(run, "outputs", None) or [])[streamed:]:
             self.emit_display(output_part_bundle(part, redact=self.redact))
         logs = list(getattr(run, "logs", None) or [])
         if logs:
             self.emit_stream("stderr", "".join(f"{line}\n" for line in logs))
-        error = getattr(run, "error", None)
-        if error is not None:
-            raise error
         code = getattr(run, "code", "success")
-        value = getattr(run, "value", None)
-        if code == "success":
-            self.show_value(value)
+        if code == "success" and getattr(run, "error", None) is None:
+            self.show_value(getattr(run, "value", None))
             return
-        if code == "ask":
-            message = (
-                "The run stopped at an 'ask' command, waiting for a person's answers; "
-                "set them with %sys {\"inputs\": {...}} and run the cell again."
-            )
-        else:
-            message = f"The run ended with code {code!r}."
-        raise CellError(str(code), message)
+        raise run_error(run)
 
     # -- running -----------------------------------------------------------
 
@@ -240,6 +313,7 @@ class CellRunner:
         self._outcome = outcome = Outcome()
         self._live = not silent and self.publisher is not None
         self._streamed_parts = 0
+        self._running = True
         try:
             if not silent:
                 if self.pending_warnings:
@@ -254,6 +328,8 @@ class CellRunner:
                 self.log.error("s2o: unexpected error while running a cell", exc_info=exc)
             outcome.error = error_info(exc, self.redact)
             outcome.result_text = None
+        finally:
+            self._running = False
         return outcome
 
     def _run(self, code: str) -> None:
@@ -313,6 +389,14 @@ class CellRunner:
         results: dict[str, Any] = {}
         if not expressions:
             return results
+        self._running = True
+        try:
+            self._user_expressions(expressions, results)
+        finally:
+            self._running = False
+        return results
+
+    def _user_expressions(self, expressions: dict[str, Any], results: dict[str, Any]) -> None:
         for key, expr in expressions.items():
             try:
                 session = self.require_session()
@@ -325,4 +409,3 @@ class CellRunner:
             except BaseException as exc:  # noqa: BLE001
                 info = error_info(exc, self.redact)
                 results[key] = {"status": "error", **info.content()}
-        return results

@@ -7,11 +7,16 @@ and the first cell reports the load error (:attr:`Startup.pending_error`).
 When not even the default works, :attr:`Startup.session` is ``None`` and
 every cell reports :attr:`Startup.startup_error`.
 
-With ``S2O_KERNEL_ISOLATED=1`` in the kernel's environment (e.g.
-``python -m s2o_kernel install --env S2O_KERNEL_ISOLATED 1``) cells run in
-the engine's supervised worker process (``IsolatedSession``): C-level loops
-and memory bombs are then stopped too (SPEC 12), at the cost of a second
-process and values that come back as their ``repr`` and JSON form.
+Cells run contained by default (SPEC 12, ``docs/design.md``): in the
+engine's supervised worker process (``IsolatedSession``, with what the worker
+prints forwarded to the notebook, see :mod:`.isolation`), so C-level loops
+and memory bombs are stopped too; values that are not JSON come back as their
+``repr``. ``S2O_KERNEL_ISOLATED=0`` (or ``false``/``no``/``off``) in the
+kernel's environment, e.g. ``python -m s2o_kernel install --env
+S2O_KERNEL_ISOLATED 0``, runs cells in the kernel process instead: for
+debugging only, without the memory cap and the kill-and-restart. When the
+worker cannot be started at all, the kernel falls back to the in-process
+session and says so on the first cell.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from s2o_kernel.kernel.isolation import make_isolated_session
 from s2o_kernel.kernel.render import CellError, is_coded
 
 
-#: Environment variable: when true, cells run in the engine's supervised
-#: worker process (``IsolatedSession``, SPEC 12) instead of in the kernel.
+#: Environment variable: cells run in the engine's supervised worker process
+#: (``IsolatedSession``, SPEC 12) unless it is ``0``, ``false``, ``no`` or ``off``.
 ISOLATE_ENV = "S2O_KERNEL_ISOLATED"
+_OFF = ("0", "false", "no", "off")
 
 
 @dataclass
@@ -40,17 +47,35 @@ class Startup:
 
 
 def isolation_requested(environ: Any = None) -> bool:
+    """True unless ``S2O_KERNEL_ISOLATED`` turns containment off (the default is on)."""
     value = (os.environ if environ is None else environ).get(ISOLATE_ENV, "")
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    return value.strip().lower() not in _OFF
 
 
-def make_session(api: Any, settings: Any) -> Any:
-    """An in-process ``Session(Engine(settings))``, or an ``IsolatedSession`` when requested."""
+def make_session(api: Any, settings: Any, warnings: list[str] | None = None) -> Any:
+    """An ``IsolatedSession`` (the default) or, when turned off, ``Session(Engine(settings))``.
+
+    When the worker cannot be started (anything but settings refused at
+    load), the in-process session is used and a warning is added to
+    ``warnings``.
+    """
     if isolation_requested():
         isolated = getattr(api, "IsolatedSession", None)
-        if isolated is None:
-            raise RuntimeError(f"{ISOLATE_ENV} is set but the engine has no IsolatedSession")
-        return isolated(settings)
+        if isolated is not None:
+            try:
+                return make_isolated_session(api, settings)
+            except BaseException as exc:  # noqa: BLE001
+                refused = is_coded(exc) and getattr(exc, "stage", None) == "load"
+                if refused or isinstance(exc, KeyboardInterrupt):
+                    raise
+                problem = f"{type(exc).__name__}: {exc}"
+        else:
+            problem = "the engine has no IsolatedSession"
+        if warnings is not None:
+            warnings.append(
+                f"the containment worker could not be started ({problem}); cells run in the "
+                "kernel process, where C-level loops and memory bombs are not stopped"
+            )
     return api.Session(api.Engine(settings))
 
 
@@ -130,16 +155,20 @@ def start_session(logger: logging.Logger | logging.LoggerAdapter[Any] | None = N
     pending: BaseException | None = None
     try:
         settings = api.load_settings()
-        session = make_session(api, settings)
-        return Startup(session, api, settings_source=source, warnings=session_warnings(session))
+        fallback: list[str] = []
+        session = make_session(api, settings, fallback)
+        return Startup(
+            session, api, settings_source=source, warnings=fallback + session_warnings(session)
+        )
     except BaseException as exc:  # noqa: BLE001
         log.error("s2o: settings from %s could not be used: %s", source, exc, exc_info=exc)
         pending = _wrap_load_error(exc, source)
 
     last: BaseException | None = None
     for loader in _default_loaders(api):
+        fallback = []
         try:
-            session = make_session(api, loader())
+            session = make_session(api, loader(), fallback)
         except BaseException as exc:  # noqa: BLE001
             last = exc
             continue
@@ -148,7 +177,7 @@ def start_session(logger: logging.Logger | logging.LoggerAdapter[Any] | None = N
             api,
             pending_error=pending,
             settings_source="default",
-            warnings=session_warnings(session),
+            warnings=fallback + session_warnings(session),
         )
     log.error("s2o: even the embedded default settings could not be used", exc_info=last)
     return Startup(None, api, startup_error=last or pending)
