@@ -483,7 +483,8 @@ def test_contained_c_level_loop_times_out_and_keeps_state(contained: Any) -> Non
         # A C-level endless loop cannot be stopped in-process: the worker is killed.
         t0 = time.monotonic()
         reply, outputs = execute(kc, "max(itertools.count())")
-        assert time.monotonic() - t0 < 3.0
+        # limits.time + 1 s, then the worker is killed (about 2.4 s here; slack for busy CI).
+        assert time.monotonic() - t0 < 3.5
         assert (reply["status"], reply["ename"]) == ("error", "timedOut")
         assert [m["msg_type"] for m in outputs] == ["error"]
         reply, outputs = execute(kc, "kept + agent.visits + conv.turns")
