@@ -82,12 +82,13 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     except S2OError as exc:
         return {"id": cid, "outcome": "error", "code": exc.code, "stage": exc.stage, "message": exc.message,
                 "line": exc.line, "col": exc.col, "path": exc.path}
-    return {"id": cid, "outcome": "value", "value": as_json(value), "repr": _safe_repr(value)}
+    return {"id": cid, "outcome": "value", "value": as_json(value, reveal_secrets=True), "repr": _safe_repr(value)}
 
 
 def _run_fragment_case(cid: Any, session: Session, case: dict[str, Any]) -> dict[str, Any]:
     run = session.run_fragment(case["fragment"], inputs=case.get("inputs"), function=case.get("function"))
-    out: dict[str, Any] = {"id": cid, "outcome": "run", "code": run.code, "value": as_json(run.value),
+    out: dict[str, Any] = {"id": cid, "outcome": "run", "code": run.code,
+                           "value": as_json(run.value, reveal_secrets=True),
                            "repr": _safe_repr(run.value), "output": run.outputs, "logs": run.logs,
                            "locals": {k: as_json(v) for k, v in session.locals.items()},
                            "agent": session.agent_vars, "conv": session.conv_vars, "error": None}

@@ -80,15 +80,34 @@ def test_result_and_exc_are_not_set_outside_commands():
     assert s.evaluate("result + 1") == 6
 
 
-def test_secret_formats_but_is_opaque_and_redacted():
-    s = session(allowlist="int", secrets={"K": "sk-secret-123"})
-    assert s.evaluate("f'Bearer {sys.secret[\"K\"]}'") == "Bearer sk-secret-123"
+def test_secret_formats_into_secret_text_and_is_opaque():
+    from s2o_kernel.engine.scopes import SecretText, reveal
+
+    s = session(allowlist="int\nstr\njson", secrets={"K": "sk-secret-123"})
+    text = s.evaluate("f'Bearer {sys.secret[\"K\"]}'")
+    assert type(text) is SecretText and repr(text) == "'Bearer ***'" and reveal(text) == "Bearer sk-secret-123"
+    assert as_json(text) is None and as_json(text, reveal_secrets=True) == "Bearer sk-secret-123"
+    s.set_local("t", text)
+    nested = s.evaluate("f'[{t}]'")
+    assert repr(nested) == "'[Bearer ***]'" and reveal(nested) == "[Bearer sk-secret-123]"
     assert repr(s.evaluate("sys.secret['K']")) == "<secret K>"
-    for expr in ("sys.secret['K'].startswith('sk')", "int(sys.secret['K'])", "sys.secret['K'] == 'x'"):
+    for expr in ("sys.secret['K'].startswith('sk')", "int(sys.secret['K'])", "sys.secret['K'] == 'x'",
+                 "str(sys.secret['K'])", "f'{sys.secret[\"K\"]}'.startswith('s')", "f'{sys.secret[\"K\"]}'[0]",
+                 "json.dumps([sys.secret['K']], default=str)", "'%s' % (sys.secret['K'],)",
+                 "f'{1:{sys.secret[\"K\"]}}'"):
         with pytest.raises(S2OError) as err:
             s.evaluate(expr)
-        assert "sk-secret-123" not in err.value.message
+        assert "sk-secret-123" not in err.value.message, expr
     assert s.redact("token sk-secret-123!") == "token ***!"
+
+
+def test_fstring_widths_are_bounded():
+    s = session(allowlist="format")
+    assert s.evaluate("f'{7:>4}|{3.14159:.2f}|{7!r}'") == "   7|3.14|7"
+    for expr in ("f'{1:{10**10}}'", "format(1, '>100000000')"):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(expr)
+        assert err.value.code == "runtime" and "OverflowError" in err.value.message
 
 
 def test_secret_values_are_scrubbed_from_error_messages():
@@ -247,3 +266,25 @@ def test_engine_imports_nothing_from_jupyter():
                     names.append("s2o_kernel." + (node.module or ""))
             for n in names:
                 assert not n.startswith(banned), f"{path.name} imports {n}"
+
+
+def test_locals_cannot_hold_generators_or_coroutines():
+    import s2o_conformance_helpers as helpers
+
+    s = session()
+    for value in (helpers.rows(), [helpers.rows()], {helpers.rows(): 1}, {"k": (x for x in [1])}):
+        with pytest.raises(S2OError) as err:
+            s.set_local("gen", value)
+        assert err.value.code == "not-allowed"
+    assert "gen" not in s.locals
+
+
+def test_granted_generator_functions_give_safe_iterators():
+    s = session(allowlist=f"list\nstr\n{HELPERS}.rows as rows\n{HELPERS}.arows as arows")
+    assert [r["id"] for r in s.evaluate("list(rows(2))")] == [0, 1]
+    assert s.evaluate("str(rows())") == "<iterator rows>"
+    assert s.evaluate("[r['id'] async for r in arows(2)]") == [0, 1]
+    for expr in ("rows()", "{rows(): 1}", "[arows()]"):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(expr)
+        assert err.value.code == "not-allowed", expr

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import S2OError
-from .guards import GUARDED_REPLACEMENTS
+from .guards import GUARDED_REPLACEMENTS, wrap_generator_function
 
 #: Entries refused when the allowlist loads (SPEC 12), with the reason.
 REFUSED_ENTRIES: dict[str, str] = {
@@ -279,8 +279,18 @@ def _module_members(module: types.ModuleType, path: str, dangerous: dict[int, st
         if not unsafe_ok and (full in REFUSED_ENTRIES or id(obj) in dangerous):
             left_out.append(name)
             continue
-        members[name] = GUARDED_REPLACEMENTS.get(id(obj), obj)
+        members[name] = grant(obj)
     return members
+
+
+def grant(obj: Any) -> Any:
+    """The object an entry grants: a guarded stand-in where one exists, generator functions wrapped."""
+    replacement = GUARDED_REPLACEMENTS.get(id(obj))
+    if replacement is not None:
+        return replacement
+    if _inspect.isgeneratorfunction(obj) or _inspect.isasyncgenfunction(obj):
+        return wrap_generator_function(obj)
+    return obj
 
 
 def _refusal(entry: str, kind: str, obj: Any, dangerous: dict[int, str]) -> str | None:
@@ -364,7 +374,7 @@ def load_allowlist(text: str, *, allow_unsafe_entries: bool = False) -> Allowlis
             if left_out:
                 out.warnings.append(f"{path}.*: left out {', '.join(sorted(left_out))} (refused entries)")
             continue
-        value = GUARDED_REPLACEMENTS.get(id(obj), obj)
+        value = grant(obj)
         if kind == "module":
             left_out = []
             value = Namespace(path, _module_members(obj, path, dangerous, left_out, allow_unsafe_entries))

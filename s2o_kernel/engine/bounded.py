@@ -15,6 +15,7 @@ Bounds: integers up to :data:`MAX_INT_BITS` bits, sequences up to
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 #: Largest integer result, in bits (about 301,000 decimal digits).
@@ -23,6 +24,11 @@ MAX_INT_BITS = 1_000_000
 MAX_ITEMS = 10_000_000
 #: Largest number of steps of a bounded range.
 MAX_RANGE = 10_000_000
+#: Largest width or precision in a format specification or a %-format.
+MAX_FORMAT_WIDTH = 100_000
+
+_SPEC_NUMBERS = re.compile(r"(\d+)")
+_PERCENT_NUMBERS = re.compile(r"%[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
 
@@ -87,9 +93,38 @@ def bounded_range(*args: Any) -> range:
     return r
 
 
+def _check_widths(numbers: list[str], what: str) -> None:
+    for n in numbers:
+        if n and n.isdigit() and (len(n) > 6 or int(n) > MAX_FORMAT_WIDTH):
+            raise OverflowError(f"{what} width or precision {n} is larger than {MAX_FORMAT_WIDTH}")
+
+
+def bounded_format(value: Any, spec: str = "") -> str:
+    """``format(value, spec)`` with widths and precisions bounded to :data:`MAX_FORMAT_WIDTH`."""
+    if spec:
+        if not isinstance(spec, str):
+            raise TypeError("format() argument 2 must be str")
+        _check_widths(_SPEC_NUMBERS.findall(spec), "format")
+    return format(value, spec)
+
+
+def bounded_mod(left: Any, right: Any) -> Any:
+    """``left % right`` with %-format widths bounded (``'%10000000000d' % 1`` is refused)."""
+    if isinstance(left, (str, bytes)):
+        text = left if isinstance(left, str) else left.decode("latin-1")
+        numbers = [n for pair in _PERCENT_NUMBERS.findall(text) for n in pair]
+        _check_widths(numbers, "%-format")
+        if "*" in numbers:  # widths taken from the arguments
+            args = right if isinstance(right, tuple) else (right,)
+            _check_widths([str(abs(a)) for a in args if isinstance(a, int) and not isinstance(a, bool)],
+                          "%-format")
+    return left % right
+
+
 #: The engine's own bounded operators, which rewrites may name without an allowlist entry.
 BOUNDED_OPERATORS = {
     "bounded_pow": bounded_pow,
     "bounded_mult": bounded_mult,
     "bounded_lshift": bounded_lshift,
+    "bounded_mod": bounded_mod,
 }

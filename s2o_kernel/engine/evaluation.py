@@ -28,6 +28,7 @@ import inspect
 import threading
 import time
 import types
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -37,7 +38,8 @@ from .bounded import BOUNDED_OPERATORS
 from .denylist import name_violation
 from .dynamic import expression_of
 from .errors import ErrorGroup, S2OError
-from .guards import guard_kwargs, refused_import
+from .guards import (FSTRING_HELPER, SafeAsyncIterator, SafeIterator, format_string, guard_kwargs,
+                     guarded_import)
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, as_json, copy_json
 from .settings import Settings, make_settings, merge
@@ -53,6 +55,8 @@ _FORBIDDEN_RESULT_TYPES: dict[type, str] = {
     types.TracebackType: "a traceback",
     types.ModuleType: "a module",
     types.CellType: "a cell",
+    SafeIterator: "an iterator of a granted generator",
+    SafeAsyncIterator: "an async iterator of a granted generator",
 }
 
 _CACHE_SIZE = 4096
@@ -154,7 +158,8 @@ class Engine:
 
     def _make_builtins(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self.allowlist.names)
-        table["__import__"] = refused_import
+        table["__import__"] = guarded_import
+        table[FSTRING_HELPER] = format_string
         table[rules.KWARGS_GUARD] = guard_kwargs
         for symbol, setting in self.settings.rules.operators.items():
             if setting in ("on", "off"):
@@ -219,7 +224,9 @@ class Engine:
         if checked.errors:
             return checked
         try:
-            code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # compiler SyntaxWarnings must not reach the host's stderr
+                code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
             checked.errors.append(S2OError("syntax", str(getattr(exc, "msg", exc)), line=getattr(exc, "lineno", None),
                                            col=(exc.offset - 1) if getattr(exc, "offset", None) else None,
@@ -353,9 +360,21 @@ class Session:
         """A copy of the conversation variables."""
         return copy_json(self._conv)
 
+    def set_vars(self, *, locals: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
+                 conv: dict[str, Any] | None = None) -> None:
+        """Set several variables at once, taken literally (agent and conversation values must be JSON)."""
+        for name, value in (locals or {}).items():
+            self.set_local(name, value)
+        for name, value in (agent or {}).items():
+            self.set_agent(name, value)
+        for name, value in (conv or {}).items():
+            self.set_conv(name, value)
+
     def set_local(self, name: str, value: Any) -> None:
-        """Set local ``name``; raises ``S2OError`` for a name the rules refuse or a reserved name."""
+        """Set local ``name``; raises ``S2OError`` for a name the rules refuse or a reserved name, and
+        ``not-allowed`` for a value holding a generator, coroutine, frame, code object or module."""
         _check_target_name(name)
+        self._check_value(value, f"the local '{name}'")
         self._globals[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:
@@ -619,6 +638,14 @@ class Session:
 
     def _check_result(self, value: Any, compiled: Compiled) -> None:
         """Refuse results holding coroutines, generators, frames, modules (SPEC 6, 12)."""
+        try:
+            self._check_value(value, "the result of an expression")
+        except S2OError as exc:
+            exc.source = compiled.source
+            raise
+
+    @staticmethod
+    def _check_value(value: Any, what_holds: str) -> None:
         stack = [value]
         seen = 0
         while stack and seen < 100_000:
@@ -627,16 +654,16 @@ class Session:
             t = type(v)
             if t is types.CoroutineType:
                 v.close()
-                raise S2OError("not-awaited", "the result holds a coroutine that was never awaited: "
-                               "put 'await' before the async call", source=compiled.source)
+                raise S2OError("not-awaited", f"{what_holds} holds a coroutine that was never awaited: "
+                               "put 'await' before the async call")
             what = _FORBIDDEN_RESULT_TYPES.get(t)
             if what is not None:
-                raise S2OError("not-allowed", f"{what} cannot be the result of an expression; "
-                               "consume it inside the expression (for example with list(...))",
-                               source=compiled.source)
+                raise S2OError("not-allowed", f"{what} cannot be {what_holds}; "
+                               "consume it inside the expression (for example with list(...))")
             if t is list or t is tuple or t is set or t is frozenset:
                 stack.extend(v)
             elif t is dict:
+                stack.extend(v.keys())
                 stack.extend(v.values())
 
     def _timeout_error(self, compiled: Compiled | None) -> S2OError:
@@ -767,10 +794,14 @@ class Session:
         come from ``inputs`` (also ``sys.inputs`` during the run).
         ``on_output`` is called with each output part as it is produced.
         """
-        from .fragments import parse_fragment
+        from .fragments import fragment_kind, parse_fragment
         from .interpreter import run_program
 
         start = time.monotonic()
+        if function is not None and fragment_kind(fragment) != "agent":
+            return RunResult(code="errorInAgent", error=S2OError(
+                "fragment", "a function can only be chosen in an agent definition ({\"functions\": {...}})",
+                stage="validate"))
         try:
             program = parse_fragment(self._engine, fragment, known=set(self.locals), functions=self._functions)
         except S2OError as exc:

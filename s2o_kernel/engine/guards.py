@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .bounded import bounded_pow, bounded_range
+from .bounded import MAX_FORMAT_WIDTH, bounded_format, bounded_pow, bounded_range
 from .denylist import OPAQUE_TYPES, name_violation
 from .errors import S2OError
+from .scopes import Secret, SecretText, reveal
 
 _MISSING = object()
 
@@ -76,8 +77,23 @@ def guard_kwargs(mapping: Any) -> Any:
     return mapping
 
 
-def refused_import(name: Any, *args: Any, **kwargs: Any) -> Any:
-    """Stands in for ``__import__`` inside expressions: C code that imports fails cleanly."""
+#: Modules that C code of granted functions may import while an expression runs
+#: (``datetime.strftime`` imports ``time``; an unawaited coroutine's warning imports ``warnings``).
+C_IMPORTS = frozenset({"time", "warnings", "_strptime", "locale", "encodings", "unicodedata", "calendar",
+                       "_datetime", "datetime", "re", "_decimal", "decimal", "_pydecimal", "numbers"})
+
+
+def guarded_import(name: Any, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    """Stands in for ``__import__`` inside expressions (which cannot name it: underscore rule).
+
+    Only C code of granted functions imports through it; it may import the
+    few harmless modules in :data:`C_IMPORTS`, anything else fails cleanly.
+    """
+    if level == 0 and isinstance(name, str) and name.split(".")[0] in C_IMPORTS:
+        import importlib
+
+        module = importlib.import_module(name)
+        return module if fromlist else importlib.import_module(name.split(".")[0])
     raise S2OError("not-allowed", f"importing '{name}' is not allowed inside an expression")
 
 
@@ -89,6 +105,113 @@ async def guarded_gather(*aws: Any, return_exceptions: bool = False) -> list[Any
     return await asyncio.gather(*aws)
 
 
+#: Hidden global that every f-string is rewritten to call (see :func:`format_string`).
+FSTRING_HELPER = "__s2o_fstring"
+
+_CONVERSIONS = {115: str, 114: repr, 97: ascii}
+
+
+def format_string(*parts: Any) -> Any:
+    """Build an f-string: ``parts`` are literal ``str`` pieces and ``(value, conversion, spec)`` tuples.
+
+    Every f-string is rewritten to a call of this function, so that format
+    widths and precisions are bounded (``f'{1:{10**10}}'`` is refused before
+    it allocates) and a secret formatted into the text keeps the whole result
+    secret: the result is then a :class:`SecretText` whose ``repr`` shows
+    ``***`` in place of each secret.
+    """
+    out: list[str] = []
+    masked: list[str] | None = None
+    for part in parts:
+        if type(part) is str:
+            out.append(part)
+            if masked is not None:
+                masked.append(part)
+            continue
+        value, conversion, spec = part
+        if type(spec) is SecretText or type(spec) is Secret:
+            raise S2OError("not-allowed", "a secret cannot be used as a format specification")
+        spec = spec or ""
+        if type(value) is Secret or type(value) is SecretText:
+            secret_text = reveal(value)
+            text = bounded_format(secret_text, spec) if conversion in (-1, 115) else repr(value)
+            if masked is None:
+                masked = list(out)
+            masked.append("***" if type(value) is Secret else value._masked)
+            out.append(text)
+            continue
+        if conversion != -1:
+            value = _CONVERSIONS[conversion](value)
+        text = bounded_format(value, spec) if spec else format(value)
+        out.append(text)
+        if masked is not None:
+            masked.append(text)
+    if masked is None:
+        return "".join(out)
+    return SecretText("".join(out), "".join(masked))
+
+
+class SafeIterator:
+    """What a granted generator function returns: iteration only (SPEC 3.1, 12).
+
+    A host generator object exposes ``gi_frame``, ``gi_code`` and a ``repr``
+    with the host function's address; this wrapper has none of them.
+    """
+
+    __slots__ = ("_it", "_name")
+
+    def __init__(self, it: Any, name: str) -> None:
+        self._it = it
+        self._name = name
+
+    def __iter__(self) -> "SafeIterator":
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._it)
+
+    def __repr__(self) -> str:
+        return f"<iterator {self._name}>"
+
+
+class SafeAsyncIterator:
+    """What a granted async generator function returns: ``async for`` and ``anext`` only."""
+
+    __slots__ = ("_it", "_name")
+
+    def __init__(self, it: Any, name: str) -> None:
+        self._it = it
+        self._name = name
+
+    def __aiter__(self) -> "SafeAsyncIterator":
+        return self
+
+    def __anext__(self) -> Any:
+        return self._it.__anext__()
+
+    def __repr__(self) -> str:
+        return f"<async iterator {self._name}>"
+
+
+def wrap_generator_function(fn: Any) -> Any:
+    """Grant a (async) generator function so that it returns a safe iterator instead of a generator."""
+    import inspect
+
+    name = getattr(fn, "__name__", "generator")
+    if inspect.isasyncgenfunction(fn):
+        def granted_async(*args: Any, **kwargs: Any) -> SafeAsyncIterator:
+            return SafeAsyncIterator(fn(*args, **kwargs), name)
+
+        granted_async.__doc__ = fn.__doc__
+        return granted_async
+
+    def granted(*args: Any, **kwargs: Any) -> SafeIterator:
+        return SafeIterator(fn(*args, **kwargs), name)
+
+    granted.__doc__ = fn.__doc__
+    return granted
+
+
 #: Real object → guarded stand-in used when an allowlist grants it.
 GUARDED_REPLACEMENTS: dict[int, Any] = {
     id(getattr): guarded_getattr,
@@ -96,4 +219,5 @@ GUARDED_REPLACEMENTS: dict[int, Any] = {
     id(pow): bounded_pow,
     id(range): bounded_range,
     id(asyncio.gather): guarded_gather,
+    id(format): bounded_format,
 }

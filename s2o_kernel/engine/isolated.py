@@ -43,6 +43,9 @@ from .settings import Settings, make_settings, merge
 KILL_GRACE = 1.0
 #: Seconds an interrupted worker has to answer before it is killed.
 INTERRUPT_GRACE = 1.0
+#: ``details["restarted"]`` of an error after which the worker was restarted.
+RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables "
+             "and every JSON-serialisable local")
 #: Seconds a new worker has to start and load the settings.
 START_TIMEOUT = 30.0
 
@@ -88,7 +91,11 @@ class IsolatedSession:
         self.restarts = 0
         self._init_pending = False
         self._buffer = b""
-        self.warnings = self._start()
+        try:
+            self.warnings = self._start()
+        except BaseException:
+            self._kill()  # refused settings: no worker is left behind
+            raise
 
     # -- worker lifecycle ----------------------------------------------------
     def _spawn(self) -> subprocess.Popen[bytes]:
@@ -215,19 +222,18 @@ class IsolatedSession:
                 line = self._read_line(time.monotonic() + INTERRUPT_GRACE)
             except (TimeoutError, _WorkerGone, KeyboardInterrupt):
                 self._restart_quietly()
-                raise S2OError("stopped", "the run was interrupted; the worker was restarted with the agent and "
-                               "conversation variables and every JSON local") from None
+                raise S2OError("stopped", "the run was interrupted; the session keeps its variables",
+                               details={"restarted": RESTARTED}) from None
         except TimeoutError:
             self._restart_quietly()
-            raise S2OError("timedOut", f"the run took longer than the time limit (limits.time = {limit:g} s); "
-                           "the worker was stopped and restarted with the agent and conversation variables "
-                           "and every JSON local") from None
+            raise S2OError("timedOut", f"the run took longer than the time limit (limits.time = {limit:g} s)",
+                           details={"restarted": RESTARTED}) from None
         except _WorkerGone:
             code = self._proc.poll() if self._proc else None
             self._restart_quietly()
             raise S2OError("memory-limit" if code in (-signal.SIGKILL, -signal.SIGSEGV) else "unexpected",
-                           "the evaluation worker ended during the run (out of memory?); it was restarted with "
-                           "the agent and conversation variables and every JSON local") from None
+                           "the evaluation worker ended during the run (out of memory?)",
+                           details={"restarted": RESTARTED}) from None
         reply = json.loads(line)
         while "event" in reply:
             if on_event is not None:
@@ -307,6 +313,11 @@ class IsolatedSession:
         self._settings = new
         self.warnings = list(result["warnings"])
         return result["warnings"]
+
+    def set_vars(self, *, locals: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
+                 conv: dict[str, Any] | None = None) -> None:
+        """Set locals, agent and conversation variables to the given values (JSON), taken literally."""
+        self._state = self._call({"op": "set_vars", "locals": locals, "agent": agent, "conv": conv})["state"]
 
     def reset(self) -> None:
         """See :meth:`Session.reset`."""

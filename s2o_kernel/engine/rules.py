@@ -32,6 +32,7 @@ rewrites to apply before compiling (operator rewriting, guarded ``**``).
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -71,6 +72,8 @@ def operator_helper_name(symbol: str) -> str:
 
 #: Hidden global that checks the keys of a ``**mapping`` argument at run time.
 KWARGS_GUARD = "__s2o_kwargs"
+#: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).
+FSTRING_HELPER = "__s2o_fstring"
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -217,10 +220,11 @@ class Validator:
         for child in reversed(children):
             self._stack.append(_Item(child, node, item.depth + 1, cd, b))
 
-    def push(self, item: _Item, child: ast.AST, *, bound=None, comp_depth=None, awaited=False) -> None:
-        """Queue one child of ``item.node``."""
+    def push(self, item: _Item, child: ast.AST, *, bound=None, comp_depth=None, awaited=False,
+             parent: ast.AST | None = None) -> None:
+        """Queue one child of ``item.node`` (or of ``parent``, a node between them such as a comprehension clause)."""
         self._stack.append(
-            _Item(child, item.node, item.depth + 1,
+            _Item(child, item.node if parent is None else parent, item.depth + 1,
                   item.comp_depth if comp_depth is None else comp_depth,
                   item.bound if bound is None else bound, awaited)
         )
@@ -373,18 +377,20 @@ class Validator:
             inner |= _bound_names(gen.target)
         inner_b = frozenset(inner)
         # the first iterable is evaluated outside the comprehension
-        children: list[tuple[ast.AST, frozenset[str]]] = [(node.generators[0].iter, item.bound)]
+        # (child, names bound, the node that holds it: rewrites replace the child there)
+        first = node.generators[0]
+        children: list[tuple[ast.AST, frozenset[str], ast.AST]] = [(first.iter, item.bound, first)]
         for i, gen in enumerate(node.generators):
-            children.append((gen.target, inner_b))
+            children.append((gen.target, inner_b, gen))
             if i:
-                children.append((gen.iter, inner_b))
-            children.extend((c, inner_b) for c in gen.ifs)
+                children.append((gen.iter, inner_b, gen))
+            children.extend((c, inner_b, gen) for c in gen.ifs)
         if isinstance(node, ast.DictComp):
-            children += [(node.key, inner_b), (node.value, inner_b)]
+            children += [(node.key, inner_b, node), (node.value, inner_b, node)]
         else:
-            children.append((node.elt, inner_b))
-        for child, b in reversed(children):
-            self.push(item, child, bound=b, comp_depth=depth)
+            children.append((node.elt, inner_b, node))
+        for child, b, holder in reversed(children):
+            self.push(item, child, bound=b, comp_depth=depth, parent=holder)
         return True
 
     def rule_binop(self, item: _Item) -> bool:
@@ -410,6 +416,12 @@ class Validator:
             self.push(item, node.value, awaited=True)
         return True
 
+    def rule_joinedstr(self, item: _Item) -> bool:
+        """f-strings: records the rewrite to the format helper (no refusal of its own)."""
+        self.out.may_run_long = True
+        self.rewrites.append((item.parent, "", None, item.node, FSTRING_HELPER))
+        return False
+
     def rule_yield(self, item: _Item) -> bool:
         """``syntax``: ``yield`` is a statement-level construct."""
         self.error("syntax", "'yield' is not allowed in an expression", item.node)
@@ -430,6 +442,7 @@ _RULES: dict[type, Callable[[Validator, _Item], bool]] = {
     ast.GeneratorExp: Validator.rule_comprehension,
     ast.BinOp: Validator.rule_binop,
     ast.Await: Validator.rule_await,
+    ast.JoinedStr: Validator.rule_joinedstr,
     ast.Yield: Validator.rule_yield,
     ast.YieldFrom: Validator.rule_yield,
 }
@@ -457,7 +470,9 @@ def check_text(source: str, ctx: RuleContext) -> S2OError | None:
 def parse(source: str) -> ast.Expression:
     """Parse one expression (top-level ``await`` allowed); errors are ``syntax``/``too-deep``."""
     try:
-        return ast.parse(source, mode="eval", type_comments=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings of odd literals must not reach the host's stderr
+            return ast.parse(source, mode="eval", type_comments=False)
     except SyntaxError as exc:
         line = exc.lineno
         lines = source.splitlines() or [""]
@@ -486,6 +501,20 @@ def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[tuple]) -> None:
             kw.value = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[kw.value], keywords=[])
             ast.copy_location(kw.value, node)
             ast.copy_location(kw.value.func, node)
+            continue
+        if helper == FSTRING_HELPER:
+            args: list[ast.expr] = []
+            for value in node.values:
+                if isinstance(value, ast.FormattedValue):
+                    spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
+                    args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
+                else:
+                    args.append(value)
+            call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=args, keywords=[])
+            for n in (call, call.func, *args):
+                ast.copy_location(n, node)
+            ast.fix_missing_locations(call)
+            _replace_child(parent, node, call)
             continue
         # operator rewrite: replace the BinOp inside its parent
         call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[node.left, node.right], keywords=[])

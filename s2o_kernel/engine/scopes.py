@@ -50,14 +50,17 @@ def copy_json(value: Any) -> Any:
     return value
 
 
-def as_json(value: Any) -> Any:
+def as_json(value: Any, *, reveal_secrets: bool = False) -> Any:
     """``value`` as JSON (tuples become lists), or ``None`` when it is not JSON.
 
-    Dict keys must be strings; floats must be finite. Used by the kernel for
+    Dict keys must be strings; floats must be finite. Secrets are not JSON,
+    unless ``reveal_secrets`` (the conformance runner's comparisons) asks for
+    the text of :class:`SecretText` values. Used by the kernel for
     ``application/json`` and by the conformance runner.
     """
-    stack_ok = _to_json(value, 0)
-    return stack_ok
+    if reveal_secrets and type(value) is SecretText:
+        return reveal(value)
+    return _to_json(value, 0)
 
 
 class _NotJSON(Exception):
@@ -154,12 +157,18 @@ class CommandScope(VarScope):
     __slots__ = ()
 
 
+_NO_TEXT = ("a secret can only be used inside an f-string, whose result stays secret "
+            "(for example f'Bearer {sys.secret[\"TOKEN\"]}')")
+
+
 class Secret:
     """An opaque secret value (SPEC 5, 12).
 
-    Formats into an f-string or ``str()`` (so ``f'Bearer {sys.secret["K"]}'``
-    works), but exposes no methods, no comparison, no length and no
-    indexing, and its ``repr`` names the secret without showing it.
+    The only thing an expression can do with it is put it in an f-string
+    (``f'Bearer {sys.secret["K"]}'``), which gives a :class:`SecretText`.
+    ``str()``, ``format()``, ``%``, comparison, length, indexing and methods
+    all fail, so no expression can test or copy its characters; its ``repr``
+    names the secret without showing it.
     """
 
     __slots__ = ("_name", "_value")
@@ -169,10 +178,10 @@ class Secret:
         object.__setattr__(self, "_value", value)
 
     def __format__(self, spec: str) -> str:
-        return format(self._value, spec)
+        raise S2OError("not-allowed", _NO_TEXT)
 
     def __str__(self) -> str:
-        return self._value
+        raise S2OError("not-allowed", _NO_TEXT)
 
     def __repr__(self) -> str:
         return f"<secret {self._name}>"
@@ -187,6 +196,42 @@ class Secret:
 
     def __reduce__(self):  # never pickled or copied with its value
         raise S2OError("not-allowed", "secrets cannot be copied")
+
+
+class SecretText:
+    """Text that contains a secret: the result of an f-string that formatted one (SPEC 5, 12).
+
+    It is as opaque as a :class:`Secret` (no methods, comparison, length,
+    indexing, ``str()`` or JSON) and can be formatted into further f-strings,
+    which stay secret. Its ``repr`` shows the text with each secret replaced
+    by ``***``. Sinks (profile headers, the conformance runner) read the text
+    with :func:`reveal`.
+    """
+
+    __slots__ = ("_text", "_masked")
+
+    def __init__(self, text: str, masked: str) -> None:
+        object.__setattr__(self, "_text", text)
+        object.__setattr__(self, "_masked", masked)
+
+    __format__ = Secret.__format__
+    __str__ = Secret.__str__
+    __eq__ = Secret.__eq__
+    __hash__ = None  # type: ignore[assignment]
+    __setattr__ = Secret.__setattr__
+    __reduce__ = Secret.__reduce__
+
+    def __repr__(self) -> str:
+        return repr(self._masked)
+
+
+def reveal(value: Any) -> Any:
+    """The real text of a :class:`Secret` or :class:`SecretText`; other values unchanged (for sinks only)."""
+    if type(value) is Secret:
+        return object.__getattribute__(value, "_value")
+    if type(value) is SecretText:
+        return object.__getattribute__(value, "_text")
+    return value
 
 
 class SecretStore:

@@ -141,10 +141,11 @@ def make_settings(data: dict[str, Any]) -> Settings:
 
 
 def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``patch`` over ``base`` (objects merge key by key; anything else replaces)."""
+    """Deep-merge ``patch`` over ``base``: objects merge key by key (``secrets`` too, so a patch adds
+    secrets); ``sys.inputs``, ``const`` and anything that is not an object replace."""
     out = copy.deepcopy(base)
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("inputs", "const", "secrets"):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("inputs", "const"):
             out[key] = merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)

@@ -20,10 +20,12 @@ import os
 import resource
 import signal
 import sys
+import time
 from typing import Any
 
-#: Address space allowed beyond ``limits.memory`` for the worker's own threads and arenas, in bytes.
-MEMORY_MARGIN = 256 << 20
+#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
+#: (its threads and their stacks exist before the size is measured).
+MEMORY_MARGIN = 64 << 20
 #: Longest ``repr`` sent back, in characters.
 MAX_REPR = 1_000_000
 
@@ -34,6 +36,10 @@ def _vm_size() -> int:
             return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError):
         return 0
+
+
+async def _noop() -> None:
+    return None
 
 
 def display(value: Any) -> dict[str, Any]:
@@ -119,6 +125,10 @@ class Worker:
             state = req.get("state") or {}
             self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
                                    conv=state.get("conv"))
+            # start the threads a run uses, then measure: the limit is for the evaluation alone
+            self.session.evaluate("[1 for x in [1]]")
+            self.session._submit(_noop(), None, time.monotonic()).result(5)
+            self.baseline = _vm_size()
             self.limit_memory(settings.limits.memory)
             return {"warnings": list(self.session.engine.warnings)}
         s = self.session
@@ -143,6 +153,14 @@ class Worker:
             warnings = s.update_settings(req["patch"])
             self.limit_memory(s.settings.limits.memory)
             return {"warnings": warnings}
+        if op == "set_vars":
+            for name, value in (req.get("locals") or {}).items():
+                s.set_local(name, value)
+            for name, value in (req.get("agent") or {}).items():
+                s.set_agent(name, value)
+            for name, value in (req.get("conv") or {}).items():
+                s.set_conv(name, value)
+            return {"state": self.state()}
         if op == "reset":
             s.reset()
             return {"state": self.state()}
