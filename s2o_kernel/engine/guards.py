@@ -121,33 +121,41 @@ def format_string(*parts: Any) -> Any:
     ``***`` in place of each secret.
     """
     out: list[str] = []
-    masked: list[str] | None = None
     for part in parts:
         if type(part) is str:
             out.append(part)
-            if masked is not None:
-                masked.append(part)
+            continue
+        value, conversion, spec = part
+        kind = type(value)
+        if kind is Secret or kind is SecretText:
+            return _format_with_secrets(parts)
+        if conversion != -1:
+            value = _CONVERSIONS[conversion](value)
+        out.append(bounded_format(value, spec) if spec else format(value))
+    return "".join(out)
+
+
+def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
+    out: list[str] = []
+    masked: list[str] = []
+    for part in parts:
+        if type(part) is str:
+            out.append(part)
+            masked.append(part)
             continue
         value, conversion, spec = part
         if type(spec) is SecretText or type(spec) is Secret:
             raise S2OError("not-allowed", "a secret cannot be used as a format specification")
-        spec = spec or ""
         if type(value) is Secret or type(value) is SecretText:
-            secret_text = reveal(value)
-            text = bounded_format(secret_text, spec) if conversion in (-1, 115) else repr(value)
-            if masked is None:
-                masked = list(out)
-            masked.append("***" if type(value) is Secret else value._masked)
+            text = bounded_format(reveal(value), spec or "") if conversion in (-1, 115) else repr(value)
             out.append(text)
+            masked.append("***" if type(value) is Secret else value._masked)
             continue
         if conversion != -1:
             value = _CONVERSIONS[conversion](value)
         text = bounded_format(value, spec) if spec else format(value)
         out.append(text)
-        if masked is not None:
-            masked.append(text)
-    if masked is None:
-        return "".join(out)
+        masked.append(text)
     return SecretText("".join(out), "".join(masked))
 
 

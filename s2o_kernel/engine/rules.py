@@ -418,7 +418,6 @@ class Validator:
 
     def rule_joinedstr(self, item: _Item) -> bool:
         """f-strings: records the rewrite to the format helper (no refusal of its own)."""
-        self.out.may_run_long = True
         self.rewrites.append((item.parent, "", None, item.node, FSTRING_HELPER))
         return False
 
