@@ -694,7 +694,7 @@ class Session:
         elif isinstance(exc, RecursionError):
             err = S2OError("runtime", "RecursionError: the value is nested too deeply", python_type="RecursionError")
         elif isinstance(exc, Exception):
-            text = str(exc)
+            text = str(exc).replace("; use sys.set_int_max_str_digits() to increase the limit", "")
             message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
             err = S2OError("runtime", message, python_type=type(exc).__name__)
         else:
