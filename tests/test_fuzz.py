@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import Phase, HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
@@ -101,6 +101,9 @@ FUZZ_SETTINGS = {
 HYPOTHESIS = settings(
     max_examples=EXAMPLES,
     deadline=None,
+    # In CI a failure is reported as found, without shrinking (which can take minutes);
+    # run locally to get the smallest example.
+    phases=[p for p in Phase if p is not Phase.shrink] if os.environ.get("CI") else list(Phase),
     database=DirectoryBasedExampleDatabase(str(REPO / ".hypothesis" / "s2o-fuzz")),
     suppress_health_check=list(HealthCheck),
 )

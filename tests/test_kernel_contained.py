@@ -264,7 +264,7 @@ def test_secret_and_config_on_the_engine(runner: CellRunner, tmp_path: Path) -> 
     runner.getpass = lambda prompt: "tok-123"
     ok(runner.run("%secret TOKEN"))
     out = runner.run("f'Bearer {sys.secret[\"TOKEN\"]}'")
-    assert value(out) == "Bearer ***"
+    assert value(out) == "'Bearer ***'"  # opaque secret text: masked repr, no JSON form
     assert "tok-123" not in json.dumps(out.outputs)
     assert value(runner.run("%validate sys.secret['TOKEN']")) == {
         "ok": True, "allowlist_names": [], "local_names": [], "secrets": ["TOKEN"]}  # fmt: skip
@@ -272,7 +272,7 @@ def test_secret_and_config_on_the_engine(runner: CellRunner, tmp_path: Path) -> 
     ok(runner.run("%config more.toml"))
     assert value(runner.run("%limits"))["loop_iterations"] == 123
     # Secrets from the file add to those already set.
-    assert value(runner.run("f'{sys.secret[\"TOKEN\"]}/{sys.secret[\"OTHER\"]}'")) == "***/***"
+    assert value(runner.run("f'{sys.secret[\"TOKEN\"]}/{sys.secret[\"OTHER\"]}'")) == "'***/***'"
     assert sorted(runner.session.settings.secrets) == ["OTHER", "TOKEN"]
     # All or nothing.
     (tmp_path / "refused.toml").write_text("[limits]\ntime = 5\nnope = 1\n")

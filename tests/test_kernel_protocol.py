@@ -506,7 +506,7 @@ def test_contained_interrupt_of_c_level_loop(contained: Any) -> None:
     reply, elapsed = _interrupt_after(km, kc, "max(itertools.count())")
     assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "stopped", INTERRUPTED)
     assert elapsed < 2.5
-    assert any("worker was restarted" in line for line in reply["traceback"])
+    assert any("worker was stopped and restarted" in line for line in reply["traceback"])
     assert km.is_alive()
     reply, outputs = execute(kc, "kept2")
     assert result_data(outputs)["text/plain"] == "7"
@@ -607,7 +607,8 @@ def test_secret_through_the_password_prompt(kc: Any) -> None:
     msgs = collect_iopub(kc, msg_id)
     assert "tok-proto-987" not in json.dumps([m["content"] for m in msgs])
     reply, outputs = execute(kc, "f'Bearer {sys.secret[\"PROTO_TOKEN\"]}'")
-    assert result_data(outputs) == {"text/plain": "'Bearer ***'", "application/json": "Bearer ***"}
+    # text formatted from a secret stays opaque: its repr masks the secret and it has no JSON form
+    assert result_data(outputs) == {"text/plain": "'Bearer ***'"}
     # A front end that cannot prompt gets a coded error that says what to do instead.
     reply, _ = execute(kc, "%secret OTHER_TOKEN", allow_stdin=False)
     assert (reply["status"], reply["ename"]) == ("error", "magic")

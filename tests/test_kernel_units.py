@@ -1188,3 +1188,11 @@ def test_lsmagic_lists_every_spec_magic(runner: CellRunner) -> None:
         assert f"  %{name} " in text, name
         assert results(runner.run(f"%help {name}"))[0]["text/plain"].startswith(f"%{name}")
     assert "%%run" in text
+
+
+def test_run_inputs_may_be_quoted_as_in_a_shell():
+    from s2o_kernel.kernel.magics import parse_run_arguments
+
+    assert parse_run_arguments("""a.json --inputs '{"name": "Ada"}' --function main""") == (
+        "a.json", {"name": "Ada"}, "main")
+    assert parse_run_arguments("""a.json --inputs {"name": "Ada"}""") == ("a.json", {"name": "Ada"}, None)

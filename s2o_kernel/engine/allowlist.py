@@ -162,6 +162,10 @@ class Namespace:
     def __delattr__(self, name: str) -> None:
         raise S2OError("not-allowed", f"'{self.__path}' is read-only")
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        granted = ", ".join(f"{self.__path}.{n}" for n in sorted(self.__dict__)) or "nothing"
+        raise S2OError("not-allowed", f"'{self.__path}' itself is not in the allowlist (granted: {granted})")
+
     def __repr__(self) -> str:
         return f"<granted {self.__kind} {self.__path}>"
 

@@ -341,7 +341,8 @@ class Session:
 
     def settings_dict(self) -> dict[str, Any]:
         """The settings as a SPEC-10-shaped dict (secret values masked)."""
-        data = self._engine.settings.to_dict()
+        data = self._engine.settings.model_dump(mode="json", exclude={"sys"})
+        data["sys"] = {"inputs": self._engine.settings.sys.inputs, **self._engine.settings.sys.enabled()}
         data["secrets"] = {name: "***" for name in data.get("secrets", {})}
         return data
 
@@ -433,12 +434,7 @@ class Session:
         ``load`` (codes ``settings``, ``allowlist``, ``refused-entry``) and
         then leaves the session exactly as it was.
         """
-        data = merge(self._engine.settings.model_dump(mode="python"), patch)
-        if "sys" in patch:
-            current = self._engine.settings.sys
-            base = {"inputs": dict(current.inputs), **current.enabled()}
-            data["sys"] = merge(base, patch["sys"])
-        engine = Engine(make_settings(data))
+        engine = Engine(make_settings(merge(self._engine.settings.to_dict(), patch)))
         self._engine = engine
         self._bind_engine()
         return list(engine.warnings)

@@ -290,7 +290,7 @@ class _Parser:
             if cmd is not None:
                 out.append(cmd)
         if on_error_raw is not None:
-            handler = self.commands(on_error_raw, _join(path, "onError"), known | {"exc"}, in_loop)
+            handler = self.commands(on_error_raw, _join(path, "onError"), known, in_loop)
             for cmd in out:
                 cmd.on_error = handler
         return out
@@ -318,7 +318,7 @@ class _Parser:
             self.error("fragment", "var takes an object of target → value", path)
             return None
         if "onError" in fields:
-            cmd.on_error = self.commands(fields["onError"], _join(path, "onError"), known | {"exc"}, in_loop)
+            cmd.on_error = self.commands(fields["onError"], _join(path, "onError"), known, in_loop)
         targets = {}
         earlier: list[str] = []
         for target, value in fields.items():
@@ -460,7 +460,7 @@ class _Parser:
         self.current = name
         known = set(args) | (extra_known or set())
         commands = self.commands(m.commands, _join(path, "commands"), known, False)
-        on_error = self.commands(m.onError, _join(path, "onError"), known | {"exc"}, False) if m.onError else None
+        on_error = self.commands(m.onError, _join(path, "onError"), known, False) if m.onError else None
         return Function(name, args, defaults, commands, on_error, path)
 
 

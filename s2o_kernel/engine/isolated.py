@@ -53,7 +53,13 @@ START_TIMEOUT = 30.0
 def _error_from(data: dict[str, Any]) -> S2OError:
     errors = data.get("errors")
     if errors:
-        return ErrorGroup([_error_from(e) for e in errors])
+        group = ErrorGroup([_error_from(e) for e in errors])
+        group.code = data.get("code", group.code)
+        group.message = data.get("message", group.message)
+        group.path = data.get("path")
+        group.stage = data.get("stage") or group.stage
+        group.line, group.col = data.get("line"), data.get("col")
+        return group
     return S2OError(data.get("code", "unexpected"), data.get("message", ""), line=data.get("line"),
                     col=data.get("col"), path=data.get("path"), stage=data.get("stage") or "run",
                     source=data.get("source"), details=data.get("details"), python_type=data.get("python_type"))
@@ -114,7 +120,7 @@ class IsolatedSession:
         return reply["warnings"]
 
     def _settings_data(self) -> dict[str, Any]:
-        return self._settings.model_dump(mode="python")
+        return self._settings.to_dict()
 
     def _kill(self) -> None:
         proc = self._proc
@@ -258,7 +264,8 @@ class IsolatedSession:
 
     def settings_dict(self) -> dict[str, Any]:
         """The settings as a SPEC-10-shaped dict (secret values masked)."""
-        data = self._settings.to_dict()
+        data = self._settings.model_dump(mode="json", exclude={"sys"})
+        data["sys"] = {"inputs": self._settings.sys.inputs, **self._settings.sys.enabled()}
         data["secrets"] = {name: "***" for name in data.get("secrets", {})}
         return data
 
@@ -304,11 +311,7 @@ class IsolatedSession:
 
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""
-        data = merge(self._settings.model_dump(mode="python"), patch)
-        if "sys" in patch:
-            current = self._settings.sys
-            data["sys"] = merge({"inputs": dict(current.inputs), **current.enabled()}, patch["sys"])
-        new = make_settings(data)
+        new = make_settings(merge(self._settings.to_dict(), patch))
         result = self._call({"op": "update_settings", "patch": patch})
         self._settings = new
         self.warnings = list(result["warnings"])

@@ -105,9 +105,10 @@ class Settings(_Strict):
     profiles: Profiles = Field(default_factory=Profiles)
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as a SPEC-10-shaped dict (optional sys members only when enabled)."""
-        data = self.model_dump(mode="json", exclude={"sys"})
-        data["sys"] = {"inputs": copy.deepcopy(self.sys.inputs), **self.sys.enabled()}
+        """The settings as a SPEC-10-shaped dict that :func:`make_settings` turns back into equal
+        settings (optional ``sys`` members only when enabled)."""
+        data = self.model_dump(mode="python", exclude={"sys"})
+        data["sys"] = {"inputs": copy.deepcopy(self.sys.inputs), **copy.deepcopy(self.sys.enabled())}
         return data
 
 

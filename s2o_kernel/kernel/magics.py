@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from s2o_kernel.kernel.cells import (
     CELL_MAGIC,
     Cell,
-    json_error_text,
     parse_json_argument,
     valid_magic_name,
 )
@@ -295,22 +294,7 @@ def _read_text(path: str) -> str:
 
 def _read_json(path: str) -> Any:
     """A JSON file's content; ``syntax`` (with line and column) when it is not JSON."""
-    text = _read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CellError(
-            "syntax",
-            f"{path} is not valid JSON: {json_error_text(exc)}",
-            line=exc.lineno,
-            col=max(exc.colno - 1, 0),
-            source=text,
-            stage="validate",
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise CellError(
-            "syntax", f"{path} is not valid JSON: {type(exc).__name__}", stage="validate"
-        ) from None
+    return parse_json_argument(_read_text(path), path)
 
 
 # -- %run ----------------------------------------------------------------------
@@ -340,8 +324,17 @@ def _skip_space(text: str, pos: int) -> int:
 
 
 def _inputs_at(text: str, pos: int) -> tuple[Any, int]:
-    """The JSON value of ``--inputs`` starting at ``pos``, and where it ends."""
+    """The JSON value of ``--inputs`` starting at ``pos``, and where it ends.
+
+    The value may be quoted as in a shell (``--inputs '{"name": "Ada"}'``).
+    """
     arg = text[pos:]
+    if arg[:1] in ("'", '"') and arg[1:2] in ("{", "["):
+        quote = arg[0]
+        value, end = _inputs_at(text, pos + 1)
+        if text[end:end + 1] != quote:
+            raise CellError("magic", f"%run: the quoted --inputs has no closing {quote}. Usage: {RUN_USAGE}")
+        return value, end + 1
     try:
         value, end = json.JSONDecoder().raw_decode(arg)
     except json.JSONDecodeError as exc:

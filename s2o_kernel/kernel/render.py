@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from s2o_kernel.engine.errors import S2OError
+
 Redactor = Callable[[str], str]
 
 #: evalue of every interrupt (ename ``stopped``), the engine's own text, however
@@ -23,11 +25,10 @@ Redactor = Callable[[str], str]
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
 
-class CellError(Exception):
-    """A coded error raised by the kernel itself (magics, cell syntax).
+class CellError(S2OError):
+    """A coded error raised by the kernel itself (magics, cell syntax): the engine's ``S2OError``.
 
-    Same shape as the engine's ``S2OError`` so that :func:`error_info` renders
-    both alike.
+    ``notes`` are extra traceback lines.
     """
 
     def __init__(
@@ -43,20 +44,10 @@ class CellError(Exception):
         details: dict[str, Any] | None = None,
         notes: list[str] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.line = line
-        self.col = col
-        self.path = path
-        self.source = source
-        self.stage = stage
-        self.details = details
+        super().__init__(code, message, line=line, col=col, path=path, stage=stage, source=source,
+                         details=details)
         for note in notes or []:
             self.add_note(note)
-
-    def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
 
 
 class CellErrorGroup(CellError):
@@ -146,6 +137,9 @@ def _detail_lines(err: Any) -> list[str]:
         problems = details.get("problems")
         if isinstance(problems, list) and len(problems) > 1:
             out.extend(f"  {p}" for p in problems)
+        restarted = details.get("restarted")
+        if isinstance(restarted, str):
+            out.append(f"  ({restarted})")
     return out
 
 
