@@ -32,10 +32,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from . import rules
-from .allowlist import Allowlist, Namespace, load_allowlist, namespace_members
+from . import introspection, rules
+from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS
-from .denylist import name_violation
 from .dynamic import expression_of
 from .errors import ErrorGroup, S2OError
 from .guards import (FSTRING_HELPER, SafeAsyncIterator, SafeIterator, format_string, guard_kwargs,
@@ -713,68 +712,19 @@ class Session:
                 text = text.replace(value, "***")
         return text
 
-    # -- introspection for tools (completion, inspection) ------------------------
+    # -- introspection for tools (completion, inspection): see introspection.py --
     def completion_names(self) -> dict[str, str]:
         """Names an expression may start with, name → kind (``variable``, ``namespace``, ``module``,
         ``class``, ``function``, ``keyword``)."""
-        out: dict[str, str] = {}
-        for name, obj in self._engine.allowlist.names.items():
-            out[name] = _kind(obj)
-        for name in ("agent", "conv", "sys", "const"):
-            out[name] = "namespace"
-        for name in self.locals:
-            out[name] = "variable"
-        for word in ("await", "and", "or", "not", "in", "is", "if", "else", "for", "async", "True", "False", "None"):
-            out.setdefault(word, "keyword")
-        return out
+        return introspection.completion_names(self)
 
     def member_names(self, dotted: str) -> list[str]:
         """Public members after ``dotted.`` that an expression may read (empty when unknown)."""
-        parts = dotted.split(".")
-        head = parts[0]
-        if len(parts) == 1:
-            if head == "agent":
-                return sorted(self._agent)
-            if head == "conv":
-                return sorted(self._conv)
-            if head == "const":
-                return sorted(self._engine.settings.const)
-            if head == "sys":
-                return sorted({"inputs", "query", "secret", "exists", *self._engine.settings.sys.enabled()})
-        obj = self._engine.allowlist.lookup(dotted)
-        if obj is None and head in self.locals and len(parts) == 1:
-            obj = self._globals[head]
-        if obj is None:
-            return []
-        if isinstance(obj, Namespace):
-            return sorted(namespace_members(obj))
-        names = dir(obj if isinstance(obj, type) else type(obj))
-        return sorted(n for n in names if name_violation(n) is None)
+        return introspection.member_names(self, dotted)
 
     def describe(self, dotted: str) -> str | None:
         """A short description of a granted name or a variable: signature and doc, or type and value."""
-        parts = dotted.split(".")
-        if parts[0] in ("agent", "conv") and len(parts) == 2:
-            store = self._agent if parts[0] == "agent" else self._conv
-            if parts[1] in store:
-                v = store[parts[1]]
-                return f"{dotted}: {type(v).__name__} = {_short_repr(v)}"
-            return None
-        if len(parts) == 1 and parts[0] in self.locals:
-            v = self._globals[parts[0]]
-            return f"{dotted}: {type(v).__name__} = {_short_repr(v)}"
-        obj = self._engine.allowlist.lookup(dotted)
-        if obj is None:
-            return None
-        if isinstance(obj, Namespace):
-            members = ", ".join(sorted(namespace_members(obj)))
-            return f"{dotted}: granted module\nmembers: {members}"
-        try:
-            sig = str(inspect.signature(obj))
-        except (TypeError, ValueError):
-            sig = ""
-        doc = inspect.getdoc(obj) or ""
-        return f"{dotted}{sig}\n\n{doc}".strip()
+        return introspection.describe(self, dotted)
 
     # -- fragments -------------------------------------------------------------
     def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
@@ -896,21 +846,6 @@ def _position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
                 found = (tb.tb_lineno, None)
         tb = tb.tb_next
     return found
-
-
-def _kind(obj: Any) -> str:
-    if isinstance(obj, Namespace):
-        return "module"
-    if isinstance(obj, type):
-        return "class"
-    if callable(obj):
-        return "function"
-    return "variable"
-
-
-def _short_repr(value: Any, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 __all__ = ["Engine", "Session", "Validation", "RunResult", "Compiled", "as_json"]

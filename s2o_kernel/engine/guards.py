@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .bounded import MAX_FORMAT_WIDTH, bounded_format, bounded_pow, bounded_range
+from .bounded import bounded_format, bounded_pow, bounded_range
 from .denylist import OPAQUE_TYPES, name_violation
 from .errors import S2OError
 from .scopes import Secret, SecretText, reveal
