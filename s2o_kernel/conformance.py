@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Engine, S2OError, Session, as_json, make_settings
+from .engine.scopes import SecretText
+
+#: Key of an outcome holding the text of a secret result, for comparison only: --show omits it.
+_REVEALED = "_revealed"
 
 _SETTING_KEYS = ("allowlist", "rules", "limits", "sys", "const", "secrets", "allow_unsafe_entries")
 
@@ -82,13 +86,15 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     except S2OError as exc:
         return {"id": cid, "outcome": "error", "code": exc.code, "stage": exc.stage, "message": exc.message,
                 "line": exc.line, "col": exc.col, "path": exc.path}
-    return {"id": cid, "outcome": "value", "value": as_json(value, reveal_secrets=True), "repr": _safe_repr(value)}
+    out = {"id": cid, "outcome": "value", "value": as_json(value), "repr": _safe_repr(value)}
+    if type(value) is SecretText:  # compared by judge(), never printed by --show
+        out[_REVEALED] = as_json(value, reveal_secrets=True)
+    return out
 
 
 def _run_fragment_case(cid: Any, session: Session, case: dict[str, Any]) -> dict[str, Any]:
     run = session.run_fragment(case["fragment"], inputs=case.get("inputs"), function=case.get("function"))
-    out: dict[str, Any] = {"id": cid, "outcome": "run", "code": run.code,
-                           "value": as_json(run.value, reveal_secrets=True),
+    out: dict[str, Any] = {"id": cid, "outcome": "run", "code": run.code, "value": as_json(run.value),
                            "repr": _safe_repr(run.value), "output": run.outputs, "logs": run.logs,
                            "locals": {k: as_json(v) for k, v in session.locals.items()},
                            "agent": session.agent_vars, "conv": session.conv_vars, "error": None}
@@ -98,6 +104,8 @@ def _run_fragment_case(cid: Any, session: Session, case: dict[str, Any]) -> dict
         out["error"] = {"code": e.code, "stage": e.stage, "message": e.message, "line": e.line, "col": e.col,
                         "path": e.path, "all": [{"code": x.code, "path": x.path, "line": x.line, "col": x.col,
                                                  "message": x.message} for x in errors]}
+    if type(run.value) is SecretText:
+        out[_REVEALED] = as_json(run.value, reveal_secrets=True)
     return out
 
 
@@ -128,7 +136,8 @@ def judge(case: dict[str, Any], got: dict[str, Any]) -> str | None:
     if "value" in expect:
         if got["outcome"] != "value":
             return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
-        if got["value"] is None and expect["value"] is not None or not _same_json(got["value"], expect["value"]):
+        value = got.get(_REVEALED, got["value"])
+        if value is None and expect["value"] is not None or not _same_json(value, expect["value"]):
             return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
         return None
     if "repr" in expect:
@@ -158,7 +167,8 @@ def _judge_run(expect: dict[str, Any], got: dict[str, Any]) -> str | None:
     if "code" in expect and got["code"] != expect["code"]:
         return f"expected code {expect['code']}, got {got['code']} (error: {got['error']})"
     for key in ("value", "locals", "agent", "conv", "output", "logs"):
-        if key in expect and not _same_json(got[key], expect[key]):
+        have = got.get(_REVEALED, got[key]) if key == "value" else got[key]
+        if key in expect and not _same_json(have, expect[key]):
             return f"expected {key} {json.dumps(expect[key])}, got {json.dumps(got[key], default=repr)}"
     if "error" in expect:
         want = expect["error"]
@@ -211,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             got = run_case(case)
             if args.show:
-                print(json.dumps(got, default=repr))
+                print(json.dumps({k: v for k, v in got.items() if k != _REVEALED}, default=repr))
                 continue
             why = judge(case, got)
             if why is None:

@@ -55,7 +55,7 @@ def test_show_prints_one_outcome_object_per_case(tmp_path):
     out = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     assert out[0] == {"id": "v", "outcome": "value", "value": [1, 2], "repr": "(1, 2)"}
     assert out[1]["outcome"] == "error" and out[1]["code"] == "underscore" and out[1]["stage"] == "validate"
-    assert out[1]["line"] == 1 and out[1]["col"] == 2
+    assert out[1]["line"] == 1 and out[1]["col"] == 0
     assert out[2] == {"id": "a", "outcome": "allowlist", "errors": {"nosuchmodule": "Could not be imported."},
                       "warnings": []}
 
@@ -63,3 +63,17 @@ def test_show_prints_one_outcome_object_per_case(tmp_path):
 def test_value_comparison_keeps_bool_and_int_apart():
     case = {"id": "b", "expr": "1 == 1", "expect": {"value": 1}, "_dir": "."}
     assert judge(case, run_case(case)) is not None
+
+
+def test_show_never_prints_a_secret_but_judging_compares_its_text(tmp_path):
+    f = tmp_path / "s.jsonl"
+    case = {"id": "s", "expr": "f'Bearer {sys.secret[\"K\"]}'", "secrets": {"K": "k-123"},
+            "expect": {"value": "Bearer k-123"}}
+    f.write_text(json.dumps(case) + "\n")
+    judged = subprocess.run([sys.executable, "-m", "s2o_kernel.conformance", str(f)],
+                            capture_output=True, text=True, timeout=60)
+    assert judged.returncode == 0 and "PASS s" in judged.stdout
+    shown = subprocess.run([sys.executable, "-m", "s2o_kernel.conformance", "--show", str(f)],
+                           capture_output=True, text=True, timeout=60)
+    assert "k-123" not in shown.stdout
+    assert json.loads(shown.stdout) == {"id": "s", "outcome": "value", "value": None, "repr": "'Bearer ***'"}

