@@ -97,6 +97,9 @@ class IsolatedSession:
         self.restarts = 0
         self._init_pending = False
         self._buffer = b""
+        #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
+        #: in order with the run's output parts; ``None`` drops it.
+        self.on_print: Any = None
         try:
             self.warnings = self._start()
         except BaseException:
@@ -242,7 +245,10 @@ class IsolatedSession:
                            details={"restarted": RESTARTED}) from None
         reply = json.loads(line)
         while "event" in reply:
-            if on_event is not None:
+            if reply["event"] == "print":
+                if self.on_print is not None:
+                    self.on_print(reply["text"])
+            elif on_event is not None:
                 on_event(reply)
             line = self._read_line(deadline)
             reply = json.loads(line)
@@ -355,6 +361,10 @@ class IsolatedSession:
     def describe(self, dotted: str) -> str | None:
         """See :meth:`Session.describe`."""
         return self._call({"op": "describe", "dotted": dotted}, timeout=5)
+
+    def take_printed(self) -> str:
+        """Printed text not yet handed to :attr:`on_print` (always empty: it is delivered as it comes)."""
+        return ""
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***``."""

@@ -81,17 +81,37 @@ class Worker:
         self.baseline = _vm_size()
         self.stdout = stdout
         self.write_lock = threading.Lock()
+        self.pending_print: list[str] = []
 
     def send(self, message: dict[str, Any]) -> None:
-        """Write one JSON line to the parent (thread-safe: output events come from the loop thread)."""
+        """Write one JSON line to the parent (thread-safe: output events come from the loop thread).
+
+        Printed text waiting for its end of line goes first, so the parent sees
+        everything in the order it happened.
+        """
         try:
             data = json.dumps(message)
         except (TypeError, ValueError) as exc:
             data = json.dumps({"ok": False, "error": {"code": "unexpected", "stage": "run",
                                                       "message": f"the reply could not be sent: {exc}"}})
         with self.write_lock:
+            self._flush_printed()
             self.stdout.write(data.encode() + b"\n")
             self.stdout.flush()
+
+    def printed(self, text: str) -> None:
+        """Text printed by evaluated code: sent as a ``print`` event at each end of line."""
+        with self.write_lock:
+            self.pending_print.append(text)
+            if "\n" in text:
+                self._flush_printed()
+                self.stdout.flush()
+
+    def _flush_printed(self) -> None:
+        if self.pending_print:
+            text = "".join(self.pending_print)
+            self.pending_print = []
+            self.stdout.write(json.dumps({"event": "print", "text": text}).encode() + b"\n")
 
     def limit_memory(self, limit: int) -> None:
         """Cap the address space at start-up size + ``limit`` + :data:`MEMORY_MARGIN`."""
@@ -186,6 +206,28 @@ class Worker:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class _PrintEvents:
+    """``sys.stdout`` of the worker: what host code prints becomes ``print`` events on the reply pipe,
+    in order with the other events of the request, so it can never corrupt the protocol."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, worker: "Worker") -> None:
+        self.worker = worker
+
+    def write(self, text: str) -> int:
+        if text:
+            self.worker.printed(str(text))
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+
 def main() -> int:
     """Serve requests until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
@@ -193,8 +235,8 @@ def main() -> int:
 
     stdin = sys.stdin.buffer
     stdout = sys.stdout.buffer
-    sys.stdout = sys.stderr  # anything printed by host code must not corrupt the protocol
     worker = Worker(stdout)
+    sys.stdout = _PrintEvents(worker)  # printed text travels as events, never as raw bytes
     while True:
         line = stdin.readline()
         if not line:

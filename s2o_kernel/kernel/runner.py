@@ -157,8 +157,8 @@ class CellRunner:
         self._live = False
         self._running = False
         self._streamed_parts = 0
-        # A contained session forwards what its worker prints (see isolation.py).
-        if session is not None and hasattr(session, "take_printed"):
+        # A contained session hands over what its worker prints (IsolatedSession.on_print).
+        if session is not None and hasattr(session, "on_print"):
             try:
                 session.on_print = self._on_print
             except Exception:  # pragma: no cover - defensive

@@ -8,8 +8,8 @@ When not even the default works, :attr:`Startup.session` is ``None`` and
 every cell reports :attr:`Startup.startup_error`.
 
 Cells run contained by default (SPEC 12, ``docs/design.md``): in the
-engine's supervised worker process (``IsolatedSession``, with what the worker
-prints forwarded to the notebook, see :mod:`.isolation`), so C-level loops
+engine's supervised worker process (``IsolatedSession``, whose ``on_print``
+hands what evaluated code prints to the cell), so C-level loops
 and memory bombs are stopped too; values that are not JSON come back as their
 ``repr``. ``S2O_KERNEL_ISOLATED=0`` (or ``false``/``no``/``off``) in the
 kernel's environment, e.g. ``python -m s2o_kernel install --env
@@ -26,7 +26,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from s2o_kernel.kernel.isolation import make_isolated_session
 from s2o_kernel.kernel.render import CellError, is_coded
 
 
@@ -63,7 +62,7 @@ def make_session(api: Any, settings: Any, warnings: list[str] | None = None) -> 
         isolated = getattr(api, "IsolatedSession", None)
         if isolated is not None:
             try:
-                return make_isolated_session(api, settings)
+                return isolated(settings)
             except BaseException as exc:  # noqa: BLE001
                 refused = is_coded(exc) and getattr(exc, "stage", None) == "load"
                 if refused or isinstance(exc, KeyboardInterrupt):
