@@ -259,32 +259,31 @@ class Interpreter:
         count = 0
         for item in iterator:
             count += 1
-            self._count(count, cmd)
-            self.check_time(cmd.path)
             self.s.set_local(m.item, item)
             if m.index:
                 self.s.set_local(m.index, count - 1)
-            try:
-                await self.block(cmd.children["commands"])
-            except _Break:
+            if not await self.iteration(cmd, count):
                 break
-            except _Continue:
-                continue
-            await asyncio.sleep(0)
 
     async def run_while(self, cmd: Command) -> None:
         count = 0
         while await self.truth(cmd.model.condition, f"{cmd.path}.condition"):
             count += 1
-            self._count(count, cmd)
-            self.check_time(cmd.path)
-            try:
-                await self.block(cmd.children["commands"])
-            except _Break:
+            if not await self.iteration(cmd, count):
                 break
-            except _Continue:
-                continue
-            await asyncio.sleep(0)
+
+    async def iteration(self, cmd: Command, count: int) -> bool:
+        """Run one pass of a loop's body under the limits; ``False`` after a ``break``."""
+        self._count(count, cmd)
+        self.check_time(cmd.path)
+        try:
+            await self.block(cmd.children["commands"])
+        except _Break:
+            return False
+        except _Continue:
+            pass
+        await asyncio.sleep(0)  # let parallel branches and cancellation in
+        return True
 
     async def run_break(self, cmd: Command) -> None:
         raise _Break

@@ -84,11 +84,14 @@ class Watchdog:
         entry = Armed(thread_id or threading.get_ident(), time.monotonic() + seconds)
         self._armed[id(entry)] = entry
         if self._thread is None:
-            with self._start_lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._loop, name="s2o-watchdog", daemon=True)
-                    self._thread.start()
+            self._start()
         return entry
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="s2o-watchdog", daemon=True)
+                self._thread.start()
 
     def rearm(self, entry: Armed, seconds: float) -> Armed:
         """Arm a reusable ``entry`` (one per session) for this thread: :meth:`arm` without allocating."""
@@ -98,10 +101,7 @@ class Watchdog:
         entry.kind = RunTimeout
         self._armed[id(entry)] = entry
         if self._thread is None:
-            with self._start_lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._loop, name="s2o-watchdog", daemon=True)
-                    self._thread.start()
+            self._start()
         return entry
 
     def disarm(self, token: Armed) -> bool:
