@@ -236,4 +236,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # e.g. --show piped into head
+        sys.stderr.close()
+        sys.exit(1)

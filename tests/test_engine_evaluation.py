@@ -288,3 +288,8 @@ def test_granted_generator_functions_give_safe_iterators():
         with pytest.raises(S2OError) as err:
             s.evaluate(expr)
         assert err.value.code == "not-allowed", expr
+
+
+def test_json_that_is_not_a_fragment_names_the_unknown_command():
+    r = session().run_fragment({"varr": {"x": 1}})
+    assert r.error.code == "fragment" and "'varr'" in r.error.message

@@ -156,3 +156,10 @@ def test_compile_is_cached_per_source():
 def test_syntax_error_at_end_of_input_points_past_the_end():
     err = engine().validate("1 +").errors[0]
     assert (err.code, err.line, err.col) == ("syntax", 1, 3)
+
+
+def test_statements_get_a_hint():
+    err = engine().validate("price = 5").errors[0]
+    assert err.code == "syntax" and '{"var": {"x": 1}}' in err.message
+    err = engine().validate("import os").errors[0]
+    assert err.code == "syntax" and "not statements" in err.message

@@ -158,6 +158,17 @@ def fragment_kind(obj: Any) -> str | None:
     return None
 
 
+def _unknown_commands(obj: Any) -> list[str]:
+    """Keys of a would-be command object that are not commands (to name them in the message)."""
+    items = obj if isinstance(obj, list) else [obj]
+    found: list[str] = []
+    for item in items:
+        if isinstance(item, dict):
+            found.extend(k for k in item if k not in COMMANDS and k not in ("onError", "functions", "args",
+                                                                           "commands") and k not in found)
+    return found[:5]
+
+
 def _join(base: str, key: str) -> str:
     if key.startswith("["):
         return base + key
@@ -475,8 +486,11 @@ def parse_fragment(engine: Any, fragment: Any, *, known: set[str] | None = None,
 
     kind = fragment_kind(fragment)
     if kind is None:
+        unknown = _unknown_commands(fragment)
+        hint = f" (unknown command {', '.join(repr(k) for k in unknown)}; commands are {', '.join(sorted(COMMANDS))})" \
+            if unknown else ""
         raise S2OError("fragment", "this JSON is not a fragment: expected a command object, a list of commands, "
-                       "a function object or an agent definition", stage="validate")
+                       f"a function object or an agent definition{hint}", stage="validate")
     limit = engine.settings.limits.definition_length
     size = len(json.dumps(fragment))
     if size > limit:

@@ -481,12 +481,29 @@ def parse(source: str) -> ast.Expression:
         if msg.startswith("too many nested parentheses"):
             raise S2OError("too-deep", "the expression nests too deeply (too many nested parentheses)",
                            line=line, col=col, stage="validate", source=source) from None
-        raise S2OError("syntax", f"{msg}", line=line, col=col, stage="validate", source=source) from None
+        raise S2OError("syntax", msg + _statement_hint(source), line=line, col=col, stage="validate",
+                       source=source) from None
     except (MemoryError, RecursionError):
         raise S2OError("too-deep", "the expression nests too deeply for the parser",
                        stage="validate", source=source) from None
     except ValueError as exc:  # e.g. NUL bytes on older versions
         raise S2OError("syntax", str(exc), stage="validate", source=source) from None
+
+
+def _statement_hint(source: str) -> str:
+    """A hint when ``source`` is a Python statement rather than an expression (``x = 1``, ``import os``)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            body = ast.parse(source, mode="exec").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return ""
+    if any(isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) for node in body):
+        return ("; an expression cannot assign: set variables with a var command, "
+                'for example {"var": {"x": 1}}')
+    if len(body) > 1 or (body and not isinstance(body[0], ast.Expr)):
+        return "; only one expression is allowed, not statements"
+    return ""
 
 
 def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[tuple]) -> None:
