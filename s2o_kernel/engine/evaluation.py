@@ -463,21 +463,8 @@ class Session:
                 if isinstance(exc, NameError) and not compiled.local_names <= self._globals.keys():
                     self._unknown_names(compiled)
                 raise self._map_error(exc, compiled, 0.0) from None
-        # calls or comprehensions: the same steps as _run_sync, inlined for the hot path
-        token = WATCHDOG.rearm(self._deadline, self._engine.settings.limits.time)
-        self._token = token
-        try:
-            try:
-                value = eval(compiled.code, self._globals)
-            finally:
-                self._token = None
-                WATCHDOG.disarm(token)
-        except BaseException as exc:
-            self._token = None
-            WATCHDOG.disarm(token)
-            if isinstance(exc, NameError) and not compiled.local_names <= self._globals.keys():
-                self._unknown_names(compiled)
-            raise self._map_error(exc, compiled, 0.0) from None
+        # calls or comprehensions: under the time limit
+        value = self._eval_limited(compiled, self._engine.settings.limits.time, 0.0)
         if type(value) in _PLAIN_RESULTS:
             return value
         if type(value) is types.CoroutineType:
@@ -565,19 +552,29 @@ class Session:
             except BaseException as exc:
                 raise self._map_error(exc, compiled, start) from None
         limit = self._engine.settings.limits.time
-        token = WATCHDOG.arm(max(limit - (time.monotonic() - start), 0.0))
+        return compiled, self._eval_limited(compiled, max(limit - (time.monotonic() - start), 0.0), start)
+
+    def _eval_limited(self, compiled: Compiled, seconds: float, start: float) -> Any:
+        """``eval`` of ``compiled`` with the watchdog armed for ``seconds``; errors become ``S2OError``.
+
+        The exception the watchdog raises may arrive anywhere up to the disarm,
+        even inside the ``finally``: the outer handler disarms again
+        (idempotent) and maps it, so it never escapes as a raw exception.
+        """
+        token = WATCHDOG.rearm(self._deadline, seconds)
         self._token = token
         try:
             try:
-                value = eval(compiled.code, g)
+                return eval(compiled.code, self._globals)
             finally:
                 self._token = None
                 WATCHDOG.disarm(token)
         except BaseException as exc:
             self._token = None
             WATCHDOG.disarm(token)
+            if isinstance(exc, NameError) and not compiled.local_names <= self._globals.keys():
+                self._unknown_names(compiled)
             raise self._map_error(exc, compiled, start) from None
-        return compiled, value
 
     def _unknown_names(self, compiled: Compiled) -> None:
         errors = []

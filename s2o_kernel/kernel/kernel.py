@@ -149,26 +149,18 @@ class S2OKernel(Kernel):
     # -- subshells: not supported ------------------------------------------
 
     async def create_subshell_request(self, socket: Any, ident: Any, parent: Any) -> None:
-        if not self.session:
-            return
-        reply = {
-            "status": "error",
-            "ename": "subshells",
-            "evalue": "The s2o kernel does not support subshells: its session is not thread-safe.",
-            "traceback": [],
-        }
-        self.session.send(socket, "create_subshell_reply", reply, parent, ident)
+        self._refuse_subshells(socket, ident, parent, "create_subshell_reply",
+                               "The s2o kernel does not support subshells: its session is not thread-safe.")
 
     async def delete_subshell_request(self, socket: Any, ident: Any, parent: Any) -> None:
+        self._refuse_subshells(socket, ident, parent, "delete_subshell_reply",
+                               "The s2o kernel does not support subshells.")
+
+    def _refuse_subshells(self, socket: Any, ident: Any, parent: Any, msg_type: str, evalue: str) -> None:
         if not self.session:
             return
-        reply = {
-            "status": "error",
-            "ename": "subshells",
-            "evalue": "The s2o kernel does not support subshells.",
-            "traceback": [],
-        }
-        self.session.send(socket, "delete_subshell_reply", reply, parent, ident)
+        reply = {"status": "error", "ename": "subshells", "evalue": evalue, "traceback": []}
+        self.session.send(socket, msg_type, reply, parent, ident)
 
     # -- execute -----------------------------------------------------------
 
