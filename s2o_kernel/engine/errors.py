@@ -1,4 +1,4 @@
-"""The engine's one error type, :class:`S2OError`, and the table of codes.
+"""The engine's one error type, :class:`S2OError` (its codes live in :mod:`.codes`).
 
 Errors are data (SPEC sections 3, 6, 10): every refusal or failure the engine
 reports is an ``S2OError`` carrying a stable ``code``, a plain-text
@@ -13,61 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Codes raised while checking an expression before it runs (SPEC 3).
-VALIDATION_CODES = frozenset(
-    {
-        "syntax",
-        "underscore",
-        "format",
-        "lambda",
-        "walrus",
-        "call-target",
-        "non-ascii",
-        "comprehension-depth",
-        "comprehension-clauses",
-        "operator",
-        "sys",
-        "sys-member",
-        "secret-key",
-        "command-field",
-        "unknown-name",
-        "missing-secret",
-        "attribute",
-        "too-long",
-        "too-deep",
-        "not-awaited",
-        "fragment",
-    }
-)
+from .codes import STAGES, lookup
 
-#: Codes raised while running (SPEC 3 and 6).
-RUN_CODES = frozenset(
-    {
-        "not-allowed",
-        "not-set",
-        "not-json",
-        "not-awaited",
-        "runtime",
-        "underscore",
-        "format",
-        "attribute",
-        "timedOut",
-        "loop-limit",
-        "row-limit",
-        "cost-limit",
-        "memory-limit",
-        "stopped",
-    }
-)
-
-#: Codes raised when settings or an allowlist load (SPEC 10).
-LOAD_CODES = frozenset({"settings", "allowlist", "refused-entry"})
-
-STAGES = ("load", "validate", "run")
-
+__all__ = ["STAGES", "ErrorGroup", "S2OError"]
 
 class S2OError(Exception):
     """A coded error of the engine (SPEC 3, 6, 10, 12).
+
+    Raises :class:`~s2o_kernel.engine.codes.UnknownCode` when ``code`` is not registered in
+    :data:`~s2o_kernel.engine.codes.CODES`.
 
     Attributes:
         code: stable identifier, e.g. ``"underscore"`` or ``"timedOut"``;
@@ -101,6 +55,7 @@ class S2OError(Exception):
         python_type: str | None = None,
     ) -> None:
         super().__init__(message)
+        lookup(code)  # an unregistered code is a bug: UnknownCode
         self.code = code
         self.message = message
         self.line = line

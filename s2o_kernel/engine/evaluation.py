@@ -340,10 +340,7 @@ class Session:
 
     def settings_dict(self) -> dict[str, Any]:
         """The settings as a SPEC-10-shaped dict (secret values masked)."""
-        data = self._engine.settings.model_dump(mode="json", exclude={"sys"})
-        data["sys"] = {"inputs": self._engine.settings.sys.inputs, **self._engine.settings.sys.enabled()}
-        data["secrets"] = {name: "***" for name in data.get("secrets", {})}
-        return data
+        return self._engine.settings.masked_dict()
 
     @property
     def locals(self) -> dict[str, Any]:
@@ -597,6 +594,12 @@ class Session:
                            "put 'await' before the async call", source=compiled.source)
         return None
 
+    def warm_up(self) -> None:
+        """Start the threads a run uses (event loop, watchdog) by running a trivial expression and
+        a trivial coroutine, so that memory measured afterwards is the session's resting size."""
+        self.evaluate("[1 for x in [1]]")
+        self._submit(_noop(), None, time.monotonic()).result(5)
+
     def _submit(self, coro: Any, compiled: Compiled, start: float) -> concurrent.futures.Future:
         if self._loop_thread is None or self._loop_thread.loop.is_closed():
             self._loop_thread = _LoopThread()
@@ -704,10 +707,7 @@ class Session:
     # -- text ------------------------------------------------------------------
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***`` (for messages and displayed values)."""
-        for value in self._engine.settings.secrets.values():
-            if value and value in text:
-                text = text.replace(value, "***")
-        return text
+        return self._engine.settings.redact(text)
 
     # -- introspection for tools (completion, inspection): see introspection.py --
     def completion_names(self) -> dict[str, str]:
@@ -818,6 +818,10 @@ class Session:
             self._globals.pop("exc", None)
         else:
             self._globals["exc"] = ErrorView(error)
+
+
+async def _noop() -> None:
+    return None
 
 
 def _check_target_name(name: str) -> None:

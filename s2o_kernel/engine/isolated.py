@@ -270,10 +270,7 @@ class IsolatedSession:
 
     def settings_dict(self) -> dict[str, Any]:
         """The settings as a SPEC-10-shaped dict (secret values masked)."""
-        data = self._settings.model_dump(mode="json", exclude={"sys"})
-        data["sys"] = {"inputs": self._settings.sys.inputs, **self._settings.sys.enabled()}
-        data["secrets"] = {name: "***" for name in data.get("secrets", {})}
-        return data
+        return self._settings.masked_dict()
 
     def evaluate(self, expr: str) -> Any:
         """See :meth:`Session.evaluate`."""
@@ -368,10 +365,7 @@ class IsolatedSession:
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***``."""
-        for value in self._settings.secrets.values():
-            if value and value in text:
-                text = text.replace(value, "***")
-        return text
+        return self._settings.redact(text)
 
     def interrupt(self) -> None:
         """Stop the run in progress (from another thread): SIGINT to the worker."""

@@ -111,6 +111,20 @@ class Settings(_Strict):
         data["sys"] = {"inputs": copy.deepcopy(self.sys.inputs), **copy.deepcopy(self.sys.enabled())}
         return data
 
+    def masked_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready SPEC-10-shaped dict for display: every secret value is ``***``."""
+        data = self.model_dump(mode="json", exclude={"sys"})
+        data["sys"] = {"inputs": self.sys.inputs, **self.sys.enabled()}
+        data["secrets"] = {name: "***" for name in data.get("secrets", {})}
+        return data
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value replaced by ``***`` (for messages and displayed values)."""
+        for value in self.secrets.values():
+            if value and value in text:
+                text = text.replace(value, "***")
+        return text
+
 
 def _error_from_validation(exc: ValidationError) -> S2OError:
     problems = []

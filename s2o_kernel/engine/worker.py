@@ -38,10 +38,6 @@ def _vm_size() -> int:
         return 0
 
 
-async def _noop() -> None:
-    return None
-
-
 def display(value: Any) -> dict[str, Any]:
     """``{"repr": text, "json": JSON or null}`` for a value, never raising."""
     from .scopes import as_json
@@ -146,8 +142,7 @@ class Worker:
             self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
                                    conv=state.get("conv"))
             # start the threads a run uses, then measure: the limit is for the evaluation alone
-            self.session.evaluate("[1 for x in [1]]")
-            self.session._submit(_noop(), None, time.monotonic()).result(5)
+            self.session.warm_up()
             self.baseline = _vm_size()
             self.limit_memory(settings.limits.memory)
             return {"warnings": list(self.session.engine.warnings)}
