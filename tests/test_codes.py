@@ -49,7 +49,8 @@ def _literal_codes(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = getattr(node.func, "id", getattr(node.func, "attr", ""))
-            owner = getattr(getattr(node.func, "value", None), "id", "")
+            value = getattr(node.func, "value", None)
+            owner = getattr(value, "id", getattr(value, "attr", ""))
             if name == "error" and owner in {"log", "logger", "logging"}:
                 continue
             if name in {"S2OError", "CellError", "error", "RunResult"} and node.args:
