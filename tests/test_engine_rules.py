@@ -163,3 +163,33 @@ def test_statements_get_a_hint():
     assert err.code == "syntax" and '{"var": {"x": 1}}' in err.message
     err = engine().validate("import os").errors[0]
     assert err.code == "syntax" and "not statements" in err.message
+
+
+# -- default deny (issue 7): node kinds without a rule are refused unless admitted ----------------
+def test_every_expression_node_kind_has_a_rule_or_is_admitted():
+    import ast
+
+    from s2o_kernel.engine.rules import _RULES, ADMITTED
+
+    kinds = {cls for base in (ast.expr, ast.operator, ast.boolop, ast.cmpop, ast.unaryop, ast.expr_context)
+             for cls in base.__subclasses__()}
+    # deprecated aliases kept by the ast module are not produced by the parser
+    kinds -= {getattr(ast, n) for n in ("Num", "Str", "Bytes", "NameConstant", "Ellipsis", "Index", "ExtSlice",
+                                        "AugLoad", "AugStore", "Param", "Suite") if hasattr(ast, n)}
+    assert kinds - set(_RULES) - ADMITTED == set()
+
+
+def test_a_node_kind_nobody_admitted_is_refused():
+    import ast
+
+    from s2o_kernel.engine.rules import Checked, RuleContext, Validator
+
+    class TemplateLike(ast.expr):  # stands for a node kind a newer Python adds
+        _fields = ("value",)
+
+    tree = ast.Expression(body=ast.BinOp(left=ast.Constant(1), op=ast.Add(),
+                                         right=TemplateLike(value=ast.Constant(2), lineno=1, col_offset=4)))
+    checked = Checked(source="1 + t'2'")
+    Validator(RuleContext(), checked).walk(tree)
+    assert [(e.code, e.line, e.col) for e in checked.errors] == [("node", 1, 4)]
+    assert "TemplateLike" in checked.errors[0].message

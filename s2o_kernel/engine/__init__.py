@@ -17,7 +17,8 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 """
 
 from .errors import ErrorGroup, S2OError
-from .evaluation import Compiled, Engine, RunResult, Session, Validation
+from .engine import Compiled, Engine, Validation
+from .session import RunResult, Session
 from .fragments import fragment_kind
 from .isolated import IsolatedSession
 from .scopes import RemoteValue, as_json

@@ -8,13 +8,16 @@ runs an expression.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .allowlist import Namespace, namespace_members
 from .denylist import name_violation
 
+if TYPE_CHECKING:
+    from .session import Session
 
-def completion_names(session: Any) -> dict[str, str]:
+
+def completion_names(session: Session) -> dict[str, str]:
     """Names an expression may start with, name → kind (``variable``, ``namespace``, ``module``,
     ``class``, ``function``, ``keyword``)."""
     out: dict[str, str] = {}
@@ -29,22 +32,22 @@ def completion_names(session: Any) -> dict[str, str]:
     return out
 
 
-def member_names(session: Any, dotted: str) -> list[str]:
+def member_names(session: Session, dotted: str) -> list[str]:
     """Public members after ``dotted.`` that an expression may read (empty when unknown)."""
     parts = dotted.split(".")
     head = parts[0]
     if len(parts) == 1:
         if head == "agent":
-            return sorted(session._agent)
+            return sorted(session.agent_vars)
         if head == "conv":
-            return sorted(session._conv)
+            return sorted(session.conv_vars)
         if head == "const":
             return sorted(session.engine.settings.const)
         if head == "sys":
             return sorted({"inputs", "query", "secret", "exists", *session.engine.settings.sys.enabled()})
     obj = session.engine.allowlist.lookup(dotted)
     if obj is None and head in session.locals and len(parts) == 1:
-        obj = session._globals[head]
+        obj = session.variable("local", head)
     if obj is None:
         return []
     if isinstance(obj, Namespace):
@@ -53,17 +56,16 @@ def member_names(session: Any, dotted: str) -> list[str]:
     return sorted(n for n in names if name_violation(n) is None)
 
 
-def describe(session: Any, dotted: str) -> str | None:
+def describe(session: Session, dotted: str) -> str | None:
     """A short description of a granted name or a variable: signature and doc, or type and value."""
     parts = dotted.split(".")
     if parts[0] in ("agent", "conv") and len(parts) == 2:
-        store = session._agent if parts[0] == "agent" else session._conv
-        if parts[1] in store:
-            v = store[parts[1]]
+        if session.exists(parts[0], parts[1]):
+            v = session.variable(parts[0], parts[1])
             return f"{dotted}: {type(v).__name__} = {_short_repr(v)}"
         return None
     if len(parts) == 1 and parts[0] in session.locals:
-        v = session._globals[parts[0]]
+        v = session.variable("local", parts[0])
         return f"{dotted}: {type(v).__name__} = {_short_repr(v)}"
     obj = session.engine.allowlist.lookup(dotted)
     if obj is None:

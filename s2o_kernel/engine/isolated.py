@@ -3,7 +3,7 @@
 Some work cannot be stopped from inside the interpreter: a C-level loop
 (``max(itertools.count())``, ``collections.deque(itertools.count(), 0)``) or
 one huge allocation. ``IsolatedSession`` has the same interface as
-:class:`~.evaluation.Session`, but every run happens in a child process
+:class:`~.session.Session`, but every run happens in a child process
 (:mod:`.worker`) that
 
 * caps its own address space at its start-up size plus ``limits.memory``
@@ -35,7 +35,8 @@ import time
 from typing import Any
 
 from .errors import ErrorGroup, S2OError
-from .evaluation import RunResult, Validation
+from .engine import Validation
+from .session import RunResult
 from .scopes import RemoteValue
 from .settings import Settings, make_settings, merge
 
@@ -81,7 +82,7 @@ class _WorkerGone(Exception):
 
 
 class IsolatedSession:
-    """A :class:`~.evaluation.Session` whose runs happen in a supervised child process.
+    """A :class:`~.session.Session` whose runs happen in a supervised child process.
 
     ``IsolatedSession(settings)`` starts the worker at once; raises
     ``S2OError`` (stage ``load``) when the settings do not load. The public

@@ -21,7 +21,12 @@ method                        codes
 ``rule_binop``                ``operator`` (and records rewrites)
 ``rule_await``                ``not-awaited``
 ``rule_yield``                ``syntax``
+(any other node kind)         ``node``, unless :data:`ADMITTED`
 ============================  =========================================
+
+Default deny, as RestrictedPython does: a node kind with no rule of its own
+runs only when :data:`ADMITTED` lists it; any other kind (a node a newer
+Python adds, such as template strings) is refused with code ``node``.
 
 Checks on the raw text come first (``too-long``, ``non-ascii``), then the
 parse (``syntax``, ``too-deep``), then the walk. The walk also records what
@@ -170,8 +175,21 @@ def _bound_names(target: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
+#: Node kinds that need no rule of their own: plain values, containers, operators and contexts
+#: whose children are checked by the rules. Every other kind without a rule is refused (``node``).
+ADMITTED: frozenset[type] = frozenset({
+    ast.Constant, ast.BoolOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Dict, ast.Set, ast.List, ast.Tuple,
+    ast.Starred, ast.Slice, ast.FormattedValue, ast.comprehension,
+    ast.Load, ast.Store, ast.Del,
+    ast.And, ast.Or,
+    ast.Invert, ast.Not, ast.UAdd, ast.USub,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot, ast.In, ast.NotIn,
+    *OPERATOR_SYMBOLS,
+})
+
+
 class Validator:
-    """Walks one parsed expression and applies every rule (see the module table)."""
+    """Walks one parsed expression and applies every rule (see the module table); default deny."""
 
     def __init__(self, ctx: RuleContext, checked: Checked) -> None:
         self.ctx = ctx
@@ -199,6 +217,9 @@ class Validator:
                 self._stack.clear()
                 return
             rule = _RULES.get(type(node))
+            if rule is None and type(node) not in ADMITTED:
+                self.error("node", f"'{type(node).__name__}' is not part of the expression language", node)
+                continue
             handled = rule(self, item) if rule is not None else False
             if not handled:
                 self.push_children(item, node)

@@ -134,7 +134,8 @@ class Worker:
     def handle(self, req: dict[str, Any]) -> Any:
         op = req["op"]
         if op == "init":
-            from .evaluation import Engine, Session
+            from .engine import Engine
+            from .session import Session
             from .settings import make_settings
 
             settings = make_settings(req["settings"])

@@ -1,0 +1,36 @@
+"""The registry of fragment commands (SPEC 7): one module per command (or small family), one line each.
+
+:data:`REGISTRY` maps a command's name to its :class:`~.spec.CommandSpec` (fields model, parser,
+runner). The fragment parser and interpreter dispatch through it. Adding a command means adding its
+module and one line below. :data:`OUTSIDE` are SPEC 7 commands that need outside systems and are not
+run by this version: they are known names (a fragment using one is a fragment) refused at validation.
+"""
+
+from __future__ import annotations
+
+from . import branch, call, flow, log, loops, output, parallel, var
+from .spec import CommandSpec
+
+REGISTRY: dict[str, CommandSpec] = {spec.name: spec for spec in (
+    var.VAR,
+    branch.IF,
+    loops.FOR,
+    loops.WHILE,
+    loops.BREAK,
+    loops.CONTINUE,
+    flow.RETURN,
+    flow.FAIL,
+    flow.END,
+    output.OUTPUT,
+    log.LOG,
+    call.CALL,
+    parallel.PARALLEL,
+)}
+
+#: SPEC 7 commands that need an outside system (section 7.1), not run by this version.
+OUTSIDE = frozenset({"api", "db", "llm", "ask"})
+
+#: Every command name of SPEC 7.
+COMMAND_NAMES = frozenset(REGISTRY) | OUTSIDE
+
+__all__ = ["COMMAND_NAMES", "OUTSIDE", "REGISTRY", "CommandSpec"]

@@ -1,0 +1,45 @@
+"""``return``, ``end`` and ``fail``: commands that end a function or the run (SPEC 7).
+
+``return`` ends the function with its (dynamic) value; ``end`` ends the run with success; ``fail``
+ends the run with result code ``failCommand`` and its message, which ``onError`` does not handle.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import S2OError
+from ..fragments.tree import End, Fail, Return
+from .spec import CommandSpec, parse_no_fields, parse_text
+
+if TYPE_CHECKING:
+    from ..fragments.interpreter import Interpreter
+    from ..fragments.parser import Parser
+    from ..fragments.tree import Command
+
+
+def parse_return(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """``return``'s value may be any dynamic value."""
+    p.value(fields, cmd.path, known)
+    return cmd
+
+
+async def run_return(it: Interpreter, cmd: Command) -> None:
+    """End the function with the value."""
+    raise Return(await it.value(cmd.fields, cmd.path))
+
+
+async def run_end(it: Interpreter, cmd: Command) -> None:
+    """End the run with success."""
+    raise End
+
+
+async def run_fail(it: Interpreter, cmd: Command) -> None:
+    """End the run with ``failCommand``."""
+    message = await it.value(cmd.fields, cmd.path)
+    raise Fail(S2OError("failCommand", str(message), path=cmd.path))
+
+
+RETURN = CommandSpec("return", parse_return, run_return)
+END = CommandSpec("end", parse_no_fields, run_end)
+FAIL = CommandSpec("fail", parse_text, run_fail)

@@ -1,0 +1,139 @@
+"""``for``, ``while``, ``break`` and ``continue`` (SPEC 6, 7).
+
+Each execution of a ``for``/``while`` command counts its own iterations against
+``limits.loop_iterations`` (a loop inside a loop counts separately; code ``loop-limit``) and checks the
+run's time limit on every pass. ``break`` and ``continue`` outside a loop are refused at validation
+(``loop-control``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from ..errors import S2OError
+from ..fragments.tree import Break, Continue, join
+from .spec import CommandSpec, FieldsModel, parse_no_fields
+
+if TYPE_CHECKING:
+    from ..fragments.interpreter import Interpreter
+    from ..fragments.parser import Parser
+    from ..fragments.tree import Command
+
+
+class ForFields(FieldsModel):
+    """``for``'s fields: ``item`` and optional ``index`` (names), ``in`` (iterable), ``commands``."""
+
+    item: str
+    in_: Any = Field(alias="in")
+    index: str | None = None
+    commands: dict[str, Any] | list[Any]
+
+
+class WhileFields(FieldsModel):
+    """``while``'s fields: ``condition`` (checked before each pass) and ``commands``."""
+
+    condition: Any
+    commands: dict[str, Any] | list[Any]
+
+
+def parse_for(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """Check the iterable and the loop names; the names are known in the body and after the loop."""
+    m = p.model(ForFields, fields, cmd.path)
+    if m is None:
+        return None
+    p.value(m.in_, join(cmd.path, "in"), known)
+    p.name(m.item, join(cmd.path, "item"))
+    p.name(m.index, join(cmd.path, "index"))
+    known.add(m.item)
+    if m.index:
+        known.add(m.index)
+    cmd.model = m
+    cmd.children["commands"] = p.commands(m.commands, join(cmd.path, "commands"), known, True)
+    return cmd
+
+
+def parse_while(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """Check the condition and the body."""
+    m = p.model(WhileFields, fields, cmd.path)
+    if m is None:
+        return None
+    p.value(m.condition, join(cmd.path, "condition"), known)
+    cmd.model = m
+    cmd.children["commands"] = p.commands(m.commands, join(cmd.path, "commands"), known, True)
+    return cmd
+
+
+def parse_loop_control(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """``break`` / ``continue``: only inside a loop, with no fields."""
+    if not in_loop:
+        p.error("loop-control", f"'{cmd.name}' can only be used inside a for or while loop", cmd.path)
+        return None
+    return parse_no_fields(p, cmd, fields, known, in_loop)
+
+
+async def run_for(it: Interpreter, cmd: Command) -> None:
+    """Run the body once per item (a dict's keys), setting ``item`` and ``index`` as locals."""
+    from ..fragments.interpreter import type_name
+
+    m = cmd.model
+    iterable = await it.value(m.in_, f"{cmd.path}.in")
+    if isinstance(iterable, dict):
+        iterable = list(iterable)
+    try:
+        iterator = iter(iterable)
+    except TypeError:
+        raise S2OError("runtime", f"TypeError: 'in' is expected to be a list, got {type_name(iterable)}",
+                       path=f"{cmd.path}.in") from None
+    count = 0
+    for item in iterator:
+        count += 1
+        it.session.set_local(m.item, item)
+        if m.index:
+            it.session.set_local(m.index, count - 1)
+        if not await iteration(it, cmd, count):
+            break
+
+
+async def run_while(it: Interpreter, cmd: Command) -> None:
+    """Run the body while the condition is true."""
+    count = 0
+    while await it.truth(cmd.model.condition, f"{cmd.path}.condition"):
+        count += 1
+        if not await iteration(it, cmd, count):
+            break
+
+
+async def iteration(it: Interpreter, cmd: Command, count: int) -> bool:
+    """Run pass ``count`` of a loop's body under the limits; ``False`` after a ``break``."""
+    limit = it.limits.loop_iterations
+    if count > limit:
+        raise S2OError("loop-limit", f"the loop ran more than {limit} iterations "
+                       f"(limits.loop_iterations = {limit})", path=cmd.path)
+    it.check_time(cmd.path)
+    try:
+        await it.block(cmd.children["commands"])
+    except Break:
+        return False
+    except Continue:
+        pass
+    await asyncio.sleep(0)  # let parallel branches and cancellation in
+    return True
+
+
+async def run_break(it: Interpreter, cmd: Command) -> None:
+    """End the innermost loop."""
+    raise Break
+
+
+async def run_continue(it: Interpreter, cmd: Command) -> None:
+    """End the innermost loop's pass."""
+    raise Continue
+
+
+FOR = CommandSpec("for", parse_for, run_for, fields=ForFields)
+WHILE = CommandSpec("while", parse_while, run_while, fields=WhileFields)
+BREAK = CommandSpec("break", parse_loop_control, run_break)
+CONTINUE = CommandSpec("continue", parse_loop_control, run_continue)

@@ -1,0 +1,71 @@
+"""What a fragment command declares (SPEC 7): its name, fields model, parser and runner.
+
+A command is one module of :mod:`s2o_kernel.engine.commands` that builds a :class:`CommandSpec`; the
+registry (``commands/__init__.py``) lists them. The parser (:mod:`..fragments.parser`) and the
+interpreter (:mod:`..fragments.interpreter`) dispatch through the registry and know no command by name.
+
+* ``parse(parser, cmd, fields, known, in_loop)`` checks the fields (recording every problem on the
+  parser with its JSON path), checks their expressions with the names ``known`` at that point, adds
+  the names the command sets to ``known``, fills ``cmd.model`` / ``cmd.children`` / ``cmd.branches``,
+  and returns ``cmd``, or ``None`` when the command cannot run. ``in_loop`` says whether a ``for`` or
+  ``while`` encloses it.
+* ``run(interpreter, cmd)`` is a coroutine that runs the parsed command; it raises ``S2OError`` for a
+  failure and the signals of :mod:`..fragments.tree` to unwind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from ..fragments.interpreter import Interpreter
+    from ..fragments.parser import Parser
+    from ..fragments.tree import Command
+
+ParseFn = Callable[["Parser", "Command", Any, set[str], bool], "Command | None"]
+RunFn = Callable[["Interpreter", "Command"], Awaitable[None]]
+
+
+class FieldsModel(BaseModel):
+    """Base of every command's fields model: unknown fields refused, aliases (``in``, ``else``) accepted."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """One fragment command.
+
+    Attributes:
+        name: the command's key in a fragment (``"for"``).
+        parse: checks and parses the fields (see the module doc).
+        run: runs the parsed command.
+        fields: the pydantic model of its fields, or ``None`` when its fields are not an object of
+            named fields (``var``'s targets, ``log``'s text, ``parallel``'s list).
+        parses_on_error: the command reads ``onError`` among its own fields itself (``var``);
+            otherwise the parser takes ``onError`` out of the fields before ``parse``.
+    """
+
+    name: str
+    parse: ParseFn
+    run: RunFn
+    fields: type[BaseModel] | None = None
+    parses_on_error: bool = False
+
+
+def parse_text(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """Parser of commands whose field is one dynamic string (``log``, ``fail``)."""
+    if not isinstance(fields, str):
+        p.error("fragment", f"'{cmd.name}' takes a string (plain text or {{ expression }})", cmd.path)
+        return None
+    p.value(fields, cmd.path, known)
+    return cmd
+
+
+def parse_no_fields(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """Parser of commands that take no fields (``{}``, ``null`` or ``true``)."""
+    return p.no_fields(cmd, fields)

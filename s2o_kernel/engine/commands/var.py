@@ -1,0 +1,128 @@
+"""``var``: set local, agent and conversation variables in order (SPEC 7).
+
+Fields are ``target → dynamic value``; targets are ``x``, ``agent.x``, ``conv.x``, optionally followed
+by ``[key]`` / ``[index]`` items (an item of a variable that is not set is ``not-set``; an index one
+past the end appends). Later fields see earlier ones as ``command.<name>``. Agent and conversation
+values must be JSON (``not-json``). ``var`` reads ``onError`` among its own fields.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from ..errors import S2OError
+from ..rules import RESERVED_NAMES
+from ..fragments.tree import join
+from .spec import CommandSpec
+
+if TYPE_CHECKING:
+    from ..fragments.interpreter import Interpreter
+    from ..fragments.parser import Parser
+    from ..fragments.tree import Command
+    from ..session import Session
+
+
+def parse_target(target: str) -> tuple[str, str, list[Any]]:
+    """Split a ``var`` target into ``(scope, name, item path)``.
+
+    ``x`` → ``("local", "x", [])``; ``agent.cart['items'][0]`` → ``("agent", "cart", ["items", 0])``.
+    Raises ``S2OError`` (``fragment`` or ``underscore``) for anything else.
+    """
+    bad = S2OError("fragment", f"'{target}' is not a var target: use x, agent.x, conv.x, "
+                   "optionally followed by [key] or [index]", stage="validate")
+    try:
+        node = ast.parse(target, mode="eval").body
+    except SyntaxError:
+        raise bad from None
+    items: list[Any] = []
+    while isinstance(node, ast.Subscript):
+        key = node.slice
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, (str, int))
+                and not isinstance(key.value, bool)):
+            raise bad
+        items.append(key.value)
+        node = node.value
+    items.reverse()
+    if isinstance(node, ast.Name):
+        scope, name = "local", node.id
+        if name in RESERVED_NAMES:
+            raise S2OError("fragment", f"'{name}' is a runtime namespace, not a variable", stage="validate")
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("agent", "conv"):
+        scope, name = node.value.id, node.attr
+    else:
+        raise bad
+    if name.startswith("_") or any(isinstance(k, str) and k.startswith("_") for k in items):
+        raise S2OError("underscore", f"names starting with '_' are not allowed: '{target}'", stage="validate")
+    return scope, name, items
+
+
+def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """Check each target and value; a local target is known to the commands after it."""
+    if not isinstance(fields, dict) or not [k for k in fields if k != "onError"]:
+        p.error("fragment", "var takes an object of target → value", cmd.path)
+        return None
+    if "onError" in fields:
+        cmd.on_error = p.commands(fields["onError"], join(cmd.path, "onError"), known, in_loop)
+    targets = {}
+    earlier: list[str] = []
+    for target, value in fields.items():
+        if target == "onError":
+            continue
+        fpath = join(cmd.path, target)
+        try:
+            scope, name, items = parse_target(target)
+        except S2OError as exc:
+            p.errors.append(exc.with_context(path=fpath))
+            continue
+        if scope == "local" and items and name not in known:
+            p.error("not-set", f"'{name}' has not been set, so '{target}' cannot be set", fpath)
+        p.value(value, fpath, known, earlier)
+        if scope == "local":
+            known.add(name)
+        earlier.append(name)
+        targets[target] = (scope, name, items)
+    cmd.model = targets
+    cmd.fields = {k: v for k, v in fields.items() if k != "onError"}
+    return cmd
+
+
+async def run(it: Interpreter, cmd: Command) -> None:
+    """Evaluate and assign each field in order."""
+    done: dict[str, Any] = {}
+    for target, raw in cmd.fields.items():
+        scope, name, items = cmd.model[target]
+        path = f"{cmd.path}.{target}"
+        value = await it.value(raw, path, done)
+        try:
+            assign(it.session, scope, name, items, value, target)
+        except S2OError as exc:
+            exc.stage = "run"
+            raise exc.with_context(path=path) from None
+        done[name] = value
+
+
+def assign(session: Session, scope: str, name: str, items: list[Any], value: Any, target: str) -> None:
+    """Set ``value`` at ``target`` (``scope``, ``name`` and item path as :func:`parse_target` splits it)."""
+    if items:
+        if not session.exists(scope, name):
+            shown = f"'{name}'" if scope == "local" else f"{scope}.{name}"
+            raise S2OError("not-set", f"{shown} has not been set, so '{target}' cannot be set")
+        root = session.variable(scope, name)
+        holder = root
+        try:
+            for key in items[:-1]:
+                holder = holder[key]
+            if isinstance(holder, list) and items[-1] == len(holder):
+                holder.append(value)
+            else:
+                if isinstance(holder, list) and not -len(holder) <= items[-1] < len(holder):
+                    raise IndexError("list index out of range")
+                holder[items[-1]] = value
+        except (KeyError, IndexError, TypeError) as exc:
+            raise S2OError("runtime", f"{type(exc).__name__}: cannot set {target}: {exc}") from None
+        value = root
+    session.set_variable(scope, name, value)
+
+
+VAR = CommandSpec("var", parse, run, parses_on_error=True)

@@ -1,0 +1,214 @@
+"""The settings-compiled :class:`Engine`: a loaded allowlist, the compile rules and a compile cache (SPEC 3, 4, 10).
+
+An :class:`Engine` loads the allowlist and compile rules of one :class:`~.settings.Settings` and keeps
+a cache of compiled expressions keyed by source text, so an expression is parsed, checked and compiled
+once and then run with a plain ``eval`` of its code object against a session's one globals dict (see
+:mod:`.execution` and ``docs/performance.md``). An engine holds no variables: sessions
+(:mod:`.session`) share it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import rules
+from .allowlist import Allowlist, load_allowlist
+from .bounded import BOUNDED_OPERATORS
+from .errors import ErrorGroup, S2OError
+from .guards import FSTRING_HELPER, format_string, guard_kwargs, guarded_import
+from .settings import Settings
+
+#: File name given to compiled expressions (how run-time errors find their position).
+FILENAME = "<s2o>"
+
+#: Entries kept in an engine's compile cache before it is cleared.
+CACHE_SIZE = 4096
+
+_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+@dataclass
+class Validation:
+    """What :meth:`Engine.validate` found (SPEC 3).
+
+    Attributes:
+        errors: every refusal, each an :class:`S2OError` with stage ``validate``.
+        allowlist_names: allowlist names the expression uses.
+        local_names: names that must come from locals.
+        secrets: secret names read with ``sys.secret['NAME']``.
+    """
+
+    errors: list[S2OError] = field(default_factory=list)
+    allowlist_names: set[str] = field(default_factory=set)
+    local_names: set[str] = field(default_factory=set)
+    secrets: set[str] = field(default_factory=set)
+
+    @property
+    def ok(self) -> bool:
+        """True when the expression passed every rule."""
+        return not self.errors
+
+
+@dataclass
+class Compiled:
+    """A checked, rewritten and compiled expression (cached per engine)."""
+
+    source: str
+    code: types.CodeType
+    local_names: frozenset[str]
+    name_positions: dict[str, tuple[int, int]]
+    may_run_long: bool
+    may_hold_objects: bool
+    is_coroutine_code: bool
+    top_call: bool
+
+    simple: bool = False  # no call, comprehension or await: one eval, no limit bookkeeping
+
+    def __post_init__(self) -> None:
+        self.simple = not (self.may_run_long or self.may_hold_objects or self.is_coroutine_code)
+
+
+def _validation_of(checked: rules.Checked) -> Validation:
+    return Validation(list(checked.errors), set(checked.allowlist_names), set(checked.local_names),
+                      set(checked.secrets))
+
+
+def _two_argument(fn: Any) -> bool:
+    if not callable(fn):
+        return False
+    try:
+        inspect.signature(fn).bind(1, 2)
+    except TypeError:
+        return False
+    except ValueError:  # no signature available: accept
+        return True
+    return True
+
+
+class Engine:
+    """Settings made ready to run: the loaded allowlist, the compile rules and a compile cache.
+
+    ``Engine(settings)`` raises ``S2OError`` with stage ``load`` when the
+    allowlist fails (codes ``allowlist``, ``refused-entry``) or an operator
+    rewrite names a function that is neither a two-argument allowlist name nor
+    one of the engine's bounded operators (code ``settings``). ``warnings``
+    lists what loaded with a warning.
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings if settings is not None else Settings()
+        self.allowlist: Allowlist = load_allowlist(
+            self.settings.allowlist, allow_unsafe_entries=self.settings.allow_unsafe_entries)
+        self.warnings: list[str] = list(self.allowlist.warnings)
+        self.builtins = self._make_builtins()
+        limits = self.settings.limits
+        rules_cfg = self.settings.rules
+        self.rule_context = rules.RuleContext(
+            allowlist_names=frozenset(self.allowlist.names),
+            is_async_name=self.allowlist.is_async,
+            locals=None,
+            sys_members=frozenset({"inputs", "query", "secret", "exists", *self.settings.sys.enabled()}),
+            secrets=frozenset(self.settings.secrets),
+            operators=dict(rules_cfg.operators),
+            max_comprehension_depth=rules_cfg.max_comprehension_depth,
+            max_for_clauses=rules_cfg.max_for_clauses,
+            definition_length=limits.definition_length,
+        )
+        self._cache: dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked] = {}
+        #: source -> Compiled for plain expressions (no command fields): the hot path's lookup
+        self.compiled: dict[str, Compiled] = {}
+
+    def _make_builtins(self) -> dict[str, Any]:
+        table: dict[str, Any] = dict(self.allowlist.names)
+        table["__import__"] = guarded_import
+        table[FSTRING_HELPER] = format_string
+        table[rules.KWARGS_GUARD] = guard_kwargs
+        for symbol, setting in self.settings.rules.operators.items():
+            if setting in ("on", "off"):
+                continue
+            target = self.allowlist.names.get(setting)
+            if target is None:
+                target = BOUNDED_OPERATORS.get(setting)
+            if target is None or not _two_argument(target):
+                raise S2OError(
+                    "settings",
+                    f"rules.operators['{symbol}'] = '{setting}': a rewrite must name an allowlist function "
+                    f"taking two values or one of {', '.join(sorted(BOUNDED_OPERATORS))}",
+                    path=f"rules.operators.{symbol}", stage="load")
+            table[rules.operator_helper_name(symbol)] = target
+        return table
+
+    # -- validation and compilation ---------------------------------------
+    def check(self, source: str, *, locals: Iterable[str] | None = None,
+              command_fields: Iterable[str] | None = None) -> rules.Checked:
+        """Run the compile rules on ``source`` (no caching); see :func:`rules.check_expression`."""
+        ctx = self.rule_context
+        if locals is not None or command_fields is not None:
+            ctx = rules.RuleContext(**{
+                **ctx.__dict__,
+                "locals": frozenset(locals) if locals is not None else None,
+                "command_fields": frozenset(command_fields) if command_fields is not None else None,
+            })
+        return rules.check_expression(source, ctx)
+
+    def validate(self, source: str, *, locals: Iterable[str] | None = None) -> Validation:
+        """Check ``source`` without running it (SPEC 3).
+
+        ``locals`` are the names of locals set earlier; when ``None``, every
+        name that is not reserved or granted counts as a local. Never raises
+        for bad input: problems are in ``Validation.errors``.
+        """
+        return _validation_of(self.check(source, locals=locals))
+
+    def compile(self, source: str, *, command_fields: Iterable[str] | None = None) -> Compiled:
+        """Check and compile ``source`` once; later calls return the cached result.
+
+        Raises :class:`S2OError` (an :class:`ErrorGroup` when there are
+        several problems) with stage ``validate``.
+        """
+        key = (source, frozenset(command_fields) if command_fields is not None else None)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._compile_uncached(source, key[1])
+            if len(self._cache) >= CACHE_SIZE:
+                self._cache.clear()
+                self.compiled.clear()
+            self._cache[key] = hit
+            if key[1] is None and isinstance(hit, Compiled):
+                self.compiled[source] = hit
+        if isinstance(hit, rules.Checked):
+            errors = hit.errors
+            raise (errors[0] if len(errors) == 1 else ErrorGroup(errors))
+        return hit
+
+    def _compile_uncached(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
+        checked = self.check(source, command_fields=command_fields)
+        if checked.errors:
+            return checked
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # compiler SyntaxWarnings must not reach the host's stderr
+                code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            checked.errors.append(S2OError("syntax", str(getattr(exc, "msg", exc)), line=getattr(exc, "lineno", None),
+                                           col=(exc.offset - 1) if getattr(exc, "offset", None) else None,
+                                           stage="validate", source=source))
+            return checked
+        except (RecursionError, MemoryError):
+            checked.errors.append(S2OError("too-deep", "the expression is too deeply nested to compile",
+                                           stage="validate", source=source))
+            return checked
+        return Compiled(
+            source=source,
+            code=code,
+            local_names=frozenset(checked.local_names),
+            name_positions=checked.name_positions,
+            may_run_long=checked.may_run_long or checked.is_async,
+            may_hold_objects=checked.may_hold_objects or checked.is_async,
+            is_coroutine_code=bool(code.co_flags & inspect.CO_COROUTINE),
+            top_call=checked.top_call,
+        )

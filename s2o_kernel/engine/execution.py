@@ -1,0 +1,402 @@
+"""Running one compiled expression under the limits: the engine's one evaluator (SPEC 2, 6, 12).
+
+An :class:`Execution` is the run state of one session: its globals dict (locals, the runtime
+namespaces and the engine's builtins), its event-loop thread ("the shared event loop" of SPEC 6) and
+the time limit's watchdog entry. Every expression runs through it, whoever asks:
+
+* :meth:`Execution.evaluate` — a cell or a library call, in the calling thread (the hot path: a
+  plain ``eval`` of the cached code object; calls and comprehensions under the watchdog; a
+  coroutine result driven on the loop thread and waited for here);
+* :meth:`Execution.evaluate_async` — the same for a caller that is itself on an event loop;
+* :meth:`Execution.run_on_loop` — an expression inside a fragment run, already on the loop thread.
+
+They differ only in where awaiting happens. Errors are mapped in one place, :meth:`Execution.map_error`:
+Python exceptions become ``runtime`` (message starting with the exception's type name, secret values
+scrubbed, the failing operation's line and column), limits become ``timedOut`` / ``stopped`` /
+``memory-limit``. A name the expression reads that no one set is ``unknown-name`` for a cell (it is
+validated against the session's locals as it runs) and ``not-set`` inside a fragment (the fragment was
+validated as a whole, so the name was set on a path the run did not take); see ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+import types
+from collections.abc import Coroutine
+from typing import Any
+
+from .engine import FILENAME, Compiled, Engine
+from .errors import ErrorGroup, S2OError
+from .guards import SafeAsyncIterator, SafeIterator
+from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
+
+#: Types a result or a local may never hold (SPEC 6, 12), with the words the message uses.
+FORBIDDEN_VALUE_TYPES: dict[type, str] = {
+    types.GeneratorType: "a generator",
+    types.AsyncGeneratorType: "an async generator",
+    types.FrameType: "a frame",
+    types.CodeType: "a code object",
+    types.TracebackType: "a traceback",
+    types.ModuleType: "a module",
+    types.CellType: "a cell",
+    SafeIterator: "an iterator of a granted generator",
+    SafeAsyncIterator: "an async iterator of a granted generator",
+}
+
+#: Result types that cannot hold anything: no scan needed.
+PLAIN_RESULTS = frozenset({str, int, float, bool, type(None), bytes, complex})
+
+#: Most values one result scan visits.
+_SCAN_LIMIT = 100_000
+
+INTERRUPTED = "the run was interrupted; the session keeps its variables"
+
+
+class LoopThread:
+    """A session's event loop, running in its own daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._main, name="s2o-session-loop", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        while not self.loop.is_closed():
+            try:
+                self.loop.run_forever()
+                return
+            except BaseException:  # a limit exception that landed in the loop itself: keep serving
+                continue
+
+
+def check_value(value: Any, what_holds: str) -> None:
+    """Refuse ``value`` when it holds a coroutine, generator, frame, code object or module (SPEC 6, 12).
+
+    Walks lists, tuples, sets and dicts (keys and values), at most 100,000 values. Raises
+    ``S2OError`` ``not-awaited`` for a coroutine (which is closed) and ``not-allowed`` for the
+    others; ``what_holds`` names the holder in the message ("the result of an expression").
+    """
+    stack = [value]
+    seen = 0
+    while stack and seen < _SCAN_LIMIT:
+        v = stack.pop()
+        seen += 1
+        t = type(v)
+        if t is types.CoroutineType:
+            v.close()
+            raise S2OError("not-awaited", f"{what_holds} holds a coroutine that was never awaited: "
+                           "put 'await' before the async call")
+        what = FORBIDDEN_VALUE_TYPES.get(t)
+        if what is not None:
+            raise S2OError("not-allowed", f"{what} cannot be {what_holds}; "
+                           "consume it inside the expression (for example with list(...))")
+        if t is list or t is tuple or t is set or t is frozenset:
+            stack.extend(v)
+        elif t is dict:
+            stack.extend(v.keys())
+            stack.extend(v.values())
+
+
+def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
+    """Line (1-based) and column (0-based) of the innermost operation of a compiled expression in ``tb``."""
+    found: tuple[int | None, int | None] = (None, None)
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == FILENAME:
+            try:
+                positions = list(code.co_positions())
+                line, _end, col, _ecol = positions[tb.tb_lasti // 2]
+                found = (line, col)
+            except (IndexError, ValueError):
+                found = (tb.tb_lineno, None)
+        tb = tb.tb_next
+    return found
+
+
+async def _noop() -> None:
+    return None
+
+
+class Execution:
+    """The run state of one session and the one way a compiled expression runs (see the module doc).
+
+    Attributes:
+        engine: the :class:`Engine` in use; the session replaces it when settings change.
+        globals: the globals dict every expression of the session runs against.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.globals: dict[str, Any] = {}
+        self._loop_thread: LoopThread | None = None
+        self._pending: concurrent.futures.Future[Any] | None = None
+        self._deadline = Armed(0, 0.0)  # reused by the hot path's time limit
+        self._token: Any = None
+
+    # -- in the calling thread ---------------------------------------------------------------
+    def evaluate(self, source: str) -> Any:
+        """Run one expression in the calling thread and return its value (SPEC 2, 6).
+
+        Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code, ``timedOut``
+        when ``limits.time`` (seconds) passes, or ``stopped`` when interrupted.
+        """
+        compiled = self.engine.compiled.get(source)
+        if compiled is None or compiled.is_coroutine_code:
+            return self.evaluate_at(source, time.monotonic())
+        if compiled.simple:
+            try:
+                return eval(compiled.code, self.globals)
+            except BaseException as exc:
+                if isinstance(exc, NameError) and not compiled.local_names <= self.globals.keys():
+                    self._unknown_names(compiled)
+                raise self.map_error(exc, compiled, 0.0) from None
+        # calls or comprehensions: under the time limit
+        value = self._eval_limited(compiled, self.engine.settings.limits.time, 0.0)
+        if type(value) in PLAIN_RESULTS:
+            return value
+        if type(value) is types.CoroutineType:
+            coro = self._coroutine_of(compiled, value)
+            return self._await_here(coro, compiled, time.monotonic())
+        return self.finish(compiled, value)
+
+    def evaluate_at(self, source: str, start: float) -> Any:
+        """Like :meth:`evaluate` for a run that began at ``start`` (``time.monotonic()`` seconds)."""
+        compiled, value = self._run_sync(source, start)
+        coro = self._coroutine_of(compiled, value)
+        if coro is None:
+            return self.finish(compiled, value)
+        return self._await_here(coro, compiled, start)
+
+    async def evaluate_async(self, source: str) -> Any:
+        """Like :meth:`evaluate`, for callers on an event loop: awaiting happens off their loop."""
+        start = time.monotonic()
+        compiled, value = self._run_sync(source, start)
+        coro = self._coroutine_of(compiled, value)
+        if coro is None:
+            return self.finish(compiled, value)
+        fut = self.submit(coro, start)
+        try:
+            value = await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            self.interrupt_async()
+            raise
+        except BaseException as exc:
+            raise self.map_error(exc, compiled, start) from None
+        return self.finish(compiled, value)
+
+    # -- on the session's loop (fragments) ---------------------------------------------------
+    async def run_on_loop(self, compiled: Compiled, start: float) -> Any:
+        """Run ``compiled`` inside a fragment run (already on the session's loop) and await its value.
+
+        The run's watchdog and ``asyncio.wait_for`` (armed by :meth:`run_coroutine`) bound it. A name
+        not set at this point of the run is ``not-set``; ``asyncio.CancelledError`` passes through.
+        """
+        try:
+            value = eval(compiled.code, self.globals)
+            if compiled.is_coroutine_code or (type(value) is types.CoroutineType and compiled.top_call):
+                value = await value
+            return self.finish(compiled, value)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            err = self.map_error(exc, compiled, start)
+            if isinstance(exc, NameError) and err.code == "runtime":
+                err.code = "not-set"
+                err.message = f"'{exc.name}' has not been set at this point of the run"
+            raise err from None
+
+    def run_coroutine(self, coro: Coroutine[Any, Any, Any], start: float) -> Any:
+        """Run ``coro`` (a whole fragment run) on the session's loop under the time limit; wait for it here.
+
+        Raises ``S2OError`` ``timedOut`` or ``stopped``; other exceptions of ``coro`` propagate.
+        """
+        fut = self.submit(coro, start)
+        limit = self.engine.settings.limits.time
+        try:
+            return fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
+        except concurrent.futures.TimeoutError:
+            self.interrupt_async()
+            raise self.timeout_error(None) from None
+        except (KeyboardInterrupt, concurrent.futures.CancelledError):
+            self.interrupt_async()
+            self._drain(fut)
+            raise S2OError("stopped", INTERRUPTED) from None
+
+    # -- the loop thread and interrupts --------------------------------------------------------
+    def submit(self, coro: Coroutine[Any, Any, Any], start: float) -> concurrent.futures.Future[Any]:
+        """Schedule ``coro`` on the session's loop thread with what is left of the time limit."""
+        if self._loop_thread is None or self._loop_thread.loop.is_closed():
+            self._loop_thread = LoopThread()
+        remaining = max(self.engine.settings.limits.time - (time.monotonic() - start), 0.0)
+
+        async def step() -> Any:
+            token = WATCHDOG.arm(remaining + 0.1)
+            self._token = token
+            try:
+                return await asyncio.wait_for(coro, remaining)
+            finally:
+                self._token = None
+                WATCHDOG.disarm(token)
+
+        self._pending = asyncio.run_coroutine_threadsafe(step(), self._loop_thread.loop)
+        return self._pending
+
+    def warm_up(self) -> None:
+        """Start the threads a run uses (event loop, watchdog) with a trivial expression and coroutine."""
+        self.evaluate("[1 for x in [1]]")
+        self.submit(_noop(), time.monotonic()).result(5)
+
+    def interrupt(self) -> None:
+        """Stop the evaluation in progress (from another thread); it ends with code ``stopped``."""
+        token = self._token
+        if token is not None:
+            WATCHDOG.interrupt(token)
+
+    def interrupt_async(self) -> None:
+        """Cancel the coroutine running on the loop thread, and interrupt it if it does not yield."""
+        fut = self._pending
+        if fut is not None and not fut.done():
+            fut.cancel()
+            token = self._token
+            if token is not None:
+                WATCHDOG.interrupt(token)
+
+    # -- results and errors ------------------------------------------------------------------
+    def finish(self, compiled: Compiled, value: Any) -> Any:
+        """``value``, after checking it holds nothing forbidden when the expression could put objects in it."""
+        if compiled.may_hold_objects and value is not None:
+            try:
+                check_value(value, "the result of an expression")
+            except S2OError as exc:
+                exc.source = compiled.source
+                raise
+        return value
+
+    def timeout_error(self, compiled: Compiled | None) -> S2OError:
+        """The ``timedOut`` error naming ``limits.time``."""
+        limit = self.engine.settings.limits.time
+        return S2OError("timedOut", f"the run took longer than the time limit (limits.time = {limit:g} s)",
+                        source=compiled.source if compiled else None)
+
+    def map_error(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
+        """Turn anything raised while running ``compiled`` into an :class:`S2OError` with a position."""
+        line, col = position(exc.__traceback__)
+        err = self._coded(exc, compiled, start)
+        if err.stage != "validate":
+            err.stage = "run"
+        if err.line is None and line is not None:
+            err.line, err.col = line, col
+        err.source = err.source or compiled.source
+        err.message = self.engine.settings.redact(err.message)
+        err.__traceback__ = None
+        err.__cause__ = None
+        err.__context__ = None
+        return err
+
+    def _coded(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
+        if isinstance(exc, S2OError):
+            return exc
+        if isinstance(exc, RunTimeout):
+            return self.timeout_error(compiled)
+        if isinstance(exc, (RunInterrupt, KeyboardInterrupt, asyncio.CancelledError)):
+            return S2OError("stopped", INTERRUPTED)
+        if isinstance(exc, TimeoutError) and time.monotonic() - start >= self.engine.settings.limits.time - 0.05:
+            return self.timeout_error(compiled)
+        if isinstance(exc, NameError) and exc.name in ("result", "exc"):
+            return S2OError("not-set", f"'{exc.name}' has not been set: "
+                            + ("no command has produced a result yet" if exc.name == "result"
+                               else "exc exists only inside an onError block"))
+        if isinstance(exc, MemoryError):
+            return S2OError("memory-limit", "the evaluation ran out of memory")
+        if isinstance(exc, RecursionError):
+            return S2OError("runtime", "RecursionError: the value is nested too deeply", python_type="RecursionError")
+        if isinstance(exc, Exception):
+            text = str(exc).replace("; use sys.set_int_max_str_digits() to increase the limit", "")
+            message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            return S2OError("runtime", message, python_type=type(exc).__name__)
+        return S2OError("unexpected", f"{type(exc).__name__}: {exc}")
+
+    # -- inside ---------------------------------------------------------------------------------
+    def _run_sync(self, source: str, start: float) -> tuple[Compiled, Any]:
+        compiled = self.engine.compile(source)
+        g = self.globals
+        if not compiled.local_names <= g.keys():
+            self._unknown_names(compiled)
+        if not compiled.may_run_long:
+            try:
+                return compiled, eval(compiled.code, g)
+            except BaseException as exc:
+                raise self.map_error(exc, compiled, start) from None
+        limit = self.engine.settings.limits.time
+        return compiled, self._eval_limited(compiled, max(limit - (time.monotonic() - start), 0.0), start)
+
+    def _eval_limited(self, compiled: Compiled, seconds: float, start: float) -> Any:
+        """``eval`` of ``compiled`` with the watchdog armed for ``seconds``; errors become ``S2OError``.
+
+        The exception the watchdog raises may arrive anywhere up to the disarm, even inside the
+        ``finally``: the outer handler disarms again (idempotent) and maps it, so it never escapes raw.
+        """
+        token = WATCHDOG.rearm(self._deadline, seconds)
+        self._token = token
+        try:
+            try:
+                return eval(compiled.code, self.globals)
+            finally:
+                self._token = None
+                WATCHDOG.disarm(token)
+        except BaseException as exc:
+            self._token = None
+            WATCHDOG.disarm(token)
+            if isinstance(exc, NameError) and not compiled.local_names <= self.globals.keys():
+                self._unknown_names(compiled)
+            raise self.map_error(exc, compiled, start) from None
+
+    def _await_here(self, coro: Any, compiled: Compiled, start: float) -> Any:
+        """Drive ``coro`` on the session's loop thread and wait for it in this thread."""
+        fut = self.submit(coro, start)
+        limit = self.engine.settings.limits.time
+        try:
+            value = fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
+        except concurrent.futures.TimeoutError:
+            self.interrupt_async()
+            raise self.timeout_error(compiled) from None
+        except KeyboardInterrupt:
+            self.interrupt_async()
+            self._drain(fut)
+            raise S2OError("stopped", INTERRUPTED, source=compiled.source) from None
+        except BaseException as exc:
+            raise self.map_error(exc, compiled, start) from None
+        return self.finish(compiled, value)
+
+    @staticmethod
+    def _drain(fut: concurrent.futures.Future[Any]) -> None:
+        try:
+            fut.result(2.0)
+        except BaseException:  # the interrupted run's own outcome is not reported
+            return
+
+    def _unknown_names(self, compiled: Compiled) -> None:
+        errors = []
+        for name in sorted(compiled.local_names - self.globals.keys(),
+                           key=lambda n: compiled.name_positions.get(n, (0, 0))):
+            line, col = compiled.name_positions.get(name, (None, None))
+            errors.append(S2OError("unknown-name", f"'{name}' is not an argument, a variable set earlier, "
+                                   "a runtime namespace or an allowlist name", line=line, col=col,
+                                   stage="validate", source=compiled.source))
+        raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
+
+    @staticmethod
+    def _coroutine_of(compiled: Compiled, value: Any) -> Any:
+        if compiled.is_coroutine_code:
+            return value
+        if type(value) is types.CoroutineType:
+            if compiled.top_call:
+                return value
+            value.close()
+            raise S2OError("not-awaited", "the result holds a coroutine that was never awaited: "
+                           "put 'await' before the async call", source=compiled.source)
+        return None

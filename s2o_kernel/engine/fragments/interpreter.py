@@ -1,0 +1,263 @@
+"""Running a parsed fragment as one run (SPEC 6, 7).
+
+:func:`run_program` runs a :class:`~.tree.Program` on the session's event loop thread as one coroutine,
+so awaited calls in the branches of a ``parallel`` command overlap, the run-time limit covers everything
+including awaits (``asyncio.wait_for`` for awaiting, the watchdog for work that never yields), and an
+interrupt cancels the whole run. Each command runs through its registry entry (:mod:`..commands`);
+expressions run through the session's one evaluator (:meth:`~..execution.Execution.run_on_loop`).
+
+Semantics:
+
+* A command that fails leaves locals, agent and conversation variables as they were before it; when
+  it carries ``onError``, ``exc`` holds the error while the handler runs and the run goes on after it.
+  An error inside the handler propagates. Limits (``timedOut``, ``stopped``, ``loop-limit``, …) and
+  ``fail`` are not handled by ``onError``: they end the run.
+* ``call`` runs a function with fresh locals holding its arguments, each checked against its
+  declared type; ``result`` is its return value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from .. import commands as registry
+from ..dynamic import expression_of
+from ..errors import S2OError
+from ..limits import RunInterrupt, RunTimeout
+from .tree import Break, Command, Continue, End, Fail, Function, Program, Return
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+#: Errors that ``onError`` does not handle: they end the run.
+UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit"})
+
+#: SPEC 7 argument types: name → test of a value.
+TYPES: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "list": lambda v: isinstance(v, (list, tuple)),
+    "dict": lambda v: isinstance(v, dict),
+    "any": lambda v: True,
+}
+
+OutputSink = Callable[[dict[str, Any]], None]
+
+
+def type_name(value: Any) -> str:
+    """The SPEC 7 type name of a value (``str``, ``int``, …), else the Python type's name."""
+    for name in ("bool", "int", "float", "str", "list", "dict"):
+        if (name != "float" and TYPES[name](value)) or (name == "float" and isinstance(value, float)):
+            return name
+    return type(value).__name__
+
+
+class Interpreter:
+    """Runs one program for one session; collects output parts and log lines.
+
+    Attributes:
+        session: the :class:`~..session.Session` the run changes.
+        program: the parsed fragment.
+        start: when the run began (``time.monotonic()`` seconds).
+        outputs: output parts in order; ``logs``: log lines.
+        parallel_depth: how many ``parallel`` commands enclose the running command (no per-command
+            snapshot inside one: branches share state).
+        current_path: JSON path of the command running now (for ``timedOut``).
+    """
+
+    def __init__(self, session: Session, program: Program, on_output: OutputSink | None, start: float) -> None:
+        self.session = session
+        self.program = program
+        self.on_output = on_output
+        self.start = start
+        self.outputs: list[dict[str, Any]] = []
+        self.logs: list[str] = []
+        self.limits = session.settings.limits
+        self.parallel_depth = 0
+        self.current_path: str | None = None
+
+    # -- values -------------------------------------------------------------------------------------
+    async def value(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
+        """A dynamic value: strings are dynamic strings (awaited when async), lists and dicts are walked.
+
+        ``fields`` are the command's fields set so far (``command.<field>``), or ``None``.
+        """
+        if isinstance(raw, str):
+            found = expression_of(raw)
+            if found is None:
+                return raw
+            return await self.expression(found[0], path, fields)
+        if isinstance(raw, list):
+            return [await self.value(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
+        if isinstance(raw, dict):
+            return {k: await self.value(v, f"{path}.{k}", fields) for k, v in raw.items()}
+        return raw
+
+    async def expression(self, source: str, path: str, fields: dict[str, Any] | None) -> Any:
+        """Run one expression of the fragment at ``path``; errors carry ``path``."""
+        s = self.session
+        try:
+            compiled = s.engine.compile(source, command_fields=list(fields) if fields is not None else [])
+        except S2OError as exc:
+            raise exc.with_context(path=path) from None
+        if fields is not None:
+            s.set_command_fields(fields)
+        try:
+            return await s.execution.run_on_loop(compiled, self.start)
+        except S2OError as exc:
+            raise exc.with_context(path=path) from None
+
+    async def truth(self, raw: Any, path: str) -> bool:
+        """The truth of a dynamic value; a host object's failing ``__bool__`` is ``runtime``."""
+        try:
+            return bool(await self.value(raw, path))
+        except S2OError:
+            raise
+        except Exception as exc:
+            raise S2OError("runtime", f"{type(exc).__name__}: {exc}", path=path) from None
+
+    def emit(self, part: dict[str, Any]) -> None:
+        """Add an output part to the run and hand it to the output sink as it is produced."""
+        self.outputs.append(part)
+        if self.on_output is not None:
+            self.on_output(part)
+
+    def check_time(self, path: str) -> None:
+        """Raise ``timedOut`` when the run has passed ``limits.time`` seconds."""
+        if time.monotonic() - self.start > self.limits.time:
+            raise S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
+                           f"{self.limits.time:g} s)", path=path)
+
+    # -- commands -----------------------------------------------------------------------------------
+    async def block(self, commands: list[Command]) -> None:
+        """Run a command list in order."""
+        for cmd in commands:
+            await self.command(cmd)
+
+    async def command(self, cmd: Command) -> None:
+        """Run one command through its registry entry, restoring state when it fails (see module doc)."""
+        self.check_time(cmd.path)
+        self.current_path = cmd.path
+        snap = self.session.snapshot() if self.parallel_depth == 0 else None
+        try:
+            await registry.REGISTRY[cmd.name].run(self, cmd)
+        except (asyncio.CancelledError, RunTimeout, RunInterrupt, KeyboardInterrupt):
+            if snap is not None:  # a limit or an interrupt: nothing of this command stays
+                self.session.restore(snap)
+            raise
+        except S2OError as exc:
+            exc.with_context(path=cmd.path)
+            if exc.stage == "validate":
+                exc.stage = "run"
+            if snap is not None:
+                self.session.restore(snap)
+            if cmd.on_error is None or exc.code in UNHANDLED:
+                raise
+            await self.handle(cmd.on_error, exc)
+        finally:
+            self.session.set_command_fields({})
+
+    async def handle(self, handler: list[Command], error: S2OError) -> None:
+        """Run an ``onError`` handler with ``exc`` reading ``error``."""
+        with self.session.handling(error):
+            await self.block(handler)
+
+    # -- functions ------------------------------------------------------------------------------------
+    def bind_args(self, fn: Function, args: dict[str, Any], path: str) -> dict[str, Any]:
+        """Check ``args`` against ``fn``'s declared names and types (SPEC 7); code ``argument``."""
+        for name in args:
+            if name not in fn.args:
+                raise S2OError("argument", f"function '{fn.name}' has no argument '{name}'", path=f"{path}.{name}")
+        bound = {}
+        for name, kind in fn.args.items():
+            if name in args:
+                value = args[name]
+            elif name in fn.defaults:
+                value = fn.defaults[name]
+            else:
+                raise S2OError("argument", f"function '{fn.name}' needs the argument '{name}'", path=path)
+            if not TYPES[kind](value):
+                raise S2OError("argument", f"{name} is expected to be {kind}, got {type_name(value)}",
+                               path=f"{path}.{name}")
+            bound[name] = value
+        return bound
+
+    async def call(self, fn: Function, args: dict[str, Any], path: str) -> Any:
+        """Run ``fn`` with fresh locals holding ``args``; its return value."""
+        bound = self.bind_args(fn, args, path)
+        with self.session.function_scope(bound):
+            return await self.function_body(fn)
+
+    async def function_body(self, fn: Function) -> Any:
+        """Run a function's commands (and its ``onError``); the value of its ``return``, or ``None``."""
+        try:
+            await self.block(fn.commands)
+        except Return as ret:
+            return ret.value
+        except S2OError as exc:
+            if fn.on_error is None or exc.code in UNHANDLED:
+                raise
+            try:
+                await self.handle(fn.on_error, exc)
+            except Return as ret:
+                return ret.value
+        return None
+
+
+RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None]
+
+
+async def run_program(session: Session, program: Program, on_output: OutputSink | None,
+                      start: float, inputs_args: dict[str, Any] | None = None) -> RunOutcome:
+    """Run ``program`` as one run; returns ``(code, value, outputs, logs, error)``.
+
+    ``inputs_args`` are the run's inputs; those the body declares as arguments are bound to them.
+    """
+    interp = Interpreter(session, program, on_output, start)
+    remaining = max(session.settings.limits.time - (time.monotonic() - start), 0.0)
+    code, value, error = "success", None, None
+    try:
+        body = program.body
+        with _body_scope(session, interp, program, inputs_args):
+            value = await asyncio.wait_for(interp.function_body(body), remaining)
+    except End:
+        pass
+    except Fail as f:
+        code, error = "failCommand", f.error
+    except (asyncio.TimeoutError, TimeoutError):
+        code = "timedOut"
+        error = S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
+                         f"{session.settings.limits.time:g} s)", path=interp.current_path)
+    except S2OError as exc:
+        code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
+        if exc.stage == "validate":
+            exc.stage = "run"
+        error = exc
+    except (Break, Continue):  # pragma: no cover - refused at validation
+        code, error = "errorInAgent", S2OError("loop-control", "break or continue outside a loop")
+    return code, value, interp.outputs, interp.logs, error
+
+
+@contextlib.contextmanager
+def _body_scope(session: Session, interp: Interpreter, program: Program,
+                inputs_args: dict[str, Any] | None) -> Iterator[None]:
+    """The locals the program's body runs with: an agent's ``main`` gets fresh locals holding its
+    arguments; a function cell's arguments become notebook locals; a command cell keeps the locals."""
+    body = program.body
+    bound: dict[str, Any] = {}
+    if program.kind in ("agent", "function") and body.args:
+        given = {k: v for k, v in (inputs_args or {}).items() if k in body.args}  # the rest stays in sys.inputs
+        bound = interp.bind_args(body, given, "sys.inputs")
+    if program.kind == "agent":
+        with session.function_scope(bound):
+            yield
+        return
+    for name, arg in bound.items():
+        session.set_local(name, arg)
+    yield

@@ -1,0 +1,338 @@
+"""Parsing a fragment: JSON made of commands, checked whole before anything runs (SPEC 7).
+
+:func:`fragment_kind` tells a fragment from other JSON. :func:`parse_fragment` turns a fragment into a
+tree of :class:`~.tree.Command` objects and reports every problem at once, each with its JSON path
+(``functions.main.commands[2].var.total``), line and column:
+
+* shapes: each command's fields are checked by the command's own parser (:mod:`..commands`), most with
+  a pydantic model (unknown fields, wrong types, missing fields); commands with no fields accept
+  ``{}``, ``null`` or ``true``;
+* every expression, with the compile rules of SPEC 3 and the names known at that point of the function
+  (its arguments, then variables and loop names set earlier, in document order);
+* ``break``/``continue`` outside a loop, ``call`` of a function that does not exist, a function that
+  calls itself directly or through others, and a definition longer than ``limits.definition_length``.
+
+Codes: ``fragment`` (shape), ``loop-control``, ``unknown-function``, ``recursion``, ``too-long``, plus
+the expression codes of SPEC 3. The :class:`Parser` dispatches each command to its registry entry.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from .. import commands as registry
+from ..commands.spec import FieldsModel
+from ..dynamic import expression_of
+from ..errors import ErrorGroup, S2OError
+from ..rules import RESERVED_NAMES
+from .tree import ARG_TYPES, Command, Function, Program, join
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+CommandList = dict[str, Any] | list[Any]
+
+
+class ArgSpec(FieldsModel):
+    """A function argument written as ``{"type": …, "default": …}``."""
+
+    type: str = "any"
+    default: Any = None
+
+
+class FunctionFields(FieldsModel):
+    """A function object: ``args`` (names → types, or a list of names), ``commands``, ``onError``."""
+
+    args: dict[str, str | ArgSpec] | list[str] = Field(default_factory=dict)
+    commands: CommandList
+    onError: CommandList | None = None  # noqa: N815 - the field's JSON name (SPEC 7)
+
+
+_EXPECTED = {"string_type": "str", "int_type": "int", "float_type": "float", "bool_type": "bool",
+             "dict_type": "dict", "list_type": "list", "int_parsing": "int", "bool_parsing": "bool"}
+_COMMAND_LIST_FIELDS = ("then", "else", "commands", "onError")
+
+
+def json_type(value: Any) -> str:
+    """The SPEC 7 type name of a JSON value (``str``, ``int``, ``null``, …)."""
+    if value is None:
+        return "null"
+    for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", list), ("dict", dict)):
+        if isinstance(value, t):
+            return name
+    return type(value).__name__
+
+
+def _is_command(obj: Any) -> bool:
+    return (isinstance(obj, dict) and bool(obj)
+            and any(k in registry.COMMAND_NAMES for k in obj) and all(k in registry.COMMAND_NAMES or k == "onError" for k in obj))
+
+
+def fragment_kind(obj: Any) -> str | None:
+    """``"command"``, ``"commands"``, ``"function"``, ``"agent"`` or ``None`` for other JSON (SPEC 7, 9)."""
+    if _is_command(obj):
+        return "command"
+    if isinstance(obj, list) and obj and all(_is_command(x) for x in obj):
+        return "commands"
+    if isinstance(obj, dict) and isinstance(obj.get("functions"), dict):
+        return "agent"
+    if isinstance(obj, dict) and "commands" in obj and set(obj) <= {"args", "commands", "onError"}:
+        return "function"
+    return None
+
+
+def _unknown_commands(obj: Any) -> list[str]:
+    """Keys of a would-be command object that are not commands (to name them in the message)."""
+    items = obj if isinstance(obj, list) else [obj]
+    found: list[str] = []
+    for item in items:
+        if isinstance(item, dict):
+            found.extend(k for k in item if k not in registry.COMMAND_NAMES and k not in ("onError", "functions", "args",
+                                                                                "commands") and k not in found)
+    return found[:5]
+
+
+class Parser:
+    """Builds the command tree and collects every problem (see the module doc).
+
+    Attributes:
+        engine: the engine whose compile rules check expressions.
+        errors: every problem found, in document order.
+        calls: function name → ``[(callee, JSON path)]``, for ``unknown-function`` and ``recursion``.
+        current: the name of the function being parsed.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.errors: list[S2OError] = []
+        self.calls: dict[str, list[tuple[str, str]]] = {}
+        self.current: str = ""
+
+    def error(self, code: str, message: str, path: str) -> None:
+        """Record a validation error at ``path``."""
+        self.errors.append(S2OError(code, message, path=path, stage="validate"))
+
+    def model(self, cls: type[BaseModel], data: Any, path: str) -> Any:
+        """``data`` checked by the pydantic model ``cls``, or ``None`` after recording each problem."""
+        if not isinstance(data, dict):
+            self.error("fragment", f"the fields are expected to be an object, got {json_type(data)}", path)
+            return None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            self._model_errors(exc, path)
+            return None
+
+    def _model_errors(self, exc: ValidationError, path: str) -> None:
+        seen: set[str] = set()
+        for err in exc.errors():
+            loc = path
+            field_name = None
+            for part in err["loc"]:
+                if isinstance(part, str) and not part.replace("_", "").isalnum():
+                    continue  # a union member's tag, not a field
+                loc = join(loc, f"[{part}]" if isinstance(part, int) else str(part))
+                field_name = part if isinstance(part, str) else field_name
+            if loc in seen:
+                continue
+            seen.add(loc)
+            expected = _EXPECTED.get(err["type"])
+            if expected is not None and field_name is not None:
+                if len([e for e in exc.errors() if e["loc"][:1] == err["loc"][:1]]) > 1:
+                    expected = "a command list (an object or a list)" if field_name in _COMMAND_LIST_FIELDS \
+                        else expected
+                self.error("fragment", f"{field_name} is expected to be {expected}, got "
+                           f"{json_type(err.get('input'))}", loc)
+            elif err["type"] == "extra_forbidden":
+                self.error("fragment", f"unknown field '{err['loc'][-1]}'", loc)
+            elif err["type"] == "missing":
+                self.error("fragment", f"the field '{err['loc'][-1]}' is required", loc)
+            else:
+                self.error("fragment", err["msg"].removeprefix("Value error, "), loc)
+
+    # -- expressions ------------------------------------------------------------------------------
+    def value(self, raw: Any, path: str, known: set[str], fields: list[str] | None = None) -> None:
+        """Check a dynamic value (strings at any depth) with the names known here and the command's
+        fields set so far."""
+        if isinstance(raw, str):
+            found = expression_of(raw)
+            if found is None:
+                return
+            checked = self.engine.check(found[0], locals=known, command_fields=fields or [])
+            self.errors.extend(e.with_context(path=path) for e in checked.errors)
+        elif isinstance(raw, list):
+            for i, v in enumerate(raw):
+                self.value(v, f"{path}[{i}]", known, fields)
+        elif isinstance(raw, dict):
+            for k, v in raw.items():
+                self.value(v, join(path, k), known, fields)
+
+    def name(self, name: str | None, path: str) -> None:
+        """Check a variable name a command or function declares (loop item, index, argument)."""
+        if name is None:
+            return
+        if not name.isidentifier() or name in RESERVED_NAMES:
+            self.error("fragment", f"'{name}' is not a valid variable name", path)
+        elif name.startswith("_"):
+            self.error("underscore", f"names starting with '_' are not allowed: '{name}'", path)
+
+    def no_fields(self, cmd: Command, fields: Any) -> Command | None:
+        """``cmd`` when its fields are ``{}``, ``null`` or ``true``; otherwise record the problem."""
+        if fields in (None, True) or fields == {}:
+            return cmd
+        self.error("fragment", f"'{cmd.name}' takes no fields: write {{}}, null or true", cmd.path)
+        return None
+
+    # -- commands -----------------------------------------------------------------------------------
+    def commands(self, raw: Any, path: str, known: set[str], in_loop: bool) -> list[Command]:
+        """Parse a command list: an object of commands (JSON order) or a list of such objects."""
+        if isinstance(raw, dict):
+            return self.command_object(raw, path, known, in_loop)
+        if isinstance(raw, list):
+            out: list[Command] = []
+            for i, item in enumerate(raw):
+                if not isinstance(item, dict):
+                    self.error("fragment", "a command is an object such as {\"var\": {...}}", f"{path}[{i}]")
+                    continue
+                out.extend(self.command_object(item, f"{path}[{i}]", known, in_loop))
+            return out
+        self.error("fragment", "commands are an object of commands or a list of command objects", path)
+        return []
+
+    def command_object(self, obj: dict[str, Any], path: str, known: set[str], in_loop: bool) -> list[Command]:
+        """Parse one object of commands; an ``onError`` key applies to each of them."""
+        out: list[Command] = []
+        on_error_raw = obj.get("onError")
+        for name, fields in obj.items():
+            if name == "onError":
+                continue
+            cpath = join(path, name)
+            if name not in registry.COMMAND_NAMES:
+                self.error("fragment", f"unknown command '{name}'", cpath)
+                continue
+            cmd = self.command(name, fields, cpath, known, in_loop)
+            if cmd is not None:
+                out.append(cmd)
+        if on_error_raw is not None:
+            handler = self.commands(on_error_raw, join(path, "onError"), known, in_loop)
+            for cmd in out:
+                cmd.on_error = handler
+        return out
+
+    def command(self, name: str, fields: Any, path: str, known: set[str], in_loop: bool) -> Command | None:
+        """Parse one command through its registry entry; ``None`` after recording a problem."""
+        cmd = Command(name, fields, path)
+        spec = registry.REGISTRY.get(name)
+        if spec is None:
+            self.error("fragment", f"the command '{name}' needs an outside system and is not supported yet", path)
+            return None
+        if not spec.parses_on_error and isinstance(fields, dict) and "onError" in fields:
+            cmd.on_error = self.commands(fields["onError"], join(path, "onError"), known, in_loop)
+            fields = {k: v for k, v in fields.items() if k != "onError"}
+            cmd.fields = fields
+        return spec.parse(self, cmd, fields, known, in_loop)
+
+    # -- functions ----------------------------------------------------------------------------------
+    def function(self, name: str, raw: Any, path: str, extra_known: set[str] | None = None) -> Function | None:
+        """Parse a function object; its arguments are the names known in its body."""
+        m = self.model(FunctionFields, raw, path)
+        if m is None:
+            return None
+        args: dict[str, str] = {}
+        defaults: dict[str, Any] = {}
+        specs = dict.fromkeys(m.args, "any") if isinstance(m.args, list) else m.args
+        for arg, spec in specs.items():
+            apath = join(join(path, "args"), arg)
+            kind = spec if isinstance(spec, str) else spec.type
+            if kind not in ARG_TYPES:
+                self.error("fragment", f"unknown type '{kind}'; types are {', '.join(ARG_TYPES)}", apath)
+            self.name(arg, apath)
+            args[arg] = kind
+            if isinstance(spec, ArgSpec) and "default" in spec.model_fields_set:
+                defaults[arg] = spec.default
+        self.current = name
+        known = set(args) | (extra_known or set())
+        commands = self.commands(m.commands, join(path, "commands"), known, False)
+        on_error = self.commands(m.onError, join(path, "onError"), known, False) if m.onError else None
+        return Function(name, args, defaults, commands, on_error, path)
+
+
+def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = None,
+                   functions: dict[str, Function] | None = None) -> Program:
+    """Parse and check ``fragment`` whole; raises :class:`S2OError` or an ``ErrorGroup`` listing every problem.
+
+    ``known`` are the locals already set (a notebook's earlier cells); ``functions`` are functions
+    defined earlier that ``call`` may reach.
+    """
+    kind = fragment_kind(fragment)
+    if kind is None:
+        unknown = _unknown_commands(fragment)
+        hint = f" (unknown command {', '.join(repr(k) for k in unknown)}; commands are " \
+            f"{', '.join(sorted(registry.COMMAND_NAMES))})" if unknown else ""
+        raise S2OError("fragment", "this JSON is not a fragment: expected a command object, a list of commands, "
+                       f"a function object or an agent definition{hint}", stage="validate")
+    limit = engine.settings.limits.definition_length
+    size = len(json.dumps(fragment))
+    if size > limit:
+        raise S2OError("too-long", f"the definition is {size} characters long; the limit is {limit} "
+                       "(limits.definition_length)", stage="validate")
+    p = Parser(engine)
+    funcs: dict[str, Function] = dict(functions or {})
+    body = _parse_body(p, kind, fragment, funcs, known)
+    for callees in p.calls.values():
+        for callee, path in callees:
+            if callee not in funcs:
+                p.error("unknown-function", f"there is no function named '{callee}'", path)
+    cycle_path = _find_cycle(p.calls)
+    if cycle_path is not None:
+        where = next(path for callee, path in p.calls[cycle_path[0]] if callee == cycle_path[1])
+        p.error("recursion", "functions cannot call themselves, directly or through others: "
+                + " → ".join(cycle_path), where)
+    if p.errors:
+        raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
+    return Program(kind, body, funcs)
+
+
+def _parse_body(p: Parser, kind: str, fragment: Any, funcs: dict[str, Function], known: set[str] | None) -> Function:
+    if kind == "agent":
+        for name, raw in fragment["functions"].items():
+            if not name.isidentifier() or name.startswith("_"):
+                p.error("fragment", f"'{name}' is not a valid function name", f"functions.{name}")
+                continue
+            f = p.function(name, raw, f"functions.{name}")
+            if f is not None:
+                funcs[name] = f
+        if "main" not in fragment["functions"]:
+            p.error("fragment", "an agent definition needs a function named 'main'", "functions")
+        return funcs.get("main") or Function("main", {}, {}, [], None, "functions.main")
+    p.current = "<cell>"
+    if kind == "function":
+        return p.function("<cell>", fragment, "", set(known or ())) or Function("<cell>", {}, {}, [], None, "")
+    return Function("<cell>", {}, {}, p.commands(fragment, "", set(known or ()), False), None, "")
+
+
+def _find_cycle(calls: dict[str, list[tuple[str, str]]]) -> list[str] | None:
+    graph = {caller: [c for c, _ in callees] for caller, callees in calls.items()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return [*trail[trail.index(nxt):], nxt] if nxt in trail else [node, nxt]
+            if state.get(nxt) is None:
+                found = visit(nxt, [*trail, nxt])
+                if found:
+                    return found
+        state[node] = 2
+        return None
+
+    for start in list(graph):
+        if state.get(start) is None:
+            found = visit(start, [start])
+            if found:
+                return found
+    return None

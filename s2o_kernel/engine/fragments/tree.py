@@ -1,0 +1,96 @@
+"""The parsed form of a fragment (SPEC 7): commands, functions, programs, and the signals that unwind them.
+
+:func:`~.parser.parse_fragment` builds these; :mod:`.interpreter` runs them. The signals are raised by
+commands (``break``, ``continue``, ``return``, ``end``, ``fail``) and caught by the loop, function or run
+that they end; they never leave a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import S2OError
+
+#: Argument types a function may declare (SPEC 7).
+ARG_TYPES = ("str", "int", "float", "bool", "list", "dict", "any")
+
+
+@dataclass
+class Command:
+    """One parsed command.
+
+    Attributes:
+        name: the command's name (a key of the command registry).
+        fields: its raw fields as written (``onError`` removed).
+        path: its JSON path (``functions.main.commands[2].var``).
+        children: named command lists (``then``, ``else``, ``commands``).
+        branches: ``parallel``'s command lists.
+        on_error: the ``onError`` command list, or ``None``.
+        model: what the command's parser made of its fields (a pydantic model, a target table, …).
+    """
+
+    name: str
+    fields: Any
+    path: str
+    children: dict[str, list[Command]] = field(default_factory=dict)
+    branches: list[list[Command]] = field(default_factory=list)
+    on_error: list[Command] | None = None
+    model: Any = None
+
+
+@dataclass
+class Function:
+    """A parsed function: argument name → type, default values, body, ``on_error``, JSON path."""
+
+    name: str
+    args: dict[str, str]
+    defaults: dict[str, Any]
+    commands: list[Command]
+    on_error: list[Command] | None
+    path: str
+
+
+@dataclass
+class Program:
+    """A parsed fragment: its kind (``command``, ``commands``, ``function``, ``agent``), the function to
+    run, and the functions ``call`` can reach."""
+
+    kind: str
+    body: Function
+    functions: dict[str, Function]
+
+
+class Break(Exception):
+    """``break``: ends the innermost loop."""
+
+
+class Continue(Exception):
+    """``continue``: ends the innermost loop's pass."""
+
+
+class Return(Exception):
+    """``return``: ends the function with ``value``."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__()
+        self.value = value
+
+
+class End(Exception):
+    """``end``: ends the run with success."""
+
+
+class Fail(Exception):
+    """``fail``: ends the run with code ``failCommand`` and ``error``."""
+
+    def __init__(self, error: S2OError) -> None:
+        super().__init__()
+        self.error = error
+
+
+def join(base: str, key: str) -> str:
+    """The JSON path of ``key`` under ``base`` (``[i]`` keys attach without a dot)."""
+    if key.startswith("["):
+        return base + key
+    return f"{base}.{key}" if base else key

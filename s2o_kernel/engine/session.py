@@ -1,0 +1,398 @@
+"""The :class:`Session`: one running agent's state and the engine's public API (SPEC 5, 6, 7).
+
+A session is what persists between runs: locals, agent and conversation variables, the functions of
+the last agent definition, and the :class:`~.engine.Engine` in use. Expressions run through its
+:class:`~.execution.Execution` (the one evaluator); fragments are parsed by :mod:`.fragments` and run
+by :mod:`.fragments.interpreter`, which reach the session only through the public methods below. A
+session runs one evaluation at a time.
+
+Every failure is an :class:`~.errors.S2OError`; see :mod:`.execution` for how Python errors map.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import introspection, rules
+from .dynamic import expression_of
+from .engine import Engine, Validation
+from .errors import S2OError
+from .execution import Execution, check_value
+from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, copy_json
+from .settings import Settings, make_settings, merge
+
+#: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
+VARIABLE_SCOPES = ("local", "agent", "conv")
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run of a fragment (SPEC 7).
+
+    Attributes:
+        code: a result code of the registry: ``success``, ``ask``, ``failCommand``, ``errorInAgent``,
+            ``callFailed``, ``timedOut``, ``stopped`` or ``unexpected``.
+        value: the value returned (``return``) or of the last command, or ``None``.
+        outputs: output parts in order, each ``{"type": "text"|"html"|"image", …}``.
+        logs: ``log`` lines.
+        error: the :class:`S2OError` that ended the run, or ``None``.
+    """
+
+    code: str = "success"
+    value: Any = None
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    error: S2OError | None = None
+
+
+def check_target_name(name: object) -> str:
+    """``name`` when it may be set as a variable; raises ``S2OError`` (``fragment``, ``underscore``) otherwise.
+
+    The name must be an exact ``str`` identifier, not starting with ``_`` and not a runtime namespace.
+    """
+    if type(name) is not str or not name.isidentifier():
+        raise S2OError("fragment", f"{name!r} is not a valid variable name", stage="validate")
+    if name.startswith("_"):
+        raise S2OError("underscore", f"names starting with '_' are not allowed: '{name}'", stage="validate")
+    if name in rules.RESERVED_NAMES:
+        raise S2OError("fragment", f"'{name}' is a runtime namespace, not a variable", stage="validate")
+    return name
+
+
+class Session:
+    """One running agent: locals, agent and conversation variables, and the engine in use (SPEC 5).
+
+    ``Session(engine)``; ``engine`` defaults to ``Engine(Settings())`` (SPEC 10's bare defaults: an
+    empty allowlist). Optional ``locals``, ``agent`` and ``conv`` give starting variables (agent and
+    conversation values must be JSON: ``not-json`` otherwise).
+    """
+
+    def __init__(self, engine: Engine | None = None, *, locals: dict[str, Any] | None = None,
+                 agent: dict[str, Any] | None = None, conv: dict[str, Any] | None = None) -> None:
+        self._run = Execution(engine if engine is not None else Engine())
+        self._agent: dict[str, Any] = {}
+        self._conv: dict[str, Any] = {}
+        self._functions: dict[str, Any] = {}
+        self._bind_engine()
+        for name, value in (agent or {}).items():
+            check_json(value, f"agent.{name}")
+            self._agent[name] = copy_json(value)
+        for name, value in (conv or {}).items():
+            check_json(value, f"conv.{name}")
+            self._conv[name] = copy_json(value)
+        for name, value in (locals or {}).items():
+            self.set_local(name, value)
+
+    def _bind_engine(self) -> None:
+        s = self._run.engine.settings
+        g = self._run.globals
+        g["__builtins__"] = self._run.engine.builtins
+        g["agent"] = VarScope(self._agent, "agent")
+        g["conv"] = VarScope(self._conv, "conv")
+        g["const"] = VarScope(dict(s.const), "const")
+        g["sys"] = self._sys_scope(dict(s.sys.inputs))
+        g["command"] = CommandScope({}, "command")
+
+    def _sys_scope(self, inputs: dict[str, Any]) -> SysScope:
+        s = self._run.engine.settings
+        return SysScope(inputs, s.sys.enabled(), dict(s.secrets), self.exists)
+
+    # -- what the session is ----------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        """The engine in use (replaced by :meth:`update_settings`)."""
+        return self._run.engine
+
+    @property
+    def execution(self) -> Execution:
+        """The session's evaluator (its globals, loop thread and time limit); used by the fragment runner."""
+        return self._run
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in use."""
+        return self._run.engine.settings
+
+    def settings_dict(self) -> dict[str, Any]:
+        """The settings as a SPEC-10-shaped dict (secret values masked)."""
+        return self._run.engine.settings.masked_dict()
+
+    @property
+    def functions(self) -> dict[str, Any]:
+        """Functions of the last agent definition, name → parsed function (``call`` reaches them)."""
+        return dict(self._functions)
+
+    # -- variables ------------------------------------------------------------------------------
+    @property
+    def locals(self) -> dict[str, Any]:
+        """A copy of the local variables, name → value."""
+        return {k: v for k, v in self._run.globals.items() if k not in rules.RESERVED_NAMES and k != "__builtins__"}
+
+    @property
+    def agent_vars(self) -> dict[str, Any]:
+        """A copy of the agent variables."""
+        return copy_json(self._agent)
+
+    @property
+    def conv_vars(self) -> dict[str, Any]:
+        """A copy of the conversation variables."""
+        return copy_json(self._conv)
+
+    def exists(self, scope: str, name: str) -> bool:
+        """Whether ``name`` is set in ``scope`` (``local``, ``agent``, ``conv``, ``const``, else the allowlist).
+
+        This is ``sys.exists(scope, name)`` of SPEC 5.
+        """
+        if scope == "local":
+            return name in self._run.globals and name not in rules.RESERVED_NAMES and not name.startswith("_")
+        if scope == "agent":
+            return name in self._agent
+        if scope == "conv":
+            return name in self._conv
+        if scope == "const":
+            return name in self._run.engine.settings.const
+        return self._run.engine.allowlist.grants(name)
+
+    def variable(self, scope: str, name: str) -> Any:
+        """The value of variable ``name`` in ``scope`` (``local``, ``agent`` or ``conv``; agent and
+        conversation values as copies). Raises ``S2OError`` ``not-set`` when it is not set."""
+        if scope == "local" and self.exists("local", name):
+            return self._run.globals[name]
+        store = self._agent if scope == "agent" else self._conv if scope == "conv" else None
+        if store is not None and name in store:
+            return copy_json(store[name])
+        shown = name if scope == "local" else f"{scope}.{name}"
+        raise S2OError("not-set", f"'{shown}' has not been set")
+
+    def set_vars(self, *, locals: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
+                 conv: dict[str, Any] | None = None) -> None:
+        """Set several variables at once, taken literally (agent and conversation values must be JSON).
+
+        All or nothing: when one name or value is refused (``S2OError``), no variable changes.
+        """
+        snap = self.snapshot()
+        try:
+            for name, value in (locals or {}).items():
+                self.set_local(name, value)
+            for name, value in (agent or {}).items():
+                self.set_agent(name, value)
+            for name, value in (conv or {}).items():
+                self.set_conv(name, value)
+        except BaseException:
+            self.restore(snap)
+            raise
+
+    def set_variable(self, scope: str, name: str, value: Any) -> None:
+        """Set ``name`` in ``scope`` (``local``, ``agent`` or ``conv``); see :meth:`set_local` and :meth:`set_agent`."""
+        if scope == "local":
+            self.set_local(name, value)
+        elif scope == "agent":
+            self.set_agent(name, value)
+        elif scope == "conv":
+            self.set_conv(name, value)
+        else:
+            raise S2OError("fragment", f"'{scope}' is not a variable scope; scopes are {', '.join(VARIABLE_SCOPES)}")
+
+    def set_local(self, name: str, value: Any) -> None:
+        """Set local ``name``; raises ``S2OError`` for a name the rules refuse or a reserved name, and
+        ``not-allowed`` for a value holding a generator, coroutine, frame, code object or module."""
+        check_target_name(name)
+        check_value(value, f"the local '{name}'")
+        self._run.globals[name] = value
+
+    def set_agent(self, name: str, value: Any) -> None:
+        """Set agent variable ``name`` to a JSON value (``not-json`` otherwise)."""
+        check_target_name(name)
+        check_json(value, f"agent.{name}")
+        self._agent[name] = copy_json(value)
+
+    def set_conv(self, name: str, value: Any) -> None:
+        """Set conversation variable ``name`` to a JSON value (``not-json`` otherwise)."""
+        check_target_name(name)
+        check_json(value, f"conv.{name}")
+        self._conv[name] = copy_json(value)
+
+    def reset(self) -> None:
+        """Clear locals, agent and conversation variables; the settings stay."""
+        g = self._run.globals
+        for name in list(self.locals):
+            del g[name]
+        g.pop("result", None)
+        g.pop("exc", None)
+        self._agent.clear()
+        self._conv.clear()
+
+    def snapshot(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """Shallow copies of (globals, agent, conv), to restore after a failed command."""
+        return dict(self._run.globals), dict(self._agent), dict(self._conv)
+
+    def restore(self, snap: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> None:
+        """Restore state saved by :meth:`snapshot`."""
+        g, a, c = snap
+        self._run.globals.clear()
+        self._run.globals.update(g)
+        self._agent.clear()
+        self._agent.update(a)
+        self._conv.clear()
+        self._conv.update(c)
+
+    # -- settings ------------------------------------------------------------------------------
+    def update_settings(self, patch: dict[str, Any]) -> list[str]:
+        """Merge ``patch`` (SPEC 10 names, nested) into the settings, all or nothing.
+
+        Returns the new engine's warnings. Raises ``S2OError`` with stage ``load`` (codes ``settings``,
+        ``allowlist``, ``refused-entry``) and then leaves the session exactly as it was.
+        """
+        engine = Engine(make_settings(merge(self._run.engine.settings.to_dict(), patch)))
+        self._run.engine = engine
+        self._bind_engine()
+        return list(engine.warnings)
+
+    # -- expressions ---------------------------------------------------------------------------
+    def validate(self, expr: str) -> Validation:
+        """Check ``expr`` against the rules and this session's locals, without running it."""
+        return self._run.engine.validate(expr, locals=self.locals.keys())
+
+    def evaluate(self, expr: str) -> Any:
+        """Run one expression and return its value (SPEC 2, 6).
+
+        Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code (``runtime``,
+        ``not-set``, ``not-allowed``, ``not-awaited``, …), ``timedOut`` when the time limit passes, or
+        ``stopped`` when interrupted (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its
+        variables either way.
+        """
+        return self._run.evaluate(expr)
+
+    def evaluate_dynamic(self, text: str) -> Any:
+        """The value of a dynamic string (SPEC 1): plain text as is, ``{ expr }`` evaluated.
+
+        Raises ``S2OError`` ``too-long`` past ``limits.definition_length`` characters, else as
+        :meth:`evaluate`; positions stay relative to the expression, as SPEC 3 says.
+        """
+        limit = self._run.engine.settings.limits.definition_length
+        if len(text) > limit:
+            raise S2OError("too-long", f"the value is {len(text)} characters long; the limit is {limit}",
+                           stage="validate")
+        found = expression_of(text)
+        if found is None:
+            return text
+        return self._run.evaluate_at(found[0], time.monotonic())
+
+    async def evaluate_async(self, expr: str) -> Any:
+        """Like :meth:`evaluate`, for callers on an event loop: awaiting happens off their loop."""
+        return await self._run.evaluate_async(expr)
+
+    def interrupt(self) -> None:
+        """Stop the evaluation in progress (from another thread); it ends with code ``stopped``."""
+        self._run.interrupt()
+
+    def warm_up(self) -> None:
+        """Start the threads a run uses (event loop, watchdog), so memory measured afterwards is the
+        session's resting size."""
+        self._run.warm_up()
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value replaced by ``***`` (for messages and displayed values)."""
+        return self._run.engine.settings.redact(text)
+
+    # -- introspection for tools (completion, inspection): see introspection.py --------------
+    def completion_names(self) -> dict[str, str]:
+        """Names an expression may start with, name → kind (``variable``, ``namespace``, ``module``,
+        ``class``, ``function``, ``keyword``)."""
+        return introspection.completion_names(self)
+
+    def member_names(self, dotted: str) -> list[str]:
+        """Public members after ``dotted.`` that an expression may read (empty when unknown)."""
+        return introspection.member_names(self, dotted)
+
+    def describe(self, dotted: str) -> str | None:
+        """A short description of a granted name or a variable: signature and doc, or type and value."""
+        return introspection.describe(self, dotted)
+
+    # -- fragments -------------------------------------------------------------------------------
+    def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
+                     inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
+        """Check then run a fragment as one run (SPEC 7); never raises for bad input.
+
+        ``fragment`` is parsed JSON: a command object, a list of commands, a function object or an
+        agent definition. Every problem is reported before anything runs (``RunResult.error`` is then
+        an :class:`~.errors.ErrorGroup` when there are several). An agent definition's functions stay
+        defined for later ``call`` commands; ``function`` picks the one to run (default ``main``),
+        whose declared arguments come from ``inputs`` (also ``sys.inputs`` during the run).
+        ``on_output`` is called with each output part as it is produced.
+        """
+        from .fragments import fragment_kind, parse_fragment, run_program
+
+        start = time.monotonic()
+        if function is not None and fragment_kind(fragment) != "agent":
+            return RunResult(code="errorInAgent", error=S2OError(
+                "fragment", "a function can only be chosen in an agent definition ({\"functions\": {...}})",
+                stage="validate"))
+        try:
+            program = parse_fragment(self.engine, fragment, known=set(self.locals), functions=self._functions)
+        except S2OError as exc:
+            return RunResult(code="errorInAgent", error=exc)
+        if program.kind == "agent":
+            self._functions = dict(program.functions)
+            if function is not None:
+                if function not in program.functions:
+                    return RunResult(code="errorInAgent", error=S2OError(
+                        "unknown-function", f"there is no function named '{function}'", stage="validate"))
+                program.body = program.functions[function]
+        g = self._run.globals
+        sys_scope = g["sys"]
+        if inputs is not None:
+            g["sys"] = self._sys_scope(dict(inputs))
+        try:
+            coro = run_program(self, program, on_output, start, inputs if inputs is not None
+                               else dict(self.settings.sys.inputs))
+            try:
+                code, value, outputs, logs, error = self._run.run_coroutine(coro, start)
+            except S2OError as exc:
+                code = exc.code if exc.code in ("timedOut", "stopped") else "errorInAgent"
+                return RunResult(code=code, error=exc)
+        finally:
+            g["sys"] = sys_scope
+        return RunResult(code=code, value=value, outputs=outputs, logs=logs, error=error)
+
+    # -- what the fragment runner sets -----------------------------------------------------------
+    @contextlib.contextmanager
+    def function_scope(self, bound: dict[str, Any]) -> Iterator[None]:
+        """Run the body with fresh locals ``bound`` (a called function's arguments), then restore."""
+        g = self._run.globals
+        keep = {k: g[k] for k in list(g) if k not in rules.RESERVED_NAMES and k != "__builtins__"}
+        for k in keep:
+            del g[k]
+        g.update(bound)
+        try:
+            yield
+        finally:
+            for k in [k for k in g if k not in rules.RESERVED_NAMES and k != "__builtins__"]:
+                del g[k]
+            g.update(keep)
+
+    @contextlib.contextmanager
+    def handling(self, error: S2OError) -> Iterator[None]:
+        """Make ``exc`` read ``error`` while an ``onError`` handler runs; restore the outer ``exc`` after."""
+        g = self._run.globals
+        previous = g.get("exc")
+        g["exc"] = ErrorView(error)
+        try:
+            yield
+        finally:
+            if previous is None:
+                g.pop("exc", None)
+            else:
+                g["exc"] = previous
+
+    def set_command_fields(self, fields: dict[str, Any]) -> None:
+        """Make ``command.<field>`` read ``fields`` (the runtime calls this per command)."""
+        self._run.globals["command"] = CommandScope(fields, "command")
+
+    def set_result(self, value: Any) -> None:
+        """Set ``result``, the value of the last result-producing command."""
+        self._run.globals["result"] = value
