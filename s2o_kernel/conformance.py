@@ -2,7 +2,8 @@
 
 Each line of a ``.jsonl`` file is a case: one of ``expr``, ``dynamic``,
 ``allowlist_only`` or ``fragment`` (an extension of SPEC 11 for SPEC 7: a
-fragment run as one run, with optional ``inputs`` and ``function``); optional settings (``allowlist``: absent means empty,
+fragment run as one run, with optional ``inputs`` and ``function``); optional
+settings (``allowlist``: absent means empty,
 ``rules``, ``limits``, ``sys``, ``const``, ``secrets``), state (``locals``,
 ``agent``, ``conv``), ``helpers`` (put the case file's folder on
 ``sys.path``) and ``expect``. Every case runs in a fresh session.
@@ -70,7 +71,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
                 engine = Engine(settings)
             except S2OError as exc:
                 if exc.code in ("allowlist", "refused-entry"):
-                    return {"id": cid, "outcome": "allowlist", "errors": dict(exc.details["lines"]), "warnings": []}
+                    lines = (exc.details or {}).get("lines", {})
+                    return {"id": cid, "outcome": "allowlist", "errors": dict(lines), "warnings": []}
                 raise
             return {"id": cid, "outcome": "allowlist", "errors": {}, "warnings": list(engine.warnings)}
         session = Session(Engine(settings), locals=case.get("locals"), agent=case.get("agent"),
@@ -122,7 +124,7 @@ def _same_json(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
@@ -137,7 +139,7 @@ def judge(case: dict[str, Any], got: dict[str, Any]) -> str | None:
         if got["outcome"] != "value":
             return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
         value = got.get(_REVEALED, got["value"])
-        if value is None and expect["value"] is not None or not _same_json(value, expect["value"]):
+        if (value is None and expect["value"] is not None) or not _same_json(value, expect["value"]):
             return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
         return None
     if "repr" in expect:

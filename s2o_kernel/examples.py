@@ -8,11 +8,12 @@ deterministic.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 _WEATHER = {"Oslo": 7, "Bergen": 11, "Lima": 19, "Cairo": 31}
 
 
-async def fetch_weather(city: str) -> dict:
+async def fetch_weather(city: str) -> dict[str, object]:
     """Pretend HTTP lookup: ``{'city': city, 'celsius': int}`` after a short await.
 
     Raises ``KeyError`` for a city it does not know.
@@ -27,14 +28,14 @@ async def slow_answer(seconds: float) -> str:
     return "done"
 
 
-def countdown(start: int):
+def countdown(start: int) -> Iterator[int]:
     """Generator of ``start, start - 1, …, 1``."""
     while start > 0:
         yield start
         start -= 1
 
 
-def endless():
+def endless() -> Iterator[int]:
     """A generator that never ends: only the run-time limit stops a consumer of it."""
     n = 0
     while True:

@@ -16,12 +16,12 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 ``col``, ``path`` and ``stage``.
 """
 
-from .errors import ErrorGroup, S2OError
 from .engine import Compiled, Engine, Validation
-from .session import RunResult, Session
+from .errors import ErrorGroup, S2OError
 from .fragments import fragment_kind
 from .isolated import IsolatedSession
 from .scopes import RemoteValue, as_json
+from .session import RunResult, Session
 from .settings import Settings, default_settings, load_settings, make_settings
 
 __all__ = [

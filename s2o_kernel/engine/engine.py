@@ -189,14 +189,19 @@ class Engine:
         checked = self.check(source, command_fields=command_fields)
         if checked.errors:
             return checked
+        if checked.tree is None:  # pragma: no cover - a tree without errors is always there
+            raise S2OError("unexpected", "the compile rules returned no tree", stage="validate", source=source)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # compiler SyntaxWarnings must not reach the host's stderr
                 code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-        except (SyntaxError, ValueError) as exc:
-            checked.errors.append(S2OError("syntax", str(getattr(exc, "msg", exc)), line=getattr(exc, "lineno", None),
-                                           col=(exc.offset - 1) if getattr(exc, "offset", None) else None,
+        except SyntaxError as exc:
+            checked.errors.append(S2OError("syntax", str(exc.msg), line=exc.lineno,
+                                           col=(exc.offset - 1) if exc.offset else None,
                                            stage="validate", source=source))
+            return checked
+        except ValueError as exc:
+            checked.errors.append(S2OError("syntax", str(exc), stage="validate", source=source))
             return checked
         except (RecursionError, MemoryError):
             checked.errors.append(S2OError("too-deep", "the expression is too deeply nested to compile",

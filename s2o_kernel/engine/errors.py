@@ -39,7 +39,7 @@ class S2OError(Exception):
             name (``"ZeroDivisionError"``); otherwise ``None``.
     """
 
-    __slots__ = ("code", "message", "line", "col", "path", "stage", "source", "details", "python_type")
+    __slots__ = ("code", "col", "details", "line", "message", "path", "python_type", "source", "stage")
 
     def __init__(
         self,
@@ -66,7 +66,7 @@ class S2OError(Exception):
         self.details = details
         self.python_type = python_type
 
-    def with_context(self, *, path: str | None = None, source: str | None = None) -> "S2OError":
+    def with_context(self, *, path: str | None = None, source: str | None = None) -> S2OError:
         """Fill in ``path`` and ``source`` where they are still unknown; returns ``self``."""
         if self.path is None and path is not None:
             self.path = path

@@ -49,7 +49,7 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
 class Armed:
     """One deadline: the thread it is for, when, and whether it fired."""
 
-    __slots__ = ("thread_id", "deadline", "fired", "done", "kind")
+    __slots__ = ("deadline", "done", "fired", "kind", "thread_id")
 
     def __init__(self, thread_id: int, deadline: float) -> None:
         self.thread_id = thread_id

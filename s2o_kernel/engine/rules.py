@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .denylist import name_violation
 from .errors import S2OError
@@ -79,6 +80,8 @@ def operator_helper_name(symbol: str) -> str:
 KWARGS_GUARD = "__s2o_kwargs"
 #: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).
 FSTRING_HELPER = "__s2o_fstring"
+
+_SECRET_KEY = "sys.secret must be subscripted with a literal string: sys.secret['NAME']"
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -148,9 +151,10 @@ class Checked:
 class _Item:
     """One node waiting in the walk's stack."""
 
-    __slots__ = ("node", "parent", "depth", "comp_depth", "bound", "awaited")
+    __slots__ = ("awaited", "bound", "comp_depth", "depth", "node", "parent")
 
-    def __init__(self, node, parent, depth, comp_depth, bound, awaited=False):
+    def __init__(self, node: Any, parent: ast.AST, depth: int, comp_depth: int, bound: frozenset[str],
+                 awaited: bool = False) -> None:
         self.node = node
         self.parent = parent
         self.depth = depth
@@ -228,7 +232,7 @@ class Validator:
                       comp_depth: int | None = None) -> None:
         """Queue the child nodes of ``node`` (in source order)."""
         children = []
-        for name, value in ast.iter_fields(node):
+        for _name, value in ast.iter_fields(node):
             if isinstance(value, ast.AST):
                 children.append(value)
             elif isinstance(value, list):
@@ -238,8 +242,8 @@ class Validator:
         for child in reversed(children):
             self._stack.append(_Item(child, node, item.depth + 1, cd, b))
 
-    def push(self, item: _Item, child: ast.AST, *, bound=None, comp_depth=None, awaited=False,
-             parent: ast.AST | None = None) -> None:
+    def push(self, item: _Item, child: ast.AST, *, bound: frozenset[str] | None = None,
+             comp_depth: int | None = None, awaited: bool = False, parent: ast.AST | None = None) -> None:
         """Queue one child of ``item.node`` (or of ``parent``, a node between them such as a comprehension clause)."""
         self._stack.append(
             _Item(child, item.node if parent is None else parent, item.depth + 1,
@@ -289,7 +293,8 @@ class Validator:
             elif value.id == "command":
                 fields = self.ctx.command_fields or frozenset()
                 if node.attr not in fields:
-                    self.error("command-field", f"command.{node.attr} is not a field this command has set earlier", node)
+                    self.error("command-field", f"command.{node.attr} is not a field this command has set earlier",
+                               node)
         self.push(item, value)
         return True
 
@@ -303,10 +308,9 @@ class Validator:
         parent = item.parent
         if member == "secret":
             if not (isinstance(parent, ast.Subscript) and parent.value is node):
-                self.error("secret-key", "sys.secret must be subscripted with a literal string: sys.secret['NAME']", node)
-        elif member == "exists":
-            if not (isinstance(parent, ast.Call) and parent.func is node):
-                self.error("sys", "sys.exists can only be called: sys.exists(scope, name)", node)
+                self.error("secret-key", _SECRET_KEY, node)
+        elif member == "exists" and not (isinstance(parent, ast.Call) and parent.func is node):
+            self.error("sys", "sys.exists can only be called: sys.exists(scope, name)", node)
 
     def rule_subscript(self, item: _Item) -> bool:
         """``sys.secret['NAME']``: literal key (``secret-key``) that exists (``missing-secret``)."""
@@ -316,7 +320,7 @@ class Validator:
                 and value.value.id == "sys" and "sys" not in item.bound):
             key = node.slice
             if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-                self.error("secret-key", "sys.secret must be subscripted with a literal string: sys.secret['NAME']", node)
+                self.error("secret-key", _SECRET_KEY, node)
             elif key.value not in self.ctx.secrets:
                 self.error("missing-secret", f"no secret named '{key.value}' is available", node)
             else:
@@ -386,7 +390,8 @@ class Validator:
                        f"comprehensions are nested {depth} deep; the limit is {self.ctx.max_comprehension_depth}", node)
         if len(node.generators) > self.ctx.max_for_clauses:
             self.error("comprehension-clauses",
-                       f"{len(node.generators)} 'for' clauses in one comprehension; the limit is {self.ctx.max_for_clauses}",
+                       f"{len(node.generators)} 'for' clauses in one comprehension; "
+                       f"the limit is {self.ctx.max_for_clauses}",
                        node)
         inner = set(item.bound)
         for gen in node.generators:
@@ -527,9 +532,9 @@ def _statement_hint(source: str) -> str:
     return ""
 
 
-def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[tuple]) -> None:
+def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[tuple[Any, str, int | None, ast.AST, str]]) -> None:
     """Apply recorded rewrites, innermost first (the walk recorded them outer first)."""
-    for parent, attr, _index, node, helper in reversed(list(rewrites)):
+    for parent, _attr, _index, node, helper in reversed(list(rewrites)):
         if helper == KWARGS_GUARD:
             kw = parent
             kw.value = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[kw.value], keywords=[])

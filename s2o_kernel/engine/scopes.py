@@ -10,7 +10,9 @@ methods, comparisons or length, and its ``repr`` never shows the value.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import S2OError
 
@@ -74,7 +76,7 @@ class RemoteValue:
     when the value is not JSON).
     """
 
-    __slots__ = ("text", "json")
+    __slots__ = ("json", "text")
 
     def __init__(self, text: str, json: Any) -> None:
         self.text = text
@@ -103,7 +105,7 @@ def _to_json_inner(value: Any, depth: int) -> Any:
             raise _NotJSON
         return int(value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             raise _NotJSON
         return value
     if isinstance(value, (list, tuple)):
@@ -128,7 +130,7 @@ def _to_json(value: Any, depth: int) -> Any:
 class VarScope:
     """``agent``, ``conv`` or ``const``: read-only attribute view of a dict of JSON values."""
 
-    __slots__ = ("_vars", "_label")
+    __slots__ = ("_label", "_vars")
 
     def __init__(self, variables: dict[str, Any], label: str) -> None:
         object.__setattr__(self, "_vars", variables)
@@ -172,6 +174,8 @@ class Secret:
     """
 
     __slots__ = ("_name", "_value")
+    _name: str
+    _value: str
 
     def __init__(self, name: str, value: str) -> None:
         object.__setattr__(self, "_name", name)
@@ -194,7 +198,7 @@ class Secret:
     def __setattr__(self, name: str, value: Any) -> None:
         raise S2OError("not-allowed", "secrets are read-only")
 
-    def __reduce__(self):  # never pickled or copied with its value
+    def __reduce__(self) -> tuple[Any, ...]:  # never pickled or copied with its value
         raise S2OError("not-allowed", "secrets cannot be copied")
 
 
@@ -208,7 +212,9 @@ class SecretText:
     with :func:`reveal`.
     """
 
-    __slots__ = ("_text", "_masked")
+    __slots__ = ("_masked", "_text")
+    _masked: str
+    _text: str
 
     def __init__(self, text: str, masked: str) -> None:
         object.__setattr__(self, "_text", text)
@@ -238,6 +244,7 @@ class SecretStore:
     """``sys.secret``: reachable only as ``sys.secret['LITERAL']`` (validated)."""
 
     __slots__ = ("_values",)
+    _values: dict[str, str]
 
     def __init__(self, values: Mapping[str, str]) -> None:
         object.__setattr__(self, "_values", dict(values))
@@ -267,7 +274,11 @@ class SysScope:
     enables.
     """
 
-    __slots__ = ("_inputs", "_optional", "_secrets", "_exists")
+    __slots__ = ("_exists", "_inputs", "_optional", "_secrets")
+    _exists: Callable[[str, str], bool]
+    _inputs: dict[str, Any]
+    _optional: dict[str, Any]
+    _secrets: SecretStore
 
     def __init__(self, inputs: dict[str, Any], optional: dict[str, Any], secrets: Mapping[str, str],
                  exists: Callable[[str, str], bool]) -> None:
@@ -278,7 +289,7 @@ class SysScope:
 
     @property
     def inputs(self) -> dict[str, Any]:
-        return copy_json(self._inputs)
+        return dict(copy_json(self._inputs))
 
     @property
     def query(self) -> Any:
@@ -316,7 +327,7 @@ class ErrorView:
     ``runtime`` errors), ``line`` and ``col``.
     """
 
-    __slots__ = ("code", "message", "path", "type", "line", "col")
+    __slots__ = ("code", "col", "line", "message", "path", "type")
 
     def __init__(self, error: S2OError) -> None:
         self.code = error.code

@@ -135,12 +135,12 @@ class Session:
     @property
     def agent_vars(self) -> dict[str, Any]:
         """A copy of the agent variables."""
-        return copy_json(self._agent)
+        return dict(copy_json(self._agent))
 
     @property
     def conv_vars(self) -> dict[str, Any]:
         """A copy of the conversation variables."""
-        return copy_json(self._conv)
+        return dict(copy_json(self._conv))
 
     def exists(self, scope: str, name: str) -> bool:
         """Whether ``name`` is set in ``scope`` (``local``, ``agent``, ``conv``, ``const``, else the allowlist).

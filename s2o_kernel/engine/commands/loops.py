@@ -87,9 +87,7 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
     except TypeError:
         raise S2OError("runtime", f"TypeError: 'in' is expected to be a list, got {type_name(iterable)}",
                        path=f"{cmd.path}.in") from None
-    count = 0
-    for item in iterator:
-        count += 1
+    for count, item in enumerate(iterator, start=1):
         it.session.set_local(m.item, item)
         if m.index:
             it.session.set_local(m.index, count - 1)

@@ -12,8 +12,8 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
-from ..rules import RESERVED_NAMES
 from ..fragments.tree import join
+from ..rules import RESERVED_NAMES
 from .spec import CommandSpec
 
 if TYPE_CHECKING:

@@ -230,7 +230,7 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
         pass
     except Fail as f:
         code, error = "failCommand", f.error
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         code = "timedOut"
         error = S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
                          f"{session.settings.limits.time:g} s)", path=interp.current_path)

@@ -48,7 +48,7 @@ class FunctionFields(FieldsModel):
 
     args: dict[str, str | ArgSpec] | list[str] = Field(default_factory=dict)
     commands: CommandList
-    onError: CommandList | None = None  # noqa: N815 - the field's JSON name (SPEC 7)
+    onError: CommandList | None = None
 
 
 _EXPECTED = {"string_type": "str", "int_type": "int", "float_type": "float", "bool_type": "bool",
@@ -67,8 +67,9 @@ def json_type(value: Any) -> str:
 
 
 def _is_command(obj: Any) -> bool:
+    names = registry.COMMAND_NAMES
     return (isinstance(obj, dict) and bool(obj)
-            and any(k in registry.COMMAND_NAMES for k in obj) and all(k in registry.COMMAND_NAMES or k == "onError" for k in obj))
+            and any(k in names for k in obj) and all(k in names or k == "onError" for k in obj))
 
 
 def fragment_kind(obj: Any) -> str | None:
@@ -84,14 +85,17 @@ def fragment_kind(obj: Any) -> str | None:
     return None
 
 
+_FRAGMENT_KEYS = ("onError", "functions", "args", "commands")
+
+
 def _unknown_commands(obj: Any) -> list[str]:
     """Keys of a would-be command object that are not commands (to name them in the message)."""
     items = obj if isinstance(obj, list) else [obj]
     found: list[str] = []
     for item in items:
         if isinstance(item, dict):
-            found.extend(k for k in item if k not in registry.COMMAND_NAMES and k not in ("onError", "functions", "args",
-                                                                                "commands") and k not in found)
+            found.extend(k for k in item if k not in registry.COMMAND_NAMES and k not in _FRAGMENT_KEYS
+                         and k not in found)
     return found[:5]
 
 
