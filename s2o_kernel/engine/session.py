@@ -21,9 +21,10 @@ from . import introspection, rules
 from .dynamic import expression_of
 from .engine import Engine, Validation
 from .errors import S2OError
-from .execution import Execution, check_value
+from .execution import Execution
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, copy_json
 from .settings import Settings, make_settings, merge
+from .values import check_value
 
 #: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
 VARIABLE_SCOPES = ("local", "agent", "conv")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
 from ..fragments.tree import End, Fail, Return
+from ..values import cut, safe_repr
 from .spec import CommandSpec, parse_no_fields, parse_text
 
 if TYPE_CHECKING:
@@ -35,9 +36,16 @@ async def run_end(it: Interpreter, cmd: Command) -> None:
 
 
 async def run_fail(it: Interpreter, cmd: Command) -> None:
-    """End the run with ``failCommand``."""
+    """End the run with ``failCommand``; the message is the value's text, cut to ``values.MAX_TEXT``."""
     message = await it.value(cmd.fields, cmd.path)
-    raise Fail(S2OError("failCommand", str(message), path=cmd.path))
+    if not isinstance(message, str):
+        try:
+            message = str(message)
+        except S2OError:  # a secret has no text
+            raise
+        except Exception:  # an int too large to print, a value nested too deeply, a failing __str__
+            message = safe_repr(message)
+    raise Fail(S2OError("failCommand", cut(message), path=cmd.path))
 
 
 RETURN = CommandSpec("return", parse_return, run_return)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from ..values import safe_repr
 from .spec import CommandSpec, parse_text
 
 if TYPE_CHECKING:
@@ -13,9 +14,14 @@ if TYPE_CHECKING:
 
 
 async def run(it: Interpreter, cmd: Command) -> None:
-    """Add the text (a non-string value as JSON) to the run's logs."""
+    """Add the text (a non-string value as JSON, or its bounded ``repr`` when JSON cannot show it) to the logs."""
     text = await it.value(cmd.fields, cmd.path)
-    it.logs.append(text if isinstance(text, str) else json.dumps(text, default=repr))
+    if not isinstance(text, str):
+        try:
+            text = json.dumps(text, default=repr)
+        except (ValueError, TypeError, RecursionError):  # an int too large to print, a value nested too deeply
+            text = safe_repr(text)
+    it.logs.append(text)
 
 
 LOG = CommandSpec("log", parse_text, run)

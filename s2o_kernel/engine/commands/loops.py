@@ -15,6 +15,7 @@ from pydantic import Field
 
 from ..errors import S2OError
 from ..fragments.tree import Break, Continue, join
+from ..values import runtime_error
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 
 if TYPE_CHECKING:
@@ -87,7 +88,17 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
     except TypeError:
         raise S2OError("runtime", f"TypeError: 'in' is expected to be a list, got {type_name(iterable)}",
                        path=f"{cmd.path}.in") from None
-    for count, item in enumerate(iterator, start=1):
+    count = 0
+    while True:
+        try:
+            item = next(iterator)
+        except StopIteration:
+            break
+        except S2OError:
+            raise
+        except Exception as exc:  # a host iterator that fails: coded, at the loop's 'in'
+            raise runtime_error(exc, f"{cmd.path}.in") from None
+        count += 1
         it.session.set_local(m.item, item)
         if m.index:
             it.session.set_local(m.index, count - 1)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
 from ..fragments.tree import join
+from ..values import runtime_error
 from .spec import CommandSpec, FieldsModel
 
 if TYPE_CHECKING:
@@ -53,18 +55,30 @@ async def run(it: Interpreter, cmd: Command) -> None:
     m = cmd.model
     if m.text is not None:
         text = await it.value(m.text, f"{cmd.path}.text")
-        it.emit({"type": "text", "text": text if isinstance(text, str) else repr(text)})
+        it.emit({"type": "text", "text": text if isinstance(text, str) else _text(repr, text, f"{cmd.path}.text")})
     elif m.html is not None:
         html = await it.value(m.html, f"{cmd.path}.html")
-        it.emit({"type": "html", "html": str(html)})
+        it.emit({"type": "html", "html": html if isinstance(html, str) else _text(str, html, f"{cmd.path}.html")})
     else:
-        data = await it.value(m.image, f"{cmd.path}.image")
+        data = _text(str, await it.value(m.image, f"{cmd.path}.image"), f"{cmd.path}.image")
         try:
-            base64.b64decode(str(data), validate=True)
+            base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise S2OError("runtime", "ValueError: an image part must be base64 text",
                            path=f"{cmd.path}.image") from None
-        it.emit({"type": "image", "data": str(data), "mime": m.mime})
+        it.emit({"type": "image", "data": data, "mime": m.mime})
+
+
+def _text(convert: Callable[[Any], str], value: Any, path: str) -> str:
+    """``convert(value)`` (``repr`` or ``str``); a failure (an int too large to print, a value nested too
+    deeply, a failing ``__repr__``) is a ``runtime`` error at ``path``, never a crash."""
+    try:
+        text = convert(value)
+    except Exception as exc:
+        raise runtime_error(exc, path) from None
+    if type(text) is not str:
+        raise S2OError("runtime", f"TypeError: the part is not text (got {type(text).__name__})", path=path)
+    return text
 
 
 OUTPUT = CommandSpec("output", parse, run, fields=OutputFields)

@@ -1,0 +1,321 @@
+"""What a value may hold, and the text of any value for a message (SPEC 6, 12).
+
+Two jobs that every part of the engine needs when a value crosses a boundary:
+
+* :func:`check_value`: the result and locals check. A result, a local or an output may never hold a
+  coroutine (``not-awaited``; it is closed), a generator, an async generator or its awaitables, a
+  frame, a code object, a traceback, a module or a cell (``not-allowed``), however deep it sits. The
+  walk is iterative, visits each container once (shared and cyclic structures cost their size, not
+  their paths), reads containers by their exact type through the C-level accessors of the base type
+  (no method of a subclass or a host object runs), and is bounded: a value with more than
+  :data:`SCAN_LIMIT` items is refused rather than half checked.
+* :func:`safe_repr`, :func:`safe_str` and :func:`exception_text`: text for an error message built
+  from any value, never raising and never long. An ``int`` too large to print shows its size, a
+  ``repr`` that raises or recurses shows the type's name, and every text is cut at
+  :data:`MAX_TEXT` characters.
+
+What the walk opens, by exact type: ``list``, ``tuple``, ``set``, ``frozenset``, ``collections.deque``,
+``dict`` and its standard subclasses (``OrderedDict``, ``defaultdict`` with its factory, ``Counter``),
+``ChainMap``, dict views (``keys()``, ``values()``, ``items()``), ``types.SimpleNamespace``, ``slice``,
+bound methods (their ``self``, unless it is a module: granted functions of a module are bound to it),
+``functools.partial``, ``classmethod``/``staticmethod``, exceptions (``args``, cause, context,
+attributes; an exception carrying a traceback is refused) and the lazy iterators of the builtins and
+:mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
+``__reduce__``, which reads without consuming; one that cannot be opened is refused). Instances of
+other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+import reprlib
+import types
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import S2OError
+from .guards import SafeAsyncIterator, SafeIterator
+
+#: Most characters of text a message shows for one value.
+MAX_TEXT = 2_000
+#: Most items one :func:`check_value` walk visits before refusing the value as too large to check.
+SCAN_LIMIT = 10_000_000
+
+#: Types with no parts to check.
+PLAIN_TYPES = frozenset({str, int, float, bool, type(None), bytes, complex, range})
+
+
+async def _agen() -> Any:  # pragma: no cover - only its type is used
+    yield None
+
+
+def _async_generator_awaitable_types() -> dict[type, str]:
+    """The awaitables an async generator hands out (``asend``/``athrow``), which hold it."""
+    agen = _agen()
+    send = agen.asend(None)
+    throw = agen.athrow(GeneratorExit)
+    out = {type(send): "an awaitable of an async generator", type(throw): "an awaitable of an async generator"}
+    send.close()
+    throw.close()
+    return out
+
+
+#: Types a result or a local may never hold (SPEC 6, 12), with the words the message uses.
+FORBIDDEN_VALUE_TYPES: dict[type, str] = {
+    types.GeneratorType: "a generator",
+    types.AsyncGeneratorType: "an async generator",
+    types.FrameType: "a frame",
+    types.CodeType: "a code object",
+    types.TracebackType: "a traceback",
+    types.ModuleType: "a module",
+    types.CellType: "a cell",
+    SafeIterator: "an iterator of a granted generator",
+    SafeAsyncIterator: "an async iterator of a granted generator",
+    **_async_generator_awaitable_types(),
+}
+
+
+def _lazy_iterator_types() -> frozenset[type]:
+    """Exact types of the C-level lazy iterators of the builtins and :mod:`itertools`."""
+    samples: list[Any] = [  # one of each
+        map(abs, ()), filter(None, ()), zip(), enumerate(()), reversed([]), reversed(()),
+        iter([]), iter(()), iter(set()), iter({}), iter({}.values()), iter({}.items()), iter(bytearray()),
+        iter(collections.deque()), reversed(collections.deque()), iter(int, 1),
+        itertools.chain(), itertools.islice((), 0), itertools.cycle(()), itertools.count(), itertools.repeat(None),
+        itertools.accumulate(()), itertools.compress((), ()), itertools.dropwhile(bool, ()),
+        itertools.takewhile(bool, ()), itertools.filterfalse(None, ()), itertools.groupby(()),
+        itertools.starmap(abs, ()), itertools.tee(())[0], itertools.zip_longest(()), itertools.product(),
+        itertools.permutations(()), itertools.combinations((), 0),
+        itertools.combinations_with_replacement((), 0), itertools.pairwise(()),
+    ]
+    tee_data = itertools.tee(())[0].__reduce__()[2][0]  # what a tee shares with its twins
+    return frozenset(type(s) for s in [*samples, tee_data])
+
+
+LAZY_ITERATOR_TYPES = _lazy_iterator_types()
+
+_DICT_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, collections.Counter})
+_ITERABLE_TYPES = frozenset({
+    list, tuple, set, frozenset, collections.deque,
+    type({}.keys()), type({}.values()), type({}.items()),
+    type(collections.OrderedDict().keys()), type(collections.OrderedDict().values()),
+    type(collections.OrderedDict().items()),
+})
+_BOUND_TYPES = frozenset({types.BuiltinMethodType, types.MethodWrapperType})
+
+#: The C-level descriptors of an exception's parts: reading through them runs no subclass's property.
+_EXC: dict[str, Any] = {name: vars(BaseException)[name]
+                        for name in ("args", "__cause__", "__context__", "__traceback__", "__dict__")}
+_ATTRIBUTE_ERROR_OBJ: Any = vars(AttributeError)["obj"]
+_STOP_ITERATION_VALUE: Any = vars(StopIteration)["value"]
+
+
+def _exception_parts(v: BaseException, t: type) -> list[Any]:
+    """An exception's parts through the base type's descriptors (a subclass's properties never run)."""
+    parts: list[Any] = list(_EXC["args"].__get__(v))
+    parts.extend(_EXC[name].__get__(v) for name in ("__cause__", "__context__", "__dict__"))
+    if issubclass(t, AttributeError):
+        parts.append(_ATTRIBUTE_ERROR_OBJ.__get__(v))
+    if issubclass(t, StopIteration):
+        parts.append(_STOP_ITERATION_VALUE.__get__(v))
+    return parts
+
+
+def _refused(what: str, what_holds: str) -> S2OError:
+    return S2OError("not-allowed", f"{what} cannot be {what_holds}; "
+                    "consume it inside the expression (for example with list(...))")
+
+
+def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
+    """The values ``v`` holds, read by its exact type ``t``; ``None`` when it is not opened."""
+    if t in _ITERABLE_TYPES:
+        return v  # type: ignore[no-any-return]
+    if t in _DICT_TYPES:
+        parts = [*dict.keys(v), *dict.values(v)]
+        if t is collections.defaultdict:
+            parts.append(v.default_factory)
+        return parts
+    if t in LAZY_ITERATOR_TYPES:
+        try:
+            reduced = v.__reduce__()
+        except Exception:
+            raise _refused(f"a {t.__name__} iterator (whose contents cannot be checked)", what_holds) from None
+        return reduced[1:] if type(reduced) is tuple else ()
+    if issubclass(t, BaseException):
+        if _EXC["__traceback__"].__get__(v) is not None:
+            raise _refused("an exception that was raised (it carries a traceback)", what_holds)
+        return _exception_parts(v, t)
+    if t in _BOUND_TYPES:
+        owner = v.__self__
+        return () if owner is None or isinstance(owner, types.ModuleType) else (owner,)
+    return _other_parts(v, t)
+
+
+def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
+    if t is types.MethodType:
+        return (v.__self__, v.__func__)
+    if t is functools.partial:
+        return (v.func, *v.args, *v.keywords.values())
+    if t is types.SimpleNamespace:
+        return (vars(v),)
+    if t is slice:
+        return (v.start, v.stop, v.step)
+    if t is collections.ChainMap:
+        return (v.maps,)
+    if t is classmethod or t is staticmethod:
+        return (v.__func__,)
+    return None
+
+
+def _forbidden(v: Any, t: type, what_holds: str) -> None:
+    if t is types.CoroutineType:
+        v.close()
+        raise S2OError("not-awaited", f"{what_holds} holds a coroutine that was never awaited: "
+                       "put 'await' before the async call")
+    what = FORBIDDEN_VALUE_TYPES.get(t)
+    if what is None and issubclass(t, types.ModuleType):
+        what = "a module"
+    if what is not None:
+        raise _refused(what, what_holds)
+
+
+def check_value(value: Any, what_holds: str) -> None:
+    """Refuse ``value`` when it holds, at any depth, something a result or a local may not hold (SPEC 6, 12).
+
+    ``what_holds`` names the holder in the message ("the result of an expression", "the local 'x'").
+    Raises ``S2OError`` ``not-awaited`` for a coroutine (which is closed), ``not-allowed`` for a
+    generator, async generator or one of its awaitables, frame, code object, traceback, module, cell,
+    a raised exception, an iterator of a granted generator, a lazy iterator that cannot be opened,
+    and for a value with more than :data:`SCAN_LIMIT` items (too large to check). See the module doc
+    for what is opened.
+    """
+    t = type(value)
+    if t in PLAIN_TYPES:
+        return
+    stack = [value]
+    seen: dict[int, Any] = {}  # id -> object: kept alive, so no id is reused during the walk
+    visited = 0
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        visited += 1
+        if t in PLAIN_TYPES:
+            continue
+        if visited > SCAN_LIMIT:
+            raise S2OError("not-allowed", f"{what_holds} holds more than {SCAN_LIMIT:,} items: too many to check")
+        _forbidden(v, t, what_holds)
+        if id(v) in seen:
+            continue
+        parts = _parts(v, t, what_holds)
+        if parts is None:
+            continue
+        seen[id(v)] = v
+        if (t is list or t is tuple) and set(map(type, v)) <= PLAIN_TYPES:
+            visited += len(v)
+            continue
+        stack.extend(parts)
+
+
+# -- text of any value ----------------------------------------------------------------------------
+
+#: Bits of the largest ``int`` shown in full (about :data:`MAX_TEXT` decimal digits).
+_MAX_INT_BITS = int(MAX_TEXT * 3.32)
+
+
+def _int_text(value: int) -> str:
+    if value.bit_length() <= _MAX_INT_BITS:
+        return int.__repr__(value)
+    return f"<int with about {int(value.bit_length() * 0.30103) + 1:,} digits>"
+
+
+class _BoundedRepr(reprlib.Repr):
+    """:mod:`reprlib` with ints shown by size past :data:`MAX_TEXT` digits (``repr`` of a huge int raises)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 4
+        self.maxstring = MAX_TEXT
+        self.maxother = MAX_TEXT
+        self.maxlong = MAX_TEXT
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdeque = self.maxdict = 30
+
+    def repr_int(self, x: int, level: int) -> str:
+        return _int_text(x)
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            text = repr(x)
+        except Exception:
+            return f"<{type(x).__name__} object>"
+        return cut(text if type(text) is str else f"<{type(x).__name__} object>")
+
+
+_REPR = _BoundedRepr()
+
+
+def cut(text: str, limit: int = MAX_TEXT) -> str:
+    """``text``, cut to ``limit`` characters with a mark that says so."""
+    return text if len(text) <= limit else text[:limit] + " … (cut)"
+
+
+def safe_repr(value: Any, limit: int = MAX_TEXT) -> str:
+    """A ``repr`` of ``value`` for a message: never raises, at most about ``limit`` characters."""
+    try:
+        return cut(_REPR.repr(value), limit)
+    except Exception:  # a recursion or a failing repr inside a container
+        return f"<{type(value).__name__} object>"
+
+
+def safe_str(value: Any, limit: int = MAX_TEXT) -> str:
+    """``str(value)`` for a message: never raises, at most about ``limit`` characters."""
+    t = type(value)
+    if t is str:
+        return cut(value, limit)
+    if t is int or t is bool or t is float or value is None:
+        return cut(_int_text(value) if t is int else repr(value), limit)
+    try:
+        text = str(value)
+    except Exception:
+        return safe_repr(value, limit)
+    return cut(text, limit) if type(text) is str else f"<{t.__name__} object>"
+
+
+def exception_text(exc: BaseException) -> str:
+    """The message of ``exc`` as ``str(exc)`` would give it, built safely (never raises, cut to :data:`MAX_TEXT`).
+
+    The arguments are read through ``BaseException.args`` (no subclass property runs). A ``KeyError``
+    shows its key's :func:`safe_repr`; an exception with the base ``__str__`` shows its one argument
+    with :func:`safe_str` or its arguments with :func:`safe_repr`; any other ``__str__`` is called
+    and its failure shown as the type's name.
+    """
+    t = type(exc)
+    args = _EXC["args"].__get__(exc)
+    if t.__str__ is KeyError.__str__ and len(args) == 1:
+        return safe_repr(args[0])
+    if t.__str__ is BaseException.__str__:
+        if not args:
+            return ""
+        return safe_str(args[0]) if len(args) == 1 else safe_repr(args)
+    try:
+        text = str(exc)
+    except Exception:
+        return f"<the {t.__name__} message could not be shown>"
+    return cut(text) if type(text) is str else f"<the {t.__name__} message could not be shown>"
+
+
+#: Advice CPython appends to its int-to-text error; the engine's users cannot follow it.
+_INT_DIGITS_ADVICE = "; use sys.set_int_max_str_digits() to increase the limit"
+
+
+def error_message(exc: BaseException) -> str:
+    """``"TypeName: message"`` for a Python error (the message of a ``runtime`` error, SPEC 6), built with
+    :func:`exception_text`; just the type's name when the message is empty."""
+    text = exception_text(exc).replace(_INT_DIGITS_ADVICE, "")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def runtime_error(exc: BaseException, path: str | None = None) -> S2OError:
+    """The ``runtime`` error (stage ``run``) for a Python error raised at ``path``, with its type's name."""
+    return S2OError("runtime", error_message(exc), path=path, python_type=type(exc).__name__)
