@@ -144,7 +144,7 @@ def _holders():
         "partial": functools.partial(print, _gen()),
         "bound method of a generator": _gen().send,
         "map over a generator": map(str, _gen()),
-        "zip": zip([1], _gen()),
+        "zip": zip([1], _gen(), strict=False),
         "iterator of a list": iter([_gen()]),
         "itertools.chain": itertools.chain([1], _gen()),
         "itertools.tee": itertools.tee(_gen())[0],

@@ -145,14 +145,15 @@ class Execution:
         return self.finish(compiled, value)
 
     # -- on the session's loop (fragments) ---------------------------------------------------
-    async def run_on_loop(self, compiled: Compiled, start: float) -> Any:
+    async def run_on_loop(self, compiled: Compiled, start: float, namespace: dict[str, Any] | None = None) -> Any:
         """Run ``compiled`` inside a fragment run (already on the session's loop) and await its value.
 
+        ``namespace`` is the globals dict of the function call it belongs to (default: :attr:`globals`).
         The run's watchdog and ``asyncio.wait_for`` (armed by :meth:`run_coroutine`) bound it. A name
         not set at this point of the run is ``not-set``; ``asyncio.CancelledError`` passes through.
         """
         try:
-            value = eval(compiled.code, self.globals)
+            value = eval(compiled.code, self.globals if namespace is None else namespace)
             if compiled.is_coroutine_code or (type(value) is types.CoroutineType and compiled.top_call):
                 value = await value
             return self.finish(compiled, value)

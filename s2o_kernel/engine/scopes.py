@@ -18,27 +18,36 @@ from .errors import S2OError
 
 JSON_SCALARS = (str, int, float, bool, type(None))
 
+#: Deepest nesting of lists and objects in a JSON value the engine accepts: agent and conversation
+#: values (:func:`check_json`) and fragments (code ``too-deep``, SPEC 12). The same bound as the
+#: expression validator's, so copying, comparing and showing such values never exhausts the stack.
+MAX_JSON_DEPTH = 200
+
 
 def check_json(value: Any, where: str) -> None:
     """Raise ``S2OError("not-json")`` unless ``value`` is JSON (SPEC 5).
 
     JSON here is str, int, float, bool, None, and lists and dicts with string
-    keys of those. The message names the offending type and where it sits
-    (``agent.cart[2]``).
+    keys of those, nested at most :data:`MAX_JSON_DEPTH` levels (``too-deep``
+    past that, SPEC 12). The message names the offending type and where it
+    sits (``agent.cart[2]``).
     """
-    stack: list[tuple[Any, str]] = [(value, where)]
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
-        v, at = stack.pop()
+        v, at, depth = stack.pop()
         if isinstance(v, JSON_SCALARS):
             continue
+        if isinstance(v, (list, dict)) and depth >= MAX_JSON_DEPTH:
+            raise S2OError("too-deep", f"{where} nests deeper than {MAX_JSON_DEPTH} levels; agent and conversation "
+                           "variables hold JSON nested at most that deep")
         if isinstance(v, list):
-            stack.extend((item, f"{at}[{i}]") for i, item in enumerate(v))
+            stack.extend((item, f"{at}[{i}]", depth + 1) for i, item in enumerate(v))
             continue
         if isinstance(v, dict):
             for k, item in v.items():
                 if not isinstance(k, str):
                     raise S2OError("not-json", f"{at} has a key of type {type(k).__name__}; JSON keys are strings")
-                stack.append((item, f"{at}[{k!r}]"))
+                stack.append((item, f"{at}[{k!r}]", depth + 1))
             continue
         raise S2OError("not-json", f"{at} is a {type(v).__name__}; agent and conversation variables hold JSON only")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,16 @@ from .values import check_value
 
 #: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
 VARIABLE_SCOPES = ("local", "agent", "conv")
+
+#: Names a called function's namespace shares with its caller's: the builtins and the runtime scopes.
+SHARED_NAMES = ("__builtins__", "agent", "conv", "const", "sys")
+
+#: The namespace of the function call running in the current task of a fragment run, with the
+#: evaluator it belongs to; unset (``None``) outside calls: the notebook's function, whose namespace
+#: is the evaluator's globals. Each task of a run (``parallel`` branches) sees its own call's locals.
+_FRAME: ContextVar[tuple[Execution, dict[str, Any]] | None] = ContextVar("s2o_frame", default=None)
+#: The error the ``onError`` handler running in the current task handles (what ``exc`` reads).
+_HANDLING: ContextVar[ErrorView | None] = ContextVar("s2o_handling", default=None)
 
 
 @dataclass
@@ -130,8 +141,8 @@ class Session:
     # -- variables ------------------------------------------------------------------------------
     @property
     def locals(self) -> dict[str, Any]:
-        """A copy of the local variables, name → value."""
-        return {k: v for k, v in self._run.globals.items() if k not in rules.RESERVED_NAMES and k != "__builtins__"}
+        """A copy of the local variables, name → value (inside a fragment's ``call``, the called function's)."""
+        return {k: v for k, v in self.namespace().items() if k not in rules.RESERVED_NAMES and k != "__builtins__"}
 
     @property
     def agent_vars(self) -> dict[str, Any]:
@@ -149,7 +160,7 @@ class Session:
         This is ``sys.exists(scope, name)`` of SPEC 5.
         """
         if scope == "local":
-            return name in self._run.globals and name not in rules.RESERVED_NAMES and not name.startswith("_")
+            return name in self.namespace() and name not in rules.RESERVED_NAMES and not name.startswith("_")
         if scope == "agent":
             return name in self._agent
         if scope == "conv":
@@ -162,7 +173,7 @@ class Session:
         """The value of variable ``name`` in ``scope`` (``local``, ``agent`` or ``conv``; agent and
         conversation values as copies). Raises ``S2OError`` ``not-set`` when it is not set."""
         if scope == "local" and self.exists("local", name):
-            return self._run.globals[name]
+            return self.namespace()[name]
         store = self._agent if scope == "agent" else self._conv if scope == "conv" else None
         if store is not None and name in store:
             return copy_json(store[name])
@@ -203,7 +214,7 @@ class Session:
         ``not-allowed`` for a value holding a generator, coroutine, frame, code object or module."""
         check_target_name(name)
         check_value(value, f"the local '{name}'")
-        self._run.globals[name] = value
+        self.namespace()[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:
         """Set agent variable ``name`` to a JSON value (``not-json`` otherwise)."""
@@ -228,14 +239,15 @@ class Session:
         self._conv.clear()
 
     def snapshot(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-        """Shallow copies of (globals, agent, conv), to restore after a failed command."""
-        return dict(self._run.globals), dict(self._agent), dict(self._conv)
+        """Shallow copies of (the current namespace, agent, conv), to restore after a failed command."""
+        return dict(self.namespace()), dict(self._agent), dict(self._conv)
 
     def restore(self, snap: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> None:
         """Restore state saved by :meth:`snapshot`."""
         g, a, c = snap
-        self._run.globals.clear()
-        self._run.globals.update(g)
+        namespace = self.namespace()
+        namespace.clear()
+        namespace.update(g)
         self._agent.clear()
         self._agent.update(a)
         self._conv.clear()
@@ -361,39 +373,70 @@ class Session:
         return RunResult(code=code, value=value, outputs=outputs, logs=logs, error=error)
 
     # -- what the fragment runner sets -----------------------------------------------------------
+    def namespace(self) -> dict[str, Any]:
+        """The globals dict expressions of the current task evaluate against: the namespace of the function
+        call running in this task of a fragment run, else the evaluator's globals (the notebook's function)."""
+        frame = _FRAME.get()
+        if frame is None or frame[0] is not self._run:
+            return self._run.globals
+        return frame[1]
+
     @contextlib.contextmanager
     def function_scope(self, bound: dict[str, Any]) -> Iterator[None]:
-        """Run the body with fresh locals ``bound`` (a called function's arguments), then restore."""
-        g = self._run.globals
-        keep = {k: g[k] for k in list(g) if k not in rules.RESERVED_NAMES and k != "__builtins__"}
-        for k in keep:
-            del g[k]
-        g.update(bound)
+        """Run the body (in the current task and the tasks it starts) in a namespace of its own (SPEC 7).
+
+        The new namespace holds the called function's arguments ``bound`` and shares the builtins and
+        the scopes (``agent``, ``conv``, ``const``, ``sys``) with the caller's; ``result`` and ``exc``
+        start unset. The caller's namespace is never touched, so calls running at the same time
+        (``parallel`` branches) each keep their own locals.
+        """
+        caller = self.namespace()
+        frame = {name: caller[name] for name in SHARED_NAMES if name in caller}
+        frame["command"] = CommandScope({}, "command")
+        frame.update(bound)
+        token = _FRAME.set((self._run, frame))
+        handling = _HANDLING.set(None)
         try:
             yield
         finally:
-            for k in [k for k in g if k not in rules.RESERVED_NAMES and k != "__builtins__"]:
-                del g[k]
-            g.update(keep)
+            _HANDLING.reset(handling)
+            _FRAME.reset(token)
 
     @contextlib.contextmanager
     def handling(self, error: S2OError) -> Iterator[None]:
-        """Make ``exc`` read ``error`` while an ``onError`` handler runs; restore the outer ``exc`` after."""
-        g = self._run.globals
-        previous = g.get("exc")
-        g["exc"] = ErrorView(error)
+        """Make ``exc`` read ``error`` in the current task while an ``onError`` handler runs; the outer
+        ``exc`` (or none) after. Expressions read it through :meth:`prepare`."""
+        token = _HANDLING.set(ErrorView(error))
         try:
             yield
         finally:
-            if previous is None:
-                g.pop("exc", None)
-            else:
-                g["exc"] = previous
+            _HANDLING.reset(token)
+            self._show_exc(self.namespace())
+
+    @staticmethod
+    def _show_exc(namespace: dict[str, Any]) -> None:
+        view = _HANDLING.get()
+        if view is None:
+            namespace.pop("exc", None)
+        else:
+            namespace["exc"] = view
+
+    def prepare(self, fields: dict[str, Any] | None) -> dict[str, Any]:
+        """The namespace for one expression of a fragment, with ``command`` reading ``fields`` (the command's
+        fields set so far, or none) and ``exc`` the error handled in the current task (or unset).
+
+        Called right before the expression runs, so tasks sharing a namespace (``parallel`` branches of
+        one function) each see their own command fields and error.
+        """
+        namespace = self.namespace()
+        namespace["command"] = CommandScope(fields or {}, "command")
+        self._show_exc(namespace)
+        return namespace
 
     def set_command_fields(self, fields: dict[str, Any]) -> None:
         """Make ``command.<field>`` read ``fields`` (the runtime calls this per command)."""
-        self._run.globals["command"] = CommandScope(fields, "command")
+        self.namespace()["command"] = CommandScope(fields, "command")
 
     def set_result(self, value: Any) -> None:
         """Set ``result``, the value of the last result-producing command."""
-        self._run.globals["result"] = value
+        self.namespace()["result"] = value

@@ -13,7 +13,15 @@ Semantics:
   An error inside the handler propagates. Limits (``timedOut``, ``stopped``, ``loop-limit``, …) and
   ``fail`` are not handled by ``onError``: they end the run.
 * ``call`` runs a function with fresh locals holding its arguments, each checked against its
-  declared type; ``result`` is its return value.
+  declared type; ``result`` is its return value. Each call has a namespace of its own
+  (:meth:`~..session.Session.function_scope`), held per task, so calls running at the same time in
+  ``parallel`` branches never see each other's locals; ``command`` and ``exc`` are set per task
+  right before each expression runs (:meth:`~..session.Session.prepare`).
+* Depth: every command list entered counts one level, per task (a ``call`` enters its callee's
+  body one level below the ``call``); past :data:`~.depth.MAX_NESTING` the run stops with
+  ``too-deep``. Validation already refuses such fragments (:mod:`.depth`), so this is the backstop,
+  and so is turning a ``RecursionError`` anywhere in the run into ``too-deep``: a run never crashes
+  on depth.
 """
 
 from __future__ import annotations
@@ -22,12 +30,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .. import commands as registry
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
+from ..values import error_message, runtime_error
+from .depth import MAX_NESTING
 from .tree import Break, Command, Continue, End, Fail, Function, Program, Return
 
 if TYPE_CHECKING:
@@ -48,6 +59,11 @@ TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 OutputSink = Callable[[dict[str, Any]], None]
+
+#: How many command lists enclose the running one, in the current task (see the module doc).
+_DEPTH: ContextVar[int] = ContextVar("s2o_depth", default=0)
+
+TOO_DEEP = "the run nests too deeply"
 
 
 def type_name(value: Any) -> str:
@@ -106,10 +122,11 @@ class Interpreter:
             compiled = s.engine.compile(source, command_fields=list(fields) if fields is not None else [])
         except S2OError as exc:
             raise exc.with_context(path=path) from None
-        if fields is not None:
-            s.set_command_fields(fields)
+        namespace = s.prepare(fields)
+        if compiled.is_coroutine_code and self.parallel_depth:
+            namespace = dict(namespace)  # what this task sees stays put while it awaits
         try:
-            return await s.execution.run_on_loop(compiled, self.start)
+            return await s.execution.run_on_loop(compiled, self.start, namespace)
         except S2OError as exc:
             raise exc.with_context(path=path) from None
 
@@ -120,7 +137,7 @@ class Interpreter:
         except S2OError:
             raise
         except Exception as exc:
-            raise S2OError("runtime", f"{type(exc).__name__}: {exc}", path=path) from None
+            raise runtime_error(exc, path) from None
 
     def emit(self, part: dict[str, Any]) -> None:
         """Add an output part to the run and hand it to the output sink as it is produced."""
@@ -136,9 +153,19 @@ class Interpreter:
 
     # -- commands -----------------------------------------------------------------------------------
     async def block(self, commands: list[Command]) -> None:
-        """Run a command list in order."""
-        for cmd in commands:
-            await self.command(cmd)
+        """Run a command list in order, one level deeper (``too-deep`` past :data:`~.depth.MAX_NESTING`)."""
+        if not commands:
+            return
+        depth = _DEPTH.get() + 1
+        if depth > MAX_NESTING:
+            raise S2OError("too-deep", f"{TOO_DEEP}: commands and calls nest more than {MAX_NESTING} levels",
+                           path=commands[0].path)
+        token = _DEPTH.set(depth)
+        try:
+            for cmd in commands:
+                await self.command(cmd)
+        finally:
+            _DEPTH.reset(token)
 
     async def command(self, cmd: Command) -> None:
         """Run one command through its registry entry, restoring state when it fails (see module doc)."""
@@ -151,14 +178,15 @@ class Interpreter:
             if snap is not None:  # a limit or an interrupt: nothing of this command stays
                 self.session.restore(snap)
             raise
-        except S2OError as exc:
+        except (S2OError, RecursionError) as raised:
+            exc = raised if isinstance(raised, S2OError) else S2OError("too-deep", f"{TOO_DEEP} for Python's stack")
             exc.with_context(path=cmd.path)
             if exc.stage == "validate":
                 exc.stage = "run"
             if snap is not None:
                 self.session.restore(snap)
             if cmd.on_error is None or exc.code in UNHANDLED:
-                raise
+                raise exc from None
             await self.handle(cmd.on_error, exc)
         finally:
             self.session.set_command_fields({})
@@ -241,6 +269,11 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
         error = exc
     except (Break, Continue):  # pragma: no cover - refused at validation
         code, error = "errorInAgent", S2OError("loop-control", "break or continue outside a loop")
+    except RecursionError:
+        code, error = "errorInAgent", S2OError("too-deep", f"{TOO_DEEP} for Python's stack", path=interp.current_path)
+    except Exception as exc:  # a fault of the engine, reported as data, never raised out of the run
+        code = "unexpected"
+        error = S2OError("unexpected", error_message(exc), path=interp.current_path)
     return code, value, interp.outputs, interp.logs, error
 
 

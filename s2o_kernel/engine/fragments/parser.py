@@ -28,6 +28,7 @@ from ..commands.spec import FieldsModel
 from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
 from ..rules import RESERVED_NAMES
+from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
 from .tree import ARG_TYPES, Command, Function, Program, join
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class Parser:
         errors: every problem found, in document order.
         calls: function name → ``[(callee, JSON path)]``, for ``unknown-function`` and ``recursion``.
         current: the name of the function being parsed.
+        nesting: how many command lists enclose the one being parsed (bounded by ``MAX_NESTING``).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -114,6 +116,7 @@ class Parser:
         self.errors: list[S2OError] = []
         self.calls: dict[str, list[tuple[str, str]]] = {}
         self.current: str = ""
+        self.nesting = 0
 
     def error(self, code: str, message: str, path: str) -> None:
         """Record a validation error at ``path``."""
@@ -192,7 +195,20 @@ class Parser:
 
     # -- commands -----------------------------------------------------------------------------------
     def commands(self, raw: Any, path: str, known: set[str], in_loop: bool) -> list[Command]:
-        """Parse a command list: an object of commands (JSON order) or a list of such objects."""
+        """Parse a command list: an object of commands (JSON order) or a list of such objects.
+
+        A non-empty list past :data:`~.depth.MAX_NESTING` levels is ``too-deep`` and not parsed.
+        """
+        if raw and self.nesting >= MAX_NESTING:
+            self.errors.append(nesting_error(path))
+            return []
+        self.nesting += 1
+        try:
+            return self._commands(raw, path, known, in_loop)
+        finally:
+            self.nesting -= 1
+
+    def _commands(self, raw: Any, path: str, known: set[str], in_loop: bool) -> list[Command]:
         if isinstance(raw, dict):
             return self.command_object(raw, path, known, in_loop)
         if isinstance(raw, list):
@@ -278,14 +294,23 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
             f"{', '.join(sorted(registry.COMMAND_NAMES))})" if unknown else ""
         raise S2OError("fragment", "this JSON is not a fragment: expected a command object, a list of commands, "
                        f"a function object or an agent definition{hint}", stage="validate")
+    deep = json_depth_error(fragment)
+    if deep is not None:
+        raise deep
+    try:
+        size = len(json.dumps(fragment))
+    except (TypeError, ValueError) as exc:  # a library caller's fragment holding a non-JSON value
+        raise S2OError("fragment", f"the fragment is not JSON: {type(exc).__name__}", stage="validate") from None
     limit = engine.settings.limits.definition_length
-    size = len(json.dumps(fragment))
     if size > limit:
         raise S2OError("too-long", f"the definition is {size} characters long; the limit is {limit} "
                        "(limits.definition_length)", stage="validate")
     p = Parser(engine)
     funcs: dict[str, Function] = dict(functions or {})
-    body = _parse_body(p, kind, fragment, funcs, known)
+    try:
+        body = _parse_body(p, kind, fragment, funcs, known)
+    except RecursionError:  # not expected within the depth bounds; never a crash
+        raise S2OError("too-deep", "the fragment nests too deeply to be checked", stage="validate") from None
     for callees in p.calls.values():
         for callee, path in callees:
             if callee not in funcs:
@@ -295,6 +320,8 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
         where = next(path for callee, path in p.calls[cycle_path[0]] if callee == cycle_path[1])
         p.error("recursion", "functions cannot call themselves, directly or through others: "
                 + " → ".join(cycle_path), where)
+    elif not p.errors:
+        p.errors.extend(nesting_errors(funcs, body))
     if p.errors:
         raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
     return Program(kind, body, funcs)
@@ -319,24 +346,25 @@ def _parse_body(p: Parser, kind: str, fragment: Any, funcs: dict[str, Function],
 
 
 def _find_cycle(calls: dict[str, list[tuple[str, str]]]) -> list[str] | None:
+    """A cycle of the call graph as ``[f, g, …, f]``, or ``None``; iterative, whatever the chain's length."""
     graph = {caller: [c for c, _ in callees] for caller, callees in calls.items()}
-    state: dict[str, int] = {}
-
-    def visit(node: str, trail: list[str]) -> list[str] | None:
-        state[node] = 1
-        for nxt in graph.get(node, []):
-            if state.get(nxt) == 1:
-                return [*trail[trail.index(nxt):], nxt] if nxt in trail else [node, nxt]
-            if state.get(nxt) is None:
-                found = visit(nxt, [*trail, nxt])
-                if found:
-                    return found
-        state[node] = 2
-        return None
-
-    for start in list(graph):
-        if state.get(start) is None:
-            found = visit(start, [start])
-            if found:
-                return found
+    done: set[str] = set()
+    for start in graph:
+        if start in done:
+            continue
+        trail = [start]
+        on_trail = {start}
+        nexts = [iter(graph.get(start, []))]
+        while nexts:
+            nxt = next(nexts[-1], None)
+            if nxt is None:
+                done.add(trail[-1])
+                on_trail.discard(trail.pop())
+                nexts.pop()
+            elif nxt in on_trail:
+                return [*trail[trail.index(nxt):], nxt]
+            elif nxt not in done:
+                trail.append(nxt)
+                on_trail.add(nxt)
+                nexts.append(iter(graph.get(nxt, [])))
     return None

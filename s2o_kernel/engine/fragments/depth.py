@@ -1,0 +1,134 @@
+"""Depth bounds of a fragment (SPEC 7, 12): deeply nested JSON or command trees are ``too-deep``, never a crash.
+
+Three bounds, all checked before anything runs, so that neither the parser nor the interpreter (both
+walk the tree recursively) can exhaust Python's stack:
+
+* **JSON depth**: a fragment whose JSON nests deeper than :data:`~..scopes.MAX_JSON_DEPTH` levels
+  (objects and lists, counted from the top) is refused by :func:`json_depth_error`, an iterative
+  walk, before the fragment is measured or parsed. The error's path is the first value past the
+  bound (``var.x[0][0]…``).
+* **Command nesting**: a command list inside a command (``then``, ``else``, a loop's ``commands``, a
+  ``parallel`` branch, an ``onError`` handler) is one level; the parser refuses more than
+  :data:`MAX_NESTING` levels at the list that goes past it.
+* **Nesting through calls**: a ``call`` at level *L* runs the callee's commands from level *L* + 1, so
+  a chain of calls adds up. :func:`nesting_errors` computes, for every function, the deepest level
+  its run can reach through the functions it calls (iteratively, whatever the length of the chain)
+  and refuses a function past :data:`MAX_NESTING`, naming the chain.
+
+The interpreter counts the same levels while it runs (:mod:`.interpreter`), so a run that validation
+let through cannot go deeper; if it ever did, it stops with ``too-deep`` at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import S2OError
+from ..scopes import MAX_JSON_DEPTH
+from .tree import Command, Function, join
+
+#: Most levels of command lists inside commands, counting the levels added by calls (SPEC 12).
+MAX_NESTING = 50
+
+
+def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH) -> S2OError | None:
+    """``too-deep`` (stage ``validate``) at the first value nested deeper than ``limit`` levels, else ``None``.
+
+    Only exact ``list`` and ``dict`` nest (parsed JSON holds nothing else); the walk is iterative.
+    """
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        v, depth, path = stack.pop()
+        t = type(v)
+        if t is not list and t is not dict:
+            continue
+        if depth >= limit:
+            return S2OError("too-deep", f"the fragment's JSON nests deeper than {limit} levels", path=path or None,
+                            stage="validate")
+        if t is list:
+            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(v))
+        else:
+            stack.extend((item, depth + 1, join(path, str(key))) for key, item in v.items())
+    return None
+
+
+def nesting_error(path: str) -> S2OError:
+    """``too-deep`` for a command list at ``path`` past :data:`MAX_NESTING` levels."""
+    return S2OError("too-deep", f"commands nest more than {MAX_NESTING} levels deep (commands inside "
+                    "then, else, loops, parallel branches and onError)", path=path, stage="validate")
+
+
+def _lists(cmd: Command) -> list[list[Command]]:
+    out = [*cmd.children.values(), *cmd.branches]
+    if cmd.on_error is not None:
+        out.append(cmd.on_error)
+    return out
+
+
+def profile(fn: Function) -> tuple[int, list[tuple[int, str, str]]]:
+    """``(deepest level, calls)`` of ``fn``'s own commands; ``calls`` are ``(level, callee, path)``.
+
+    The body's commands (and the function's ``onError``) are level 1.
+    """
+    deepest = 0
+    calls: list[tuple[int, str, str]] = []
+    stack: list[tuple[list[Command], int]] = [(fn.commands, 1)]
+    if fn.on_error is not None:
+        stack.append((fn.on_error, 1))
+    while stack:
+        commands, level = stack.pop()
+        for cmd in commands:
+            deepest = max(deepest, level)
+            if cmd.name == "call" and cmd.model is not None:
+                calls.append((level, cmd.model.function, cmd.path))
+            stack.extend((inner, level + 1) for inner in _lists(cmd) if inner)
+    return deepest, calls
+
+
+def _depth_of(start: str, profiles: dict[str, tuple[int, list[tuple[int, str, str]]]],
+              depths: dict[str, tuple[int, list[str]]]) -> None:
+    """Fill ``depths[name] = (deepest level, chain of names)`` for ``start`` and what it calls (iterative)."""
+    on_path: set[str] = set()
+    stack: list[str] = [start]
+    while stack:
+        name = stack[-1]
+        if name in depths:
+            stack.pop()
+            continue
+        own, calls = profiles[name]
+        waiting = [c for _, c, _ in calls if c in profiles and c not in depths and c not in on_path]
+        if waiting and name not in on_path:
+            on_path.add(name)
+            stack.extend(waiting)
+            continue
+        on_path.discard(name)
+        best: tuple[int, list[str]] = (own, [name])
+        for level, callee, _path in calls:
+            if callee in depths and level + depths[callee][0] > best[0]:
+                best = (level + depths[callee][0], [name, *depths[callee][1]])
+        depths[name] = best
+        stack.pop()
+
+
+def nesting_errors(functions: dict[str, Function], body: Function) -> list[S2OError]:
+    """``too-deep`` for ``body`` and each function no other calls whose run, through its calls, nests past
+    :data:`MAX_NESTING` (a function called by others nests less deeply than its callers, which are reported).
+
+    ``functions`` are every function ``call`` may reach (recursion among them was refused before;
+    a call that would close a cycle is not followed). The error's path is the function's.
+    """
+    profiles = {name: profile(fn) for name, fn in functions.items()}
+    profiles.setdefault(body.name, profile(body))
+    called = {callee for _, calls in profiles.values() for _, callee, _ in calls}
+    depths: dict[str, tuple[int, list[str]]] = {}
+    errors = []
+    roots = [body, *(fn for name, fn in functions.items() if name not in called and fn is not body)]
+    for fn in roots:
+        _depth_of(fn.name, profiles, depths)
+        level, chain = depths[fn.name]
+        if level > MAX_NESTING:
+            shown = chain if len(chain) <= 8 else [*chain[:4], "…", *chain[-3:]]
+            through = f" through calls ({' → '.join(shown)})" if len(chain) > 1 else ""
+            errors.append(S2OError("too-deep", f"commands nest {level} levels deep{through}; the limit is "
+                                   f"{MAX_NESTING}", path=fn.path or None, stage="validate"))
+    return errors
