@@ -37,6 +37,8 @@ SHARED_NAMES = ("__builtins__", "agent", "conv", "const", "sys")
 #: evaluator it belongs to; unset (``None``) outside calls: the notebook's function, whose namespace
 #: is the evaluator's globals. Each task of a run (``parallel`` branches) sees its own call's locals.
 _FRAME: ContextVar[tuple[Execution, dict[str, Any]] | None] = ContextVar("s2o_frame", default=None)
+#: ``command`` of an expression outside ``var`` (no fields are set): one shared, read-only scope.
+_NO_FIELDS = CommandScope({}, "command")
 #: The error the ``onError`` handler running in the current task handles (what ``exc`` reads).
 _HANDLING: ContextVar[ErrorView | None] = ContextVar("s2o_handling", default=None)
 
@@ -81,6 +83,12 @@ class Session:
     ``Session(engine)``; ``engine`` defaults to ``Engine(Settings())`` (SPEC 10's bare defaults: an
     empty allowlist). Optional ``locals``, ``agent`` and ``conv`` give starting variables (agent and
     conversation values must be JSON: ``not-json`` otherwise).
+
+    An in-process session is for trusted text and for tools: it applies every language rule, the
+    value checks and the time limit for Python-level work, but work Python cannot interrupt (a
+    C-level loop, one huge allocation) and the memory limit need the worker process: use
+    :class:`~.isolated.IsolatedSession` (as the kernel and ``python -m s2o_kernel.conformance
+    --isolated`` do) for text you do not trust (SPEC 6, 12; ``docs/security.md``).
     """
 
     def __init__(self, engine: Engine | None = None, *, locals: dict[str, Any] | None = None,
@@ -392,7 +400,7 @@ class Session:
         """
         caller = self.namespace()
         frame = {name: caller[name] for name in SHARED_NAMES if name in caller}
-        frame["command"] = CommandScope({}, "command")
+        frame["command"] = _NO_FIELDS
         frame.update(bound)
         token = _FRAME.set((self._run, frame))
         handling = _HANDLING.set(None)
@@ -429,7 +437,7 @@ class Session:
         one function) each see their own command fields and error.
         """
         namespace = self.namespace()
-        namespace["command"] = CommandScope(fields or {}, "command")
+        namespace["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
         self._show_exc(namespace)
         return namespace
 
