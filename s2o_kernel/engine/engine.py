@@ -18,7 +18,7 @@ from typing import Any
 
 from . import rules
 from .allowlist import Allowlist, load_allowlist
-from .bounded import BOUNDED_OPERATORS
+from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
 from .guards import FSTRING_HELPER, format_string, guard_kwargs, guarded_import
 from .settings import Settings
@@ -127,6 +127,7 @@ class Engine:
         table["__import__"] = guarded_import
         table[FSTRING_HELPER] = format_string
         table[rules.KWARGS_GUARD] = guard_kwargs
+        table[rules.SIZED_HELPER] = sized_attribute
         for symbol, setting in self.settings.rules.operators.items():
             if setting in ("on", "off"):
                 continue

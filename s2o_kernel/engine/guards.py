@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .bounded import bounded_format, bounded_pow, bounded_range
+from .bounded import BOUNDED_REPLACEMENTS, SIZED_METHODS, bounded_format, sized_attribute
 from .denylist import OPAQUE_TYPES, name_violation
 from .errors import S2OError
 from .scopes import Secret, SecretText, reveal
@@ -41,6 +41,8 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
     give; otherwise behaves like ``getattr``.
     """
     check_attribute(obj, name)
+    if name in SIZED_METHODS:
+        return sized_attribute(obj, name) if default is _MISSING or hasattr(obj, name) else default
     if default is _MISSING:
         return getattr(obj, name)
     return getattr(obj, name, default)
@@ -222,10 +224,8 @@ def wrap_generator_function(fn: Any) -> Any:
 
 #: Real object → guarded stand-in used when an allowlist grants it.
 GUARDED_REPLACEMENTS: dict[int, Any] = {
+    **BOUNDED_REPLACEMENTS,
     id(getattr): guarded_getattr,
     id(hasattr): guarded_hasattr,
-    id(pow): bounded_pow,
-    id(range): bounded_range,
     id(asyncio.gather): guarded_gather,
-    id(format): bounded_format,
 }
