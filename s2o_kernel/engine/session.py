@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import introspection, rules
+from . import introspection, reach, rules
 from .dynamic import expression_of
 from .engine import Engine, Validation
 from .errors import S2OError
@@ -202,6 +202,10 @@ class Session:
         ``not-allowed`` for a value holding a generator, coroutine, frame, code object or module."""
         check_target_name(name)
         check_value(value, f"the local '{name}'")
+        reach.check(value, f"the local '{name}'")
+        if not self._run.engine.guarded and reach.is_host_object(value):
+            self._run.engine = self._run.engine.with_guard()
+            self._bind_engine()
         self._run.globals[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:
@@ -248,6 +252,8 @@ class Session:
         ``allowlist``, ``refused-entry``) and then leaves the session exactly as it was.
         """
         engine = Engine(make_settings(merge(self._run.engine.settings.to_dict(), patch)))
+        if self._run.engine.guarded:
+            engine = engine.with_guard()
         self._run.engine = engine
         self._bind_engine()
         return list(engine.warnings)
