@@ -19,7 +19,7 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 from .errors import ErrorGroup, S2OError
 from .evaluation import Compiled, Engine, RunResult, Session, Validation
 from .fragments import fragment_kind
-from .isolated import IsolatedSession
+from .worker import IsolatedSession
 from .scopes import RemoteValue, as_json
 from .settings import Settings, default_settings, load_settings, make_settings
 

@@ -3,8 +3,8 @@
 Some work cannot be stopped from inside the interpreter: a C-level loop
 (``max(itertools.count())``, ``collections.deque(itertools.count(), 0)``) or
 one huge allocation. ``IsolatedSession`` has the same interface as
-:class:`~.evaluation.Session`, but every run happens in a child process
-(:mod:`.worker`) that
+:class:`~..evaluation.Session`, but every run happens in a child process
+(:mod:`.server`) that
 
 * caps its own address space at its start-up size plus ``limits.memory``
   (a memory bomb ends as ``memory-limit`` inside the child), and
@@ -18,26 +18,26 @@ reaches the child, which ends the run with ``stopped``; a child that does not
 answer within :data:`INTERRUPT_GRACE` seconds is killed and restarted.
 
 Values come back as JSON: a JSON value that round-trips exactly is returned
-as is; anything else is a :class:`~.scopes.RemoteValue` holding its ``repr``
-and JSON form.
+as is; anything else is a :class:`~..scopes.RemoteValue` holding its ``repr``
+and JSON form. Every message is decoded and type-checked by :mod:`.wire`.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import select
 import signal
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from .errors import ErrorGroup, S2OError
-from .evaluation import RunResult, Validation
-from .scopes import RemoteValue
-from .settings import Settings, make_settings, merge
+from ..errors import S2OError
+from ..evaluation import RunResult, Validation
+from ..settings import Settings, make_settings, merge
+from . import wire
 
 #: Seconds past ``limits.time`` before a silent worker is killed.
 KILL_GRACE = 1.0
@@ -50,38 +50,15 @@ RESTARTED = ("the evaluation worker was stopped and restarted with the agent and
 START_TIMEOUT = 30.0
 
 
-def _error_from(data: dict[str, Any]) -> S2OError:
-    errors = data.get("errors")
-    if errors:
-        group = ErrorGroup([_error_from(e) for e in errors])
-        group.code = data.get("code", group.code)
-        group.message = data.get("message", group.message)
-        group.path = data.get("path")
-        group.stage = data.get("stage") or group.stage
-        group.line, group.col = data.get("line"), data.get("col")
-        return group
-    return S2OError(data.get("code", "unexpected"), data.get("message", ""), line=data.get("line"),
-                    col=data.get("col"), path=data.get("path"), stage=data.get("stage") or "run",
-                    source=data.get("source"), details=data.get("details"), python_type=data.get("python_type"))
-
-
-def _value_from(data: dict[str, Any] | None) -> Any:
-    if data is None:
-        return None
-    value = data.get("json")
-    if value is not None and repr(value) == data["repr"]:
-        return value
-    if data["repr"] == "None":
-        return None
-    return RemoteValue(data["repr"], value)
-
-
 class _WorkerGone(Exception):
     """The worker died or was killed."""
 
 
+OnEvent = Callable[[wire.Event], None]
+
+
 class IsolatedSession:
-    """A :class:`~.evaluation.Session` whose runs happen in a supervised child process.
+    """A :class:`~..evaluation.Session` whose runs happen in a supervised child process.
 
     ``IsolatedSession(settings)`` starts the worker at once; raises
     ``S2OError`` (stage ``load``) when the settings do not load. The public
@@ -93,13 +70,13 @@ class IsolatedSession:
         self._settings = settings if settings is not None else Settings()
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
         self._proc: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()
+        #: How many times the worker was killed and started again.
         self.restarts = 0
         self._init_pending = False
         self._buffer = b""
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
-        self.on_print: Any = None
+        self.on_print: Callable[[str], None] | None = None
         try:
             self.warnings = self._start()
         except BaseException:
@@ -107,6 +84,12 @@ class IsolatedSession:
             raise
 
     # -- worker lifecycle ----------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """The process id of the running worker, or ``None`` when there is none (after :meth:`close`)."""
+        proc = self._proc
+        return proc.pid if proc is not None else None
+
     def _spawn(self) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
         env.setdefault("MALLOC_ARENA_MAX", "2")
@@ -116,14 +99,12 @@ class IsolatedSession:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
         )
 
+    def _init_request(self) -> bytes:
+        return wire.encode_request("init", {"settings": self._settings.to_dict(), "state": self._state})
+
     def _start(self) -> list[str]:
         self._proc = self._spawn()
-        reply = self._call({"op": "init", "settings": self._settings_data(), "state": self._state},
-                           timeout=START_TIMEOUT)
-        return reply["warnings"]
-
-    def _settings_data(self) -> dict[str, Any]:
-        return self._settings.to_dict()
+        return wire.decode_warnings(self._call_line(self._init_request(), timeout=START_TIMEOUT))
 
     def _kill(self) -> None:
         proc = self._proc
@@ -131,19 +112,14 @@ class IsolatedSession:
         self._buffer = b""
         if proc is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
         for stream in (proc.stdin, proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        try:
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
 
     def _restart(self) -> None:
         """Kill the worker and start a new one from the last good state.
@@ -156,20 +132,18 @@ class IsolatedSession:
         self.restarts += 1
         self._proc = self._spawn()
         assert self._proc.stdin is not None
-        init = {"op": "init", "settings": self._settings_data(), "state": self._state}
-        self._proc.stdin.write(json.dumps(init).encode() + b"\n")
+        self._proc.stdin.write(self._init_request())
         self._proc.stdin.flush()
         self._init_pending = True
 
     def _finish_init(self) -> None:
         self._init_pending = False
         try:
-            line = self._read_line(time.monotonic() + START_TIMEOUT)
-        except (TimeoutError, _WorkerGone):
+            message = wire.decode_message(self._read_line(time.monotonic() + START_TIMEOUT))
+        except (TimeoutError, _WorkerGone, S2OError):
             self._kill()
             return
-        reply = json.loads(line)
-        if not reply.get("ok"):
+        if not isinstance(message, wire.Reply) or message.error is not None:
             self._kill()
 
     def close(self) -> None:
@@ -177,10 +151,8 @@ class IsolatedSession:
         self._kill()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
+        with contextlib.suppress(Exception):
             self._kill()
-        except Exception:
-            pass
 
     # -- protocol -------------------------------------------------------------
     def _read_line(self, deadline: float) -> bytes:
@@ -202,8 +174,8 @@ class IsolatedSession:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
-    def _call(self, request: dict[str, Any], *, timeout: float | None = None,
-              on_event: Any = None) -> Any:
+    def _call(self, op: str, fields: dict[str, Any] | None = None, *, timeout: float | None = None,
+              on_event: OnEvent | None = None) -> Any:
         """Send one request and return its result; raises ``S2OError`` for an error reply."""
         if self._init_pending:
             self._finish_init()
@@ -213,16 +185,20 @@ class IsolatedSession:
             self._finish_init()
             if self._proc is None:
                 raise S2OError("unexpected", "the evaluation worker could not be started")
+        return self._call_line(wire.encode_request(op, fields or {}), timeout=timeout, on_event=on_event)
+
+    def _call_line(self, request: bytes, *, timeout: float | None = None, on_event: OnEvent | None = None) -> Any:
         limit = self._settings.limits.time
         deadline = time.monotonic() + (timeout if timeout is not None else limit + KILL_GRACE)
         proc = self._proc
         assert proc is not None and proc.stdin is not None
         try:
-            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            proc.stdin.write(request)
             proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+        except OSError:
             self._restart_quietly()
-            raise S2OError("unexpected", "the evaluation worker stopped; it was restarted with the last good state")
+            raise S2OError("unexpected",
+                           "the evaluation worker stopped; it was restarted with the last good state") from None
         try:
             line = self._read_line(deadline)
         except KeyboardInterrupt:
@@ -243,18 +219,17 @@ class IsolatedSession:
             raise S2OError("memory-limit" if code in (-signal.SIGKILL, -signal.SIGSEGV) else "unexpected",
                            "the evaluation worker ended during the run (out of memory?)",
                            details={"restarted": RESTARTED}) from None
-        reply = json.loads(line)
-        while "event" in reply:
-            if reply["event"] == "print":
+        message = wire.decode_message(line)
+        while isinstance(message, wire.Event):
+            if message.kind == "print":
                 if self.on_print is not None:
-                    self.on_print(reply["text"])
+                    self.on_print(message.payload)
             elif on_event is not None:
-                on_event(reply)
-            line = self._read_line(deadline)
-            reply = json.loads(line)
-        if reply.get("ok"):
-            return reply["result"]
-        raise _error_from(reply["error"])
+                on_event(message)
+            message = wire.decode_message(self._read_line(deadline))
+        if message.error is not None:
+            raise message.error
+        return message.result
 
     def _restart_quietly(self) -> None:
         try:
@@ -274,11 +249,11 @@ class IsolatedSession:
 
     def evaluate(self, expr: str) -> Any:
         """See :meth:`Session.evaluate`."""
-        return _value_from(self._call({"op": "evaluate", "expr": expr}))
+        return wire.decode_value(self._call("evaluate", {"expr": expr}))
 
     def evaluate_dynamic(self, text: str) -> Any:
         """See :meth:`Session.evaluate_dynamic`."""
-        return _value_from(self._call({"op": "evaluate_dynamic", "text": text}))
+        return wire.decode_value(self._call("evaluate_dynamic", {"text": text}))
 
     async def evaluate_async(self, expr: str) -> Any:
         """See :meth:`Session.evaluate_async`; the round trip runs in a thread."""
@@ -286,78 +261,78 @@ class IsolatedSession:
 
         return await asyncio.get_running_loop().run_in_executor(None, self.evaluate, expr)
 
-    def run_fragment(self, fragment: Any, *, on_output: Any = None, inputs: dict[str, Any] | None = None,
-                     function: str | None = None) -> RunResult:
+    def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
+                     inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
         """See :meth:`Session.run_fragment`; a stopped or killed worker gives the matching result code.
 
         ``on_output`` is called with each output part as the worker produces it.
         """
-        def on_event(event: dict[str, Any]) -> None:
-            if on_output is not None and event.get("event") == "output":
-                on_output(event["part"])
+        def on_event(event: wire.Event) -> None:
+            if on_output is not None and event.kind == "output":
+                on_output(event.payload)
 
         try:
-            data = self._call({"op": "run_fragment", "fragment": fragment, "inputs": inputs, "function": function},
+            data = self._call("run_fragment", {"fragment": fragment, "inputs": inputs, "function": function},
                               on_event=on_event)
+            run, self._state = wire.decode_run(data)
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
             return RunResult(code=code, error=exc)
-        self._state = data["state"]
-        return RunResult(code=data["code"], value=_value_from(data["value"]), outputs=data["outputs"],
-                         logs=data["logs"], error=_error_from(data["error"]) if data["error"] else None)
+        return run
 
     def validate(self, expr: str) -> Validation:
         """See :meth:`Session.validate`."""
-        data = self._call({"op": "validate", "expr": expr})
-        return Validation([_error_from(e) for e in data["errors"]], set(data["allowlist_names"]),
-                          set(data["local_names"]), set(data["secrets"]))
+        return wire.decode_validation(self._call("validate", {"expr": expr}))
 
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""
         new = make_settings(merge(self._settings.to_dict(), patch))
-        result = self._call({"op": "update_settings", "patch": patch})
+        warnings = wire.decode_warnings(self._call("update_settings", {"patch": patch}))
         self._settings = new
-        self.warnings = list(result["warnings"])
-        return result["warnings"]
+        self.warnings = list(warnings)
+        return warnings
 
     def set_vars(self, *, locals: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
                  conv: dict[str, Any] | None = None) -> None:
         """Set locals, agent and conversation variables to the given values (JSON), taken literally."""
-        self._state = self._call({"op": "set_vars", "locals": locals, "agent": agent, "conv": conv})["state"]
+        result = self._call("set_vars", {"locals": locals, "agent": agent, "conv": conv})
+        self._state = wire.decode_state(wire.decode_object(result).get("state"))
 
     def reset(self) -> None:
         """See :meth:`Session.reset`."""
-        self._state = self._call({"op": "reset"})["state"]
+        self._state = wire.decode_state(wire.decode_object(self._call("reset")).get("state"))
 
     def _vars(self) -> dict[str, Any]:
-        return self._call({"op": "vars"})
+        return wire.decode_vars(self._call("vars"))
 
     @property
     def locals(self) -> dict[str, Any]:
-        """Local variables (values that are not JSON come back as :class:`RemoteValue`)."""
-        return {k: _value_from(v) for k, v in self._vars()["locals"].items()}
+        """Local variables (values that are not JSON come back as :class:`~..scopes.RemoteValue`)."""
+        return {k: wire.decode_value(v) for k, v in self._vars()["locals"].items()}
 
     @property
     def agent_vars(self) -> dict[str, Any]:
         """Agent variables."""
-        return self._vars()["agent"]
+        agent: dict[str, Any] = self._vars()["agent"]
+        return agent
 
     @property
     def conv_vars(self) -> dict[str, Any]:
         """Conversation variables."""
-        return self._vars()["conv"]
+        conv: dict[str, Any] = self._vars()["conv"]
+        return conv
 
     def completion_names(self) -> dict[str, str]:
         """See :meth:`Session.completion_names`."""
-        return self._call({"op": "completion_names"}, timeout=5)
+        return wire.decode_names(self._call("completion_names", timeout=5))
 
     def member_names(self, dotted: str) -> list[str]:
         """See :meth:`Session.member_names`."""
-        return self._call({"op": "member_names", "dotted": dotted}, timeout=5)
+        return wire.decode_strings(self._call("member_names", {"dotted": dotted}, timeout=5))
 
     def describe(self, dotted: str) -> str | None:
         """See :meth:`Session.describe`."""
-        return self._call({"op": "describe", "dotted": dotted}, timeout=5)
+        return wire.decode_text(self._call("describe", {"dotted": dotted}, timeout=5))
 
     def take_printed(self) -> str:
         """Printed text not yet handed to :attr:`on_print` (always empty: it is delivered as it comes)."""
@@ -371,7 +346,5 @@ class IsolatedSession:
         """Stop the run in progress (from another thread): SIGINT to the worker."""
         proc = self._proc
         if proc is not None and proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 proc.send_signal(signal.SIGINT)
-            except OSError:
-                pass

@@ -1,0 +1,279 @@
+"""The containment worker: a child process that runs a :class:`Session` for an :class:`IsolatedSession` (SPEC 12).
+
+``python -m s2o_kernel.engine.worker`` reads one request per line on stdin
+and writes its events and one reply per line on stdout, in the shapes of
+:mod:`.wire`. It caps its own address space with ``RLIMIT_AS`` (its size
+after start-up plus ``limits.memory``), so a memory bomb ends in
+``MemoryError`` (code ``memory-limit``) inside the worker and never takes the
+parent over the limit. Work that Python cannot interrupt in-process is
+stopped by the parent killing this process (see :mod:`.client`).
+
+Operations (:data:`OPERATIONS`: ``op`` → handler, the way ipykernel maps
+``msg_type`` to ``do_*``); an unknown ``op`` is an ``unexpected`` error reply:
+
+=================  ======================================  ==========================================
+op                 request fields                          result
+=================  ======================================  ==========================================
+init               settings (SPEC 10 dict), state          ``{"warnings": [TEXT]}``
+evaluate           expr                                    ``DISPLAY``
+evaluate_dynamic   text                                    ``DISPLAY``
+run_fragment       fragment, inputs, function              ``{code, value, outputs, logs, error, state}``
+                                                           (``output`` events while it runs)
+validate           expr                                    ``{errors, allowlist_names, local_names,
+                                                           secrets}``
+update_settings    patch                                   ``{"warnings": [TEXT]}``
+set_vars           locals, agent, conv (objects or null)   ``{"state": STATE}``
+reset                                                      ``{"state": STATE}``
+vars                                                       ``{"locals": {NAME: DISPLAY}, agent, conv}``
+completion_names                                           ``{NAME: KIND}``
+member_names       dotted                                  ``[NAME]``
+describe           dotted                                  ``TEXT`` or ``null``
+ping                                                       ``"pong"``
+=================  ======================================  ==========================================
+
+Text that evaluated code prints travels as ``print`` events, in order with
+the other events of the request (see :class:`PrintEvents`).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO, Any
+
+from ..errors import S2OError
+from ..scopes import as_json
+from . import wire
+
+#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
+#: (its threads and their stacks exist before the size is measured).
+MEMORY_MARGIN = 64 << 20
+
+Request = dict[str, Any]
+
+
+def _vm_size() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def _interruptible(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` with SIGINT raising ``KeyboardInterrupt`` (the engine turns it into ``stopped``)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return fn(*args)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Worker:
+    """Serves requests for one session in this process; ``stdout`` is the binary reply pipe."""
+
+    def __init__(self, stdout: IO[bytes]) -> None:
+        self.session: Any = None
+        self.baseline = _vm_size()
+        self.stdout = stdout
+        self.write_lock = threading.Lock()
+        self.pending_print: list[str] = []
+
+    # -- the reply pipe ----------------------------------------------------------------------
+    def send(self, line: bytes) -> None:
+        """Write one encoded message (thread-safe: output events come from the loop thread).
+
+        Printed text waiting for its end of line goes first, so the parent sees
+        everything in the order it happened.
+        """
+        with self.write_lock:
+            self._flush_printed()
+            self.stdout.write(line)
+            self.stdout.flush()
+
+    def printed(self, text: str) -> None:
+        """Text printed by evaluated code: sent as a ``print`` event at each end of line."""
+        with self.write_lock:
+            self.pending_print.append(text)
+            if "\n" in text:
+                self._flush_printed()
+                self.stdout.flush()
+
+    def _flush_printed(self) -> None:
+        if self.pending_print:
+            text = "".join(self.pending_print)
+            self.pending_print = []
+            self.stdout.write(wire.encode_print(text))
+
+    # -- limits and state --------------------------------------------------------------------
+    def limit_memory(self, limit: int) -> None:
+        """Cap the address space at start-up size + ``limit`` + :data:`MEMORY_MARGIN`."""
+        if not self.baseline:
+            return
+        cap = self.baseline + limit + MEMORY_MARGIN
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+    def state(self) -> dict[str, Any]:
+        """``STATE``: agent, conversation and the JSON-serialisable locals (what survives a restart)."""
+        s = self.session
+        locs = {}
+        for name, value in s.locals.items():
+            data = as_json(value)
+            if data is not None or value is None:
+                locs[name] = data
+        return {"locals": locs, "agent": s.agent_vars, "conv": s.conv_vars}
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def handle(self, op: str, req: Request) -> Any:
+        """The result of one request (see the table in the module docstring); raises ``S2OError``."""
+        handler = OPERATIONS.get(op)
+        if handler is None:
+            raise S2OError("unexpected", f"the evaluation worker has no operation {op!r}")
+        if op != "init" and self.session is None:
+            raise S2OError("unexpected", "the evaluation worker got a request before init")
+        return handler(self, req)
+
+    def do_init(self, req: Request) -> Any:
+        from ..evaluation import Engine, Session
+        from ..settings import make_settings
+
+        settings = make_settings(req["settings"])
+        state = req.get("state") or {}
+        self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
+                               conv=state.get("conv"))
+        # start the threads a run uses, then measure: the limit is for the evaluation alone
+        self.session.warm_up()
+        self.baseline = _vm_size()
+        self.limit_memory(settings.limits.memory)
+        return {"warnings": list(self.session.engine.warnings)}
+
+    def do_evaluate(self, req: Request) -> Any:
+        return wire.encode_value(_interruptible(self.session.evaluate, req["expr"]))
+
+    def do_evaluate_dynamic(self, req: Request) -> Any:
+        return wire.encode_value(_interruptible(self.session.evaluate_dynamic, req["text"]))
+
+    def do_run_fragment(self, req: Request) -> Any:
+        def on_output(part: dict[str, Any]) -> None:
+            self.send(wire.encode_output(part))
+
+        run = _interruptible(lambda: self.session.run_fragment(
+            req["fragment"], on_output=on_output, inputs=req.get("inputs"), function=req.get("function")))
+        return wire.encode_run(run, self.state())
+
+    def do_validate(self, req: Request) -> Any:
+        return wire.encode_validation(self.session.validate(req["expr"]))
+
+    def do_update_settings(self, req: Request) -> Any:
+        warnings = self.session.update_settings(req["patch"])
+        self.limit_memory(self.session.settings.limits.memory)
+        return {"warnings": warnings}
+
+    def do_set_vars(self, req: Request) -> Any:
+        s = self.session
+        for name, value in (req.get("locals") or {}).items():
+            s.set_local(name, value)
+        for name, value in (req.get("agent") or {}).items():
+            s.set_agent(name, value)
+        for name, value in (req.get("conv") or {}).items():
+            s.set_conv(name, value)
+        return {"state": self.state()}
+
+    def do_reset(self, req: Request) -> Any:
+        self.session.reset()
+        return {"state": self.state()}
+
+    def do_vars(self, req: Request) -> Any:
+        s = self.session
+        return {"locals": {k: wire.encode_value(v) for k, v in s.locals.items()}, "agent": s.agent_vars,
+                "conv": s.conv_vars}
+
+    def do_completion_names(self, req: Request) -> Any:
+        return self.session.completion_names()
+
+    def do_member_names(self, req: Request) -> Any:
+        return self.session.member_names(req["dotted"])
+
+    def do_describe(self, req: Request) -> Any:
+        return self.session.describe(req["dotted"])
+
+    def do_ping(self, req: Request) -> Any:
+        return "pong"
+
+
+#: The worker's operations: ``op`` → handler (documented in the module docstring).
+OPERATIONS: dict[str, Callable[[Worker, Request], Any]] = {
+    "init": Worker.do_init,
+    "evaluate": Worker.do_evaluate,
+    "evaluate_dynamic": Worker.do_evaluate_dynamic,
+    "run_fragment": Worker.do_run_fragment,
+    "validate": Worker.do_validate,
+    "update_settings": Worker.do_update_settings,
+    "set_vars": Worker.do_set_vars,
+    "reset": Worker.do_reset,
+    "vars": Worker.do_vars,
+    "completion_names": Worker.do_completion_names,
+    "member_names": Worker.do_member_names,
+    "describe": Worker.do_describe,
+    "ping": Worker.do_ping,
+}
+
+
+class PrintEvents:
+    """``sys.stdout`` of the worker: what host code prints becomes ``print`` events on the reply pipe,
+    in order with the other events of the request, so it can never corrupt the protocol."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def write(self, text: str) -> int:
+        """Queue ``text`` for a ``print`` event; returns its length."""
+        if text:
+            self.worker.printed(str(text))
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do: events are sent at each end of line and before every reply."""
+
+    def isatty(self) -> bool:
+        """Never a terminal."""
+        return False
+
+
+def answer(worker: Worker, line: bytes) -> bytes:
+    """The encoded reply to one request line; never raises (every failure becomes an error reply)."""
+    try:
+        op, req = wire.decode_request(line)
+        return wire.encode_result(worker.handle(op, req))
+    except S2OError as exc:
+        return wire.encode_error_reply(exc)
+    except MemoryError:
+        return wire.encode_error_reply(S2OError("memory-limit", "the evaluation ran out of memory"))
+    except KeyboardInterrupt:
+        return wire.encode_error_reply(
+            S2OError("stopped", "the run was interrupted; the session keeps its variables"))
+    except BaseException as exc:  # never let the worker die on one request
+        return wire.encode_error_reply(S2OError("unexpected", f"{type(exc).__name__}: {exc}"))
+
+
+def main() -> int:
+    """Serve requests until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
+    stdin = sys.stdin.buffer
+    worker = Worker(sys.stdout.buffer)
+    sys.stdout = PrintEvents(worker)  # printed text travels as events
+    while True:
+        line = stdin.readline()
+        if not line:
+            return 0
+        worker.send(answer(worker, line))
