@@ -17,6 +17,16 @@ An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`)
 reaches the child, which ends the run with ``stopped``; a child that does not
 answer within :data:`INTERRUPT_GRACE` seconds is killed and restarted.
 
+The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an
+id that every reply and event must echo, and every message has a size cap.
+Any fault while reading (a timeout, a dead worker, a message cut short, over
+the cap, not JSON, of the wrong shape or for another request) kills the
+worker, restarts it from the last good state and ends the call with a coded
+error whose ``details["restarted"]`` says so (``worker-protocol`` for the
+protocol's own faults; see :meth:`IsolatedSession._fault_error`). A worker
+that has sent anything since its last reply is restarted before the next
+request, so no call ever reads an earlier call's reply.
+
 Values come back as JSON: a JSON value that round-trips exactly is returned
 as is; anything else is a :class:`~..scopes.RemoteValue` holding its ``repr``
 and JSON form. Every message is decoded and type-checked by :mod:`.wire`.
@@ -25,8 +35,8 @@ and JSON form. Every message is decoded and type-checked by :mod:`.wire`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -38,6 +48,7 @@ from ..errors import S2OError
 from ..evaluation import RunResult, Validation
 from ..settings import Settings, make_settings, merge
 from . import wire
+from .framing import LineReader, Oversized
 
 #: Seconds past ``limits.time`` before a silent worker is killed.
 KILL_GRACE = 1.0
@@ -48,13 +59,75 @@ RESTARTED = ("the evaluation worker was stopped and restarted with the agent and
              "and every JSON-serialisable local")
 #: Seconds a new worker has to start and load the settings.
 START_TIMEOUT = 30.0
+#: Message of an interrupted run (the kernel shows it as its evalue).
+INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
 
-class _WorkerGone(Exception):
-    """The worker died or was killed."""
+class _Interrupted(Exception):
+    """An interrupted worker did not answer within :data:`INTERRUPT_GRACE` seconds."""
 
 
 OnEvent = Callable[[wire.Event], None]
+
+
+class _Channel:
+    """One running worker: its process, the writer of its stdin and the reader of its stdout."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
+            raise OSError("the worker has no pipes")
+        self.proc = proc
+        self.stdin = proc.stdin
+        self.reader = LineReader(proc.stdout.fileno())
+
+    def in_step(self) -> bool:
+        """The worker is alive and has sent nothing since its last reply."""
+        return self.proc.poll() is None and not self.reader.readable()
+
+    def send(self, line: bytes) -> None:
+        """Write one request line; raises ``OSError`` when the worker is gone."""
+        self.stdin.write(line)
+        self.stdin.flush()
+
+    def receive(self, request_id: int, deadline: float) -> wire.Event | wire.Reply:
+        """The next message for request ``request_id``.
+
+        Raises ``TimeoutError`` at the deadline, ``EOFError`` when the worker is gone and
+        ``S2OError`` (``worker-protocol``) for a message over the cap or not of the protocol.
+        """
+        try:
+            line = self.reader.read_line(deadline)
+        except Oversized as exc:
+            raise wire.fault(f"a message of more than {exc.size / 2**20:.1f} MiB, over the cap of "
+                             f"{exc.limit / 2**20:g} MiB") from None
+        return wire.decode_message(line, request_id)
+
+    def exit_status(self) -> int | None:
+        """The worker's exit status once it has ended (waiting up to a second), else ``None``."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.proc.wait(timeout=1)
+        return None
+
+    def close(self) -> None:
+        """Kill the worker and close its pipes."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+
+
+def _death(status: int | None, partial: bool) -> tuple[str, str]:
+    """Code and message for a worker that ended during a request with exit ``status``
+    (``partial``: in the middle of a message)."""
+    if status in (-signal.SIGKILL, -signal.SIGSEGV):
+        return "memory-limit", "the evaluation worker ended during the run (out of memory?)"
+    if partial:
+        return wire.FAULT_CODE, f"the evaluation worker ended in the middle of a message (exit status {status})"
+    return "unexpected", f"the evaluation worker ended during the run (exit status {status})"
 
 
 class IsolatedSession:
@@ -69,11 +142,12 @@ class IsolatedSession:
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings if settings is not None else Settings()
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._channel: _Channel | None = None
+        self._ids = itertools.count(1)
+        #: The id of an ``init`` request sent to a restarted worker whose reply is not read yet.
+        self._init_pending: int | None = None
         #: How many times the worker was killed and started again.
         self.restarts = 0
-        self._init_pending = False
-        self._buffer = b""
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
@@ -87,42 +161,35 @@ class IsolatedSession:
     @property
     def pid(self) -> int | None:
         """The process id of the running worker, or ``None`` when there is none (after :meth:`close`)."""
-        proc = self._proc
-        return proc.pid if proc is not None else None
+        channel = self._channel
+        return channel.proc.pid if channel is not None else None
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
+    def _spawn(self) -> _Channel:
         env = dict(os.environ)
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return subprocess.Popen(
+        return _Channel(subprocess.Popen(
             [sys.executable, "-m", "s2o_kernel.engine.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
-        )
+        ))
 
-    def _init_request(self) -> bytes:
-        return wire.encode_request("init", {"settings": self._settings.to_dict(), "state": self._state})
+    def _init_request(self, request_id: int) -> bytes:
+        return wire.encode_request(request_id, "init", {"settings": self._settings.to_dict(), "state": self._state})
 
     def _start(self) -> list[str]:
-        self._proc = self._spawn()
-        return wire.decode_warnings(self._call_line(self._init_request(), timeout=START_TIMEOUT))
+        channel = self._channel = self._spawn()
+        request_id = next(self._ids)
+        result = self._exchange(channel, request_id, self._init_request(request_id),
+                                time.monotonic() + START_TIMEOUT, None)
+        return wire.decode_warnings(result)
 
     def _kill(self) -> None:
-        proc = self._proc
-        self._proc = None
-        self._buffer = b""
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            proc.kill()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        channel, self._channel, self._init_pending = self._channel, None, None
+        if channel is not None:
+            channel.close()
 
     def _restart(self) -> None:
-        """Kill the worker and start a new one from the last good state.
+        """Kill the worker and start a new one from the last good state (:attr:`_state`).
 
         The new worker's ``init`` request is sent now and its reply read
         before the next request, so a killed run reports back without
@@ -130,21 +197,42 @@ class IsolatedSession:
         """
         self._kill()
         self.restarts += 1
-        self._proc = self._spawn()
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(self._init_request())
-        self._proc.stdin.flush()
-        self._init_pending = True
+        channel = self._channel = self._spawn()
+        request_id = next(self._ids)
+        channel.send(self._init_request(request_id))
+        self._init_pending = request_id
+
+    def _restart_quietly(self) -> None:
+        try:
+            self._restart()
+        except OSError:
+            self._kill()
 
     def _finish_init(self) -> None:
-        self._init_pending = False
+        """Read the reply to a restarted worker's ``init``; a worker that fails it is killed."""
+        request_id, channel, self._init_pending = self._init_pending, self._channel, None
+        if request_id is None or channel is None:
+            return
         try:
-            message = wire.decode_message(self._read_line(time.monotonic() + START_TIMEOUT))
-        except (TimeoutError, _WorkerGone, S2OError):
+            reply = self._read_until_reply(channel, request_id, time.monotonic() + START_TIMEOUT, None)
+        except (TimeoutError, EOFError, S2OError):
             self._kill()
             return
-        if not isinstance(message, wire.Reply) or message.error is not None:
+        if reply.error is not None:
             self._kill()
+
+    def _ready_channel(self) -> _Channel:
+        """The worker, in step: a dead worker, or one that sent what nobody asked for, is restarted."""
+        if self._init_pending is not None:
+            self._finish_init()
+        channel = self._channel
+        if channel is not None and channel.in_step():
+            return channel
+        self._restart_quietly()
+        self._finish_init()
+        if self._channel is None:
+            raise S2OError("unexpected", "the evaluation worker could not be started")
+        return self._channel
 
     def close(self) -> None:
         """Stop the worker."""
@@ -155,87 +243,82 @@ class IsolatedSession:
             self._kill()
 
     # -- protocol -------------------------------------------------------------
-    def _read_line(self, deadline: float) -> bytes:
-        """One line from the worker; bytes after it stay buffered for the next call."""
-        proc = self._proc
-        assert proc is not None and proc.stdout is not None
-        fd = proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.5))
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                raise _WorkerGone
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line
-
     def _call(self, op: str, fields: dict[str, Any] | None = None, *, timeout: float | None = None,
               on_event: OnEvent | None = None) -> Any:
-        """Send one request and return its result; raises ``S2OError`` for an error reply."""
-        if self._init_pending:
-            self._finish_init()
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = None
-            self._restart_quietly()
-            self._finish_init()
-            if self._proc is None:
-                raise S2OError("unexpected", "the evaluation worker could not be started")
-        return self._call_line(wire.encode_request(op, fields or {}), timeout=timeout, on_event=on_event)
+        """Send one request and return its result; raises ``S2OError`` for an error reply or a fault.
 
-    def _call_line(self, request: bytes, *, timeout: float | None = None, on_event: OnEvent | None = None) -> Any:
-        limit = self._settings.limits.time
-        deadline = time.monotonic() + (timeout if timeout is not None else limit + KILL_GRACE)
-        proc = self._proc
-        assert proc is not None and proc.stdin is not None
+        The reply must come within ``timeout`` seconds (default ``limits.time`` + :data:`KILL_GRACE`).
+        """
+        channel = self._ready_channel()
+        request_id = next(self._ids)
+        request = wire.encode_request(request_id, op, fields or {})
+        wait = timeout if timeout is not None else self._settings.limits.time + KILL_GRACE
+        return self._exchange(channel, request_id, request, time.monotonic() + wait, on_event)
+
+    def _exchange(self, channel: _Channel, request_id: int, request: bytes, deadline: float,
+                  on_event: OnEvent | None) -> Any:
+        """Send ``request`` and read up to its reply. On any fault the worker is restarted from the
+        last good state and a coded error is raised (see :meth:`_fault_error`)."""
         try:
-            proc.stdin.write(request)
-            proc.stdin.flush()
+            channel.send(request)
         except OSError:
             self._restart_quietly()
             raise S2OError("unexpected",
                            "the evaluation worker stopped; it was restarted with the last good state") from None
         try:
-            line = self._read_line(deadline)
+            reply = self._receive_reply(channel, request_id, deadline, on_event)
+        except BaseException as exc:
+            error = self._fault_error(channel, exc)
+            if error is None:
+                raise
+            raise error from None
+        if reply.error is not None:
+            raise reply.error
+        return reply.result
+
+    def _receive_reply(self, channel: _Channel, request_id: int, deadline: float,
+                       on_event: OnEvent | None) -> wire.Reply:
+        try:
+            return self._read_until_reply(channel, request_id, deadline, on_event)
         except KeyboardInterrupt:
-            # the worker got the same SIGINT; give it a moment to answer 'stopped'
-            try:
-                line = self._read_line(time.monotonic() + INTERRUPT_GRACE)
-            except (TimeoutError, _WorkerGone, KeyboardInterrupt):
-                self._restart_quietly()
-                raise S2OError("stopped", "the run was interrupted; the session keeps its variables",
-                               details={"restarted": RESTARTED}) from None
-        except TimeoutError:
-            self._restart_quietly()
-            raise S2OError("timedOut", f"the run took longer than the time limit (limits.time = {limit:g} s)",
-                           details={"restarted": RESTARTED}) from None
-        except _WorkerGone:
-            code = self._proc.poll() if self._proc else None
-            self._restart_quietly()
-            raise S2OError("memory-limit" if code in (-signal.SIGKILL, -signal.SIGSEGV) else "unexpected",
-                           "the evaluation worker ended during the run (out of memory?)",
-                           details={"restarted": RESTARTED}) from None
-        message = wire.decode_message(line)
-        while isinstance(message, wire.Event):
+            pass
+        # the worker got the same SIGINT; give it a moment to answer 'stopped'
+        try:
+            return self._read_until_reply(channel, request_id, time.monotonic() + INTERRUPT_GRACE, on_event)
+        except (TimeoutError, EOFError, KeyboardInterrupt):
+            raise _Interrupted from None
+
+    def _read_until_reply(self, channel: _Channel, request_id: int, deadline: float,
+                          on_event: OnEvent | None) -> wire.Reply:
+        """Hand each event to :attr:`on_print` or ``on_event`` until the reply arrives."""
+        while True:
+            message = channel.receive(request_id, deadline)
+            if isinstance(message, wire.Reply):
+                return message
             if message.kind == "print":
                 if self.on_print is not None:
                     self.on_print(message.payload)
             elif on_event is not None:
                 on_event(message)
-            message = wire.decode_message(self._read_line(deadline))
-        if message.error is not None:
-            raise message.error
-        return message.result
 
-    def _restart_quietly(self) -> None:
-        try:
-            self._restart()
-        except OSError:
-            self._proc = None
+    def _fault_error(self, channel: _Channel, exc: BaseException) -> S2OError | None:
+        """Restart the worker after ``exc`` broke an exchange; the coded error that ends the call,
+        or ``None`` to re-raise ``exc`` (an exception of a callback, not of the worker)."""
+        status = channel.exit_status() if isinstance(exc, EOFError) else None
+        partial = channel.reader.partial
+        self._restart_quietly()
+        if isinstance(exc, _Interrupted):
+            code, message = "stopped", INTERRUPTED
+        elif isinstance(exc, TimeoutError):
+            code = "timedOut"
+            message = f"the run took longer than the time limit (limits.time = {self._settings.limits.time:g} s)"
+        elif isinstance(exc, EOFError):
+            code, message = _death(status, partial)
+        elif isinstance(exc, S2OError) and exc.code == wire.FAULT_CODE:
+            code, message = exc.code, exc.message
+        else:
+            return None
+        return S2OError(code, message, details={"restarted": RESTARTED})
 
     # -- the Session interface ----------------------------------------------
     @property
@@ -344,7 +427,7 @@ class IsolatedSession:
 
     def interrupt(self) -> None:
         """Stop the run in progress (from another thread): SIGINT to the worker."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
+        channel = self._channel
+        if channel is not None and channel.proc.poll() is None:
             with contextlib.suppress(OSError):
-                proc.send_signal(signal.SIGINT)
+                channel.proc.send_signal(signal.SIGINT)

@@ -9,7 +9,7 @@ parent over the limit. Work that Python cannot interrupt in-process is
 stopped by the parent killing this process (see :mod:`.client`).
 
 Operations (:data:`OPERATIONS`: ``op`` → handler, the way ipykernel maps
-``msg_type`` to ``do_*``); an unknown ``op`` is an ``unexpected`` error reply:
+``msg_type`` to ``do_*``); an unknown ``op`` is a ``worker-protocol`` error reply:
 
 =================  ======================================  ==========================================
 op                 request fields                          result
@@ -31,8 +31,11 @@ describe           dotted                                  ``TEXT`` or ``null``
 ping                                                       ``"pong"``
 =================  ======================================  ==========================================
 
-Text that evaluated code prints travels as ``print`` events, in order with
-the other events of the request (see :class:`PrintEvents`).
+Every reply and event carries the id of its request (see :mod:`.wire`);
+text that evaluated code prints travels as ``print`` events, in order with
+the other events of the request (see :class:`PrintEvents`). A request line
+over the cap, or one that is not a request, gets a ``worker-protocol`` error
+reply without an id.
 """
 
 from __future__ import annotations
@@ -48,12 +51,15 @@ from typing import IO, Any
 from ..errors import S2OError
 from ..scopes import as_json
 from . import wire
+from .framing import CHUNK, MAX_MESSAGE
 
 #: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
 #: (its threads and their stacks exist before the size is measured).
 MEMORY_MARGIN = 64 << 20
 
 Request = dict[str, Any]
+#: Operations served before ``init`` has made the session.
+SESSIONLESS = frozenset({"init", "ping"})
 
 
 def _vm_size() -> int:
@@ -74,40 +80,69 @@ def _interruptible(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 class Worker:
-    """Serves requests for one session in this process; ``stdout`` is the binary reply pipe."""
+    """Serves requests for one session in this process; ``stdout`` is the binary reply pipe.
+
+    :attr:`request_id` is the id of the request being answered, ``None`` between
+    requests. Every event and reply carries it; output parts that arrive between
+    requests are dropped (their run is over) and printed text is held (at most
+    :data:`~.wire.PRINT_CHUNK` characters) until the next request, so the
+    parent never reads a message it did not ask for.
+    """
 
     def __init__(self, stdout: IO[bytes]) -> None:
         self.session: Any = None
         self.baseline = _vm_size()
         self.stdout = stdout
         self.write_lock = threading.Lock()
+        self.request_id: int | None = None
         self.pending_print: list[str] = []
+        self.pending_chars = 0
 
     # -- the reply pipe ----------------------------------------------------------------------
-    def send(self, line: bytes) -> None:
-        """Write one encoded message (thread-safe: output events come from the loop thread).
+    def begin(self, request_id: int) -> None:
+        """Start answering request ``request_id``."""
+        with self.write_lock:
+            self.request_id = request_id
+
+    def reply(self, line: bytes) -> None:
+        """Write the encoded reply that ends the current request (printed text waiting goes first)."""
+        with self.write_lock:
+            self._flush_printed()
+            self.stdout.write(line)
+            self.stdout.flush()
+            self.request_id = None
+
+    def send_output(self, part: dict[str, Any]) -> None:
+        """Send an ``output`` event for the current request (thread-safe: it comes from the loop thread).
 
         Printed text waiting for its end of line goes first, so the parent sees
-        everything in the order it happened.
+        everything in the order it happened. Raises ``worker-protocol`` for a
+        part over the message cap, which ends the run.
         """
         with self.write_lock:
+            if self.request_id is None:
+                return
+            line = wire.encode_output(self.request_id, part)
             self._flush_printed()
             self.stdout.write(line)
             self.stdout.flush()
 
     def printed(self, text: str) -> None:
-        """Text printed by evaluated code: sent as a ``print`` event at each end of line."""
+        """Text printed by evaluated code: sent as ``print`` events at each end of line."""
         with self.write_lock:
+            if self.request_id is None and self.pending_chars >= wire.PRINT_CHUNK:
+                return  # printed between requests by work that outlived its run: the rest is dropped
             self.pending_print.append(text)
-            if "\n" in text:
+            self.pending_chars += len(text)
+            if "\n" in text or self.pending_chars >= wire.PRINT_CHUNK:
                 self._flush_printed()
                 self.stdout.flush()
 
     def _flush_printed(self) -> None:
-        if self.pending_print:
+        if self.pending_print and self.request_id is not None:
             text = "".join(self.pending_print)
-            self.pending_print = []
-            self.stdout.write(wire.encode_print(text))
+            self.pending_print, self.pending_chars = [], 0
+            self.stdout.write(wire.encode_print(self.request_id, text))
 
     # -- limits and state --------------------------------------------------------------------
     def limit_memory(self, limit: int) -> None:
@@ -135,9 +170,9 @@ class Worker:
         """The result of one request (see the table in the module docstring); raises ``S2OError``."""
         handler = OPERATIONS.get(op)
         if handler is None:
-            raise S2OError("unexpected", f"the evaluation worker has no operation {op!r}")
-        if op != "init" and self.session is None:
-            raise S2OError("unexpected", "the evaluation worker got a request before init")
+            raise wire.fault(f"an unknown operation {op[:80]!r}", wire.PARENT)
+        if self.session is None and op not in SESSIONLESS:
+            raise wire.fault(f"the operation {op!r} before init", wire.PARENT)
         return handler(self, req)
 
     def do_init(self, req: Request) -> Any:
@@ -161,11 +196,8 @@ class Worker:
         return wire.encode_value(_interruptible(self.session.evaluate_dynamic, req["text"]))
 
     def do_run_fragment(self, req: Request) -> Any:
-        def on_output(part: dict[str, Any]) -> None:
-            self.send(wire.encode_output(part))
-
         run = _interruptible(lambda: self.session.run_fragment(
-            req["fragment"], on_output=on_output, inputs=req.get("inputs"), function=req.get("function")))
+            req["fragment"], on_output=self.send_output, inputs=req.get("inputs"), function=req.get("function")))
         return wire.encode_run(run, self.state())
 
     def do_validate(self, req: Request) -> Any:
@@ -253,17 +285,38 @@ class PrintEvents:
 def answer(worker: Worker, line: bytes) -> bytes:
     """The encoded reply to one request line; never raises (every failure becomes an error reply)."""
     try:
-        op, req = wire.decode_request(line)
-        return wire.encode_result(worker.handle(op, req))
+        request_id, op, req = wire.decode_request(line)
     except S2OError as exc:
-        return wire.encode_error_reply(exc)
+        return wire.encode_error_reply(None, exc)
+    worker.begin(request_id)
+    try:
+        return wire.encode_result(request_id, worker.handle(op, req))
+    except S2OError as exc:
+        return wire.encode_error_reply(request_id, exc)
     except MemoryError:
-        return wire.encode_error_reply(S2OError("memory-limit", "the evaluation ran out of memory"))
+        return wire.encode_error_reply(request_id, S2OError("memory-limit", "the evaluation ran out of memory"))
     except KeyboardInterrupt:
         return wire.encode_error_reply(
-            S2OError("stopped", "the run was interrupted; the session keeps its variables"))
+            request_id, S2OError("stopped", "the run was interrupted; the session keeps its variables"))
     except BaseException as exc:  # never let the worker die on one request
-        return wire.encode_error_reply(S2OError("unexpected", f"{type(exc).__name__}: {exc}"))
+        return wire.encode_error_reply(request_id, S2OError("unexpected", f"{type(exc).__name__}: {exc}"))
+
+
+def read_request(stdin: IO[bytes]) -> bytes | None:
+    """The next request line (at most :data:`~.framing.MAX_MESSAGE` bytes), ``None`` at the end of input.
+
+    A line over the cap is read to its end and dropped; raises ``worker-protocol`` for it.
+    """
+    line = stdin.readline(MAX_MESSAGE + 1)
+    if line.endswith(b"\n"):
+        return line
+    if len(line) <= MAX_MESSAGE:
+        return None  # stdin closed (a last line without its newline is not a request)
+    size = len(line)
+    while line and not line.endswith(b"\n"):
+        line = stdin.readline(CHUNK)
+        size += len(line)
+    raise wire.too_large("the request", size)
 
 
 def main() -> int:
@@ -271,9 +324,13 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
     stdin = sys.stdin.buffer
     worker = Worker(sys.stdout.buffer)
-    sys.stdout = PrintEvents(worker)  # printed text travels as events
+    sys.stdout = PrintEvents(worker)  # printed text travels as events, never as raw bytes
     while True:
-        line = stdin.readline()
-        if not line:
+        try:
+            line = read_request(stdin)
+        except S2OError as exc:
+            worker.reply(wire.encode_error_reply(None, exc))
+            continue
+        if line is None:
             return 0
-        worker.send(answer(worker, line))
+        worker.reply(answer(worker, line))

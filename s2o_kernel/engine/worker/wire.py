@@ -2,31 +2,37 @@
 
 Only JSON crosses between :class:`~.client.IsolatedSession` (the parent) and
 :class:`~.server.Worker` (the child), never pickles, so a compromised worker
-cannot make the parent run code. Every message is one JSON object on one
-line (UTF-8, ended by ``\\n``; ``json.dumps`` escapes every newline inside a
-string, so a line is exactly one message).
+cannot make the parent run code. Every message is one line of at most
+:data:`~.framing.MAX_MESSAGE` bytes (see :mod:`.framing`).
 
-Messages::
+Messages (``ID`` is the request's id, an integer the parent never reuses)::
 
-    request   {"op": NAME, FIELD: …}                       parent → worker
-    reply     {"ok": true,  "result": RESULT}              worker → parent; ends a request
-              {"ok": false, "error": ERROR}
-    event     {"event": "print",  "text": TEXT}            worker → parent, before the reply
-              {"event": "output", "part": PART}
+    request   {"id": ID, "op": NAME, FIELD: …}                  parent → worker
+    reply     {"id": ID, "ok": true,  "result": RESULT}         worker → parent; ends request ID
+              {"id": ID, "ok": false, "error": ERROR}
+    event     {"id": ID, "event": "print",  "text": TEXT}       worker → parent, before the reply
+              {"id": ID, "event": "output", "part": PART}
 
     ERROR     {"code", "message", "line", "col", "path", "stage", "source",
                "details", "python_type", "errors"?: [ERROR, …]}
-    DISPLAY   {"repr": TEXT, "json": JSON or null}          a value
+    DISPLAY   {"repr": TEXT, "json": JSON or null}               a value
     STATE     {"locals": {NAME: JSON}, "agent": {…}, "conv": {…}}
+    PART      {"type": "text" | "html" | "image", FIELD: TEXT, …}    an output part (text fields only)
 
 The operations and their ``RESULT`` shapes are listed in :mod:`.server`.
+Printed text is cut into events of at most :data:`PRINT_CHUNK` characters.
 
 Decoding trusts nothing: every field of every message is checked for its
-exact JSON type, and a message that does not fit raises :func:`fault`
-(an :class:`~..errors.S2OError`). An error's ``code`` goes through the code
-registry (:mod:`..codes`): a code the registry does not know becomes
-``unexpected``, so a compromised worker can neither crash the parent nor
-make it show a code that does not exist.
+exact JSON type, a message must carry the id of the request being answered,
+and a message that does not fit raises :func:`fault`, an
+:class:`~..errors.S2OError` with code ``worker-protocol``. An error's
+``code`` goes through the code registry (:mod:`..codes`): a code the registry
+does not know becomes ``unexpected``, so a compromised worker can neither
+crash the parent nor make it show a code that does not exist.
+
+Encoding never writes a line over the cap: :func:`encode_result` turns a
+reply that is too large into a ``worker-protocol`` error reply, and
+:func:`encode_output` raises that error for an output part that is.
 """
 
 from __future__ import annotations
@@ -39,22 +45,35 @@ from ..codes import CODES, RESULT, STAGES
 from ..errors import ErrorGroup, S2OError
 from ..evaluation import RunResult, Validation
 from ..scopes import RemoteValue, as_json
+from .framing import MAX_MESSAGE
 
 #: Longest ``repr`` sent back for a value, in characters.
 MAX_REPR = 1_000_000
 #: Deepest nesting of error groups accepted from the worker.
 MAX_ERROR_DEPTH = 8
-#: The code of an error that stands for a message which breaks the protocol.
-FAULT_CODE = "unexpected"
+#: The code of an error that stands for a message which breaks the protocol (or would).
+FAULT_CODE = "worker-protocol"
+#: Most characters of printed text in one ``print`` event (at most 6 bytes each once escaped).
+PRINT_CHUNK = 1 << 20
 #: Longest text of a faulty message quoted in an error, in characters.
 QUOTE = 80
 
 JSONDict = dict[str, Any]
 
 
-def fault(reason: str) -> S2OError:
-    """The coded error for a message from the worker that breaks the protocol (``reason`` says how)."""
-    return S2OError(FAULT_CODE, f"the evaluation worker broke the protocol: {reason}")
+WORKER = "the evaluation worker"
+PARENT = "the parent of the evaluation worker"
+
+
+def fault(reason: str, sender: str = WORKER) -> S2OError:
+    """The coded error for a message that breaks the protocol: ``reason`` says how, ``sender`` who sent it."""
+    return S2OError(FAULT_CODE, f"{sender} broke the protocol: {reason}")
+
+
+def too_large(what: str, size: int) -> S2OError:
+    """The coded error for a message that would be over :data:`~.framing.MAX_MESSAGE` (``size`` bytes)."""
+    return S2OError(FAULT_CODE, f"{what} is too large to send: {size / 2**20:.1f} MiB, over the worker's "
+                                f"message cap of {MAX_MESSAGE / 2**20:g} MiB")
 
 
 def _quote(value: object) -> str:
@@ -65,36 +84,48 @@ def _quote(value: object) -> str:
 # -- encoding (either side) -----------------------------------------------------------------
 
 
-def _line(message: JSONDict) -> bytes:
-    return json.dumps(message).encode() + b"\n"
+def _line(message: JSONDict, what: str) -> bytes:
+    data = json.dumps(message).encode()  # ASCII: json.dumps escapes newlines and non-ASCII characters
+    if len(data) > MAX_MESSAGE:
+        raise too_large(what, len(data))
+    return data + b"\n"
 
 
-def encode_request(op: str, fields: JSONDict) -> bytes:
-    """One request line: ``{"op": op, **fields}``."""
-    return _line({"op": op, **fields})
+def encode_request(request_id: int, op: str, fields: JSONDict) -> bytes:
+    """One request line: ``{"id": request_id, "op": op, **fields}``; raises ``worker-protocol`` when too large."""
+    return _line({**fields, "id": request_id, "op": op}, "the request")
 
 
-def encode_result(result: Any) -> bytes:
-    """A successful reply line; a result JSON cannot hold becomes an ``unexpected`` error reply."""
+def encode_result(request_id: int | None, result: Any) -> bytes:
+    """A successful reply line; a result JSON cannot hold becomes an ``unexpected`` error reply,
+    one over the cap a ``worker-protocol`` error reply."""
     try:
-        return _line({"ok": True, "result": result})
+        return _line({"id": request_id, "ok": True, "result": result}, "the reply")
+    except S2OError as exc:
+        return encode_error_reply(request_id, exc)
     except (TypeError, ValueError, RecursionError) as exc:
-        return encode_error_reply(S2OError("unexpected", f"the reply could not be sent: {exc}"))
+        return encode_error_reply(request_id, S2OError("unexpected", f"the reply could not be sent: {exc}"))
 
 
-def encode_error_reply(exc: S2OError) -> bytes:
-    """A failed reply line carrying ``exc``."""
-    return _line({"ok": False, "error": encode_error(exc)})
+def encode_error_reply(request_id: int | None, exc: S2OError) -> bytes:
+    """A failed reply line carrying ``exc`` (an error too large to send is cut to its code and message)."""
+    try:
+        return _line({"id": request_id, "ok": False, "error": encode_error(exc)}, "the error")
+    except (S2OError, TypeError, ValueError, RecursionError):
+        short = S2OError(exc.code, exc.message[:PRINT_CHUNK], stage=exc.stage)
+        return _line({"id": request_id, "ok": False, "error": encode_error(short)}, "the error")
 
 
-def encode_print(text: str) -> bytes:
-    """A ``print`` event line: text printed by evaluated code."""
-    return _line({"event": "print", "text": text})
+def encode_print(request_id: int | None, text: str) -> bytes:
+    """``print`` event lines for text printed by evaluated code, :data:`PRINT_CHUNK` characters each."""
+    return b"".join(_line({"id": request_id, "event": "print", "text": text[i:i + PRINT_CHUNK]}, "printed text")
+                    for i in range(0, len(text), PRINT_CHUNK))
 
 
-def encode_output(part: JSONDict) -> bytes:
-    """An ``output`` event line: one output part of a running fragment."""
-    return _line({"event": "output", "part": part})
+def encode_output(request_id: int | None, part: JSONDict) -> bytes:
+    """An ``output`` event line: one output part of a running fragment; raises ``worker-protocol``
+    when the part is over the cap."""
+    return _line({"id": request_id, "event": "output", "part": part}, "an output part")
 
 
 def encode_error(exc: S2OError) -> JSONDict:
@@ -142,16 +173,16 @@ def encode_validation(v: Validation) -> JSONDict:
             "local_names": sorted(v.local_names), "secrets": sorted(v.secrets)}
 
 
-def decode_request(line: bytes) -> tuple[str, JSONDict]:
-    """``(op, fields)`` of a request line; raises :func:`fault` for anything else."""
-    message = _loads(line)
-    op = message.get("op")
-    if type(op) is not str:
-        raise fault("a request without an op")
-    return op, message
+# -- decoding -------------------------------------------------------------------------------
 
 
-# -- decoding (the parent) ------------------------------------------------------------------
+def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
+    """``(id, op, fields)`` of a request line; raises :func:`fault` for anything else."""
+    message = _loads(line, PARENT)
+    request_id, op = message.get("id"), message.get("op")
+    if type(request_id) is not int or type(op) is not str:
+        raise fault("a request without an integer id or an op", PARENT)
+    return request_id, op, message
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,24 +201,28 @@ class Reply:
     error: S2OError | None
 
 
-def _loads(line: bytes) -> JSONDict:
+def _loads(line: bytes, sender: str = WORKER) -> JSONDict:
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        raise fault(f"a line that is not JSON: {_quote(line)}") from None
+        raise fault(f"a line that is not JSON: {_quote(line)}", sender) from None
     if type(message) is not dict:
-        raise fault(f"a message that is not a JSON object: {_quote(message)}")
+        raise fault(f"a message that is not a JSON object: {_quote(message)}", sender)
     return message
 
 
-def decode_message(line: bytes) -> Event | Reply:
-    """An :class:`Event` or :class:`Reply` from one line; raises :func:`fault` for anything else."""
+def decode_message(line: bytes, request_id: int) -> Event | Reply:
+    """An :class:`Event` or :class:`Reply` for request ``request_id`` from one line; raises
+    :func:`fault` for anything else, a message for another request included."""
     message = _loads(line)
+    got = message.get("id")
+    if type(got) is not int or got != request_id:
+        raise fault(f"a message for request {_quote(got)} while request {request_id} was waiting")
     if "event" in message:
         kind = message["event"]
         if kind == "print" and type(message.get("text")) is str:
             return Event("print", message["text"])
-        if kind == "output" and type(message.get("part")) is dict:
+        if kind == "output" and _is_part(message.get("part")):
             return Event("output", message["part"])
         raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
     ok = message.get("ok")
@@ -218,6 +253,11 @@ def _is(value: object, kind: type) -> bool:
 #: The optional fields of ``ERROR`` and their types.
 _ERROR_FIELDS: dict[str, type] = {"line": int, "col": int, "path": str, "source": str, "details": dict,
                                   "python_type": str}
+
+
+def _is_part(data: object) -> bool:
+    """``data`` is a ``PART``: a JSON object of text fields, one of them its ``type``."""
+    return type(data) is dict and type(data.get("type")) is str and all(type(v) is str for v in data.values())
 
 
 def decode_error(data: object, depth: int = 0) -> S2OError:
@@ -282,8 +322,8 @@ def decode_run(data: object) -> tuple[RunResult, JSONDict]:
     if type(code) is not str or code not in CODES or RESULT not in CODES[code].stages:
         code = "unexpected"
     outputs = d.get("outputs")
-    if type(outputs) is not list or any(type(part) is not dict for part in outputs):
-        raise fault("a run's outputs are not a list of objects")
+    if type(outputs) is not list or not all(_is_part(part) for part in outputs):
+        raise fault("a run's outputs are not a list of output parts")
     logs = _strings(d.get("logs"), "a run's logs")
     error = decode_error(d["error"]) if d.get("error") is not None else None
     run = RunResult(code=code, value=decode_value(d.get("value")), outputs=outputs, logs=logs, error=error)
