@@ -76,7 +76,7 @@ def test_contained_is_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         assert started.session.evaluate("1 + 2") == 3
     finally:
         started.session.close()
-    assert started.session._proc is None  # close() stopped the worker
+    assert started.session.pid is None  # close() stopped the worker
 
 
 @pytest.mark.parametrize("problem", [OSError("no processes"),
