@@ -26,7 +26,7 @@ MODES = ["isolated", "in-process"]
 
 def _session(monkeypatch: pytest.MonkeyPatch, mode: str, settings: Any = None) -> Any:
     monkeypatch.setenv(startup.ISOLATE_ENV, "1" if mode == "isolated" else "0")
-    return startup.make_session(api, settings or api.default_settings())
+    return startup.make_session(settings or api.default_settings())
 
 
 @pytest.fixture(params=MODES)

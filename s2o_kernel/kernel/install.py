@@ -89,7 +89,7 @@ def write_kernel_spec(
     return str(dest)
 
 
-def install(
+def install(  # noqa: PLR0913 - the options of ipykernel.kernelspec.install
     *,
     user: bool = False,
     prefix: str | None = None,
