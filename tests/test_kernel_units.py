@@ -124,9 +124,10 @@ class FakeSession:
             return self.evaluate(inner)
         return text
 
-    def run_fragment(self, obj: Any, *, on_output: Any = None, inputs: Any = None,
+    def run_fragment(self, fragment: Any, *, on_output: Any = None, inputs: Any = None,
                      function: Any = None) -> RunResult:  # fmt: skip
         run = RunResult()
+        obj = fragment
         self.on_output_given = on_output is not None
         self.run_args = {"fragment": obj, "inputs": inputs, "function": function}
         if isinstance(obj, dict) and "functions" in obj:
