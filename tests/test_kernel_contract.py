@@ -133,3 +133,52 @@ def test_kernel_modules_import_without_a_cycle() -> None:
 
     for module in graph:
         visit(module, [])
+
+
+# -- completion offers only what the engine accepts ----------------------------------------------
+
+#: Fragments that use every word completion offers inside JSON (SPEC 7).
+ACCEPTED = [
+    {"var": {"x": 1}},
+    {"if": {"condition": True, "then": [], "else": []}},
+    {"for": {"item": "i", "in": [1], "index": "k", "commands": [{"continue": {}}]}},
+    {"while": {"condition": True, "commands": [{"break": {}}]}},
+    {"return": 1},
+    {"fail": "no"},
+    {"end": {}},
+    {"output": "x"},
+    {"log": "x"},
+    {"parallel": [{"log": "a"}, {"log": "b"}]},
+    {"functions": {"main": {"args": {}, "commands": [{"call": {"function": "f", "args": {}}}], "onError": []},
+                   "f": {"commands": []}}},
+]  # fmt: skip
+#: Words completion leaves out, with a fragment the engine refuses at validation.
+REFUSED = {
+    "api": {"api": {"url": "https://example.com"}},
+    "db": {"db": {"query": "select 1"}},
+    "llm": {"llm": {"prompt": "hi"}},
+    "ask": {"ask": {"question": "name?"}},
+    "outputPath": {"output": "x", "outputPath": "answer"},
+}
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+def test_fragment_words_are_the_ones_the_engine_accepts() -> None:
+    from s2o_kernel.kernel.completion import FRAGMENT_KEYWORDS
+
+    session = Session()
+    assert set(FRAGMENT_KEYWORDS) <= {k for fragment in ACCEPTED for k in _keys(fragment)}
+    for fragment in ACCEPTED:
+        run = session.run_fragment(fragment)
+        assert run.error is None or run.error.stage != "validate", (fragment, run.error)
+    for word, fragment in REFUSED.items():
+        assert word not in FRAGMENT_KEYWORDS
+        run = session.run_fragment(fragment)
+        assert run.error is not None and (run.error.code, run.error.stage) == ("fragment", "validate"), word
