@@ -658,6 +658,47 @@ def test_magic_registry_names() -> None:
     assert "vars" not in magics.cell_magic_names()
 
 
+def test_magic_help_is_its_module_docstring() -> None:
+    import importlib
+    import inspect
+
+    names = set(magics.line_magic_names()) | set(magics.cell_magic_names())
+    assert len(names) == 15
+    for name in names:
+        module = importlib.import_module(f"s2o_kernel.kernel.magics.{name}_magic")
+        magic = magics.REGISTRY.get(name)
+        assert module.MAGIC is magic
+        summary, _, usage = inspect.cleandoc(module.__doc__).partition("\n")
+        text = magic.help_text()
+        assert text.startswith(f"%{name}") and f": {summary}\n\n" in text
+        assert text.endswith(usage.strip()), name
+
+
+def test_magic_argument_parser_never_exits() -> None:
+    from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
+
+    parser = MagicArgumentParser("demo")
+    parser.add_argument("file", metavar="FILE")
+    for text in ("-h", "--help", "", "a b"):
+        with pytest.raises(S2OError) as info:
+            parser.parse_words(text)
+        assert info.value.code == "magic" and info.value.message.endswith("usage: %demo FILE"), text
+    with pytest.raises(S2OError):
+        parser.exit(2, "bye")
+    assert parser.parse_words("'a b'").file == "a b"
+
+
+def test_split_words_reads_json_values_whole() -> None:
+    from s2o_kernel.kernel.magics.arguments import split_words
+
+    text = """a "b c" {"x": [1, 2]} --o={"y": "z  w"} '{"q": 1}' [1,\n 2] d\\ e"""
+    assert split_words(text) == ["a", "b c", '{"x": [1, 2]}', '--o={"y": "z  w"}', '{"q": 1}', "[1,\n 2]", "d e"]
+    assert split_words("x {oops} tail") == ["x", "{oops} tail"]  # the option's type reports where it is wrong
+    assert split_words("  ") == []
+    with pytest.raises(ValueError):
+        split_words("'open")
+
+
 # -- completion ------------------------------------------------------------------
 
 

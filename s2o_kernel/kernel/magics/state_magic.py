@@ -16,7 +16,7 @@ from s2o_kernel.kernel.magics.base import Magic, MagicCall
 from s2o_kernel.kernel.magics.files import read_json, write_text
 
 PARSER = MagicArgumentParser("state")
-PARSER.add_argument("action", choices=("save", "load"))
+PARSER.add_argument("action", choices=("save", "load"), metavar="save|load")
 PARSER.add_argument("file", metavar="FILE")
 
 SCOPES = ("agent", "conv")
