@@ -9,7 +9,7 @@ and checked, statically by mypy and at run time by ``tests/test_kernel_contract.
   :class:`~s2o_kernel.engine.S2OError`, ``validate`` returns a
   :class:`~s2o_kernel.engine.Validation` and ``run_fragment`` a :class:`~s2o_kernel.engine.RunResult`
   (SPEC 2, 3, 7).
-* :class:`ContainedSessionLike`: a session whose runs happen in a worker process. It adds
+* :class:`ContainedSessionLike`: what a session whose runs happen in a worker process adds:
   ``on_print`` (text printed by evaluated code, handed to the cell as it comes) and ``close()``
   (stops the worker; the kernel calls it on shutdown).
 * :class:`EngineFunctions`: the two pure engine functions the cell runner uses; the module
@@ -127,8 +127,14 @@ class SessionLike(Protocol):
 
 
 @runtime_checkable
-class ContainedSessionLike(SessionLike, Protocol):
-    """A session whose runs happen in a supervised worker process (SPEC 12): the engine's ``IsolatedSession``."""
+class ContainedSessionLike(Protocol):
+    """What a session whose runs happen in a supervised worker process (SPEC 12) has besides :class:`SessionLike`.
+
+    The engine's ``IsolatedSession`` has it. Deliberately not a subclass of :class:`SessionLike`:
+    ``isinstance(session, ContainedSessionLike)`` then looks only at ``on_print`` and ``close``
+    (Python 3.11 evaluates every property a runtime protocol names, and each of
+    ``SessionLike``'s is a round trip to the worker).
+    """
 
     #: ``on_print(text)``: called with text that evaluated code printed, in order with the run's
     #: output parts; ``None`` drops it.
