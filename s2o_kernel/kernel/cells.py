@@ -98,10 +98,12 @@ def _raw_body_after_magic_line(code: str) -> str:
 
 
 def looks_like_json(text: str) -> bool:
+    """True when ``text`` starts like a JSON object, list or string."""
     return text[:1] in ("{", "[", '"')
 
 
 def json_error_text(exc: json.JSONDecodeError) -> str:
+    """``message (line L, column C)`` of a JSON error, both 1-based."""
     return f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
 
 
@@ -162,6 +164,7 @@ def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:
 
 
 def valid_magic_name(name: str | None) -> bool:
+    """True for a name a magic may have: a letter, then letters, digits, ``_`` and ``-``."""
     return bool(name) and bool(_MAGIC_NAME_RE.match(name or ""))
 
 

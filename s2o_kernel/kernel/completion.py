@@ -36,6 +36,7 @@ NOT_FOUND: dict[str, Any] = {"status": "ok", "found": False, "data": {}, "metada
 
 
 def clamp(cursor_pos: Any, code: str) -> int:
+    """``cursor_pos`` as an offset into ``code`` (code points), clamped; the end when it is not a number."""
     try:
         pos = int(cursor_pos)
     except (TypeError, ValueError):
@@ -44,6 +45,7 @@ def clamp(cursor_pos: Any, code: str) -> int:
 
 
 def empty_reply(cursor_pos: int) -> dict[str, Any]:
+    """A complete_reply with no matches at ``cursor_pos``."""
     return {
         "status": "ok",
         "matches": [],

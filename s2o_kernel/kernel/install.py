@@ -137,6 +137,7 @@ def _is_root() -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m s2o_kernel install``."""
     parser = argparse.ArgumentParser(
         prog="python -m s2o_kernel install",
         description="Install the s2o Jupyter kernelspec for this Python interpreter.",
@@ -176,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m s2o_kernel install ...``: install the kernelspec; the exit status (1 when it cannot be written)."""
     parser = build_parser()
     opts = parser.parse_args(sys.argv[1:] if argv is None else argv)
     name = opts.name.lower()

@@ -36,6 +36,7 @@ class ErrorInfo:
     traceback: list[str] = field(default_factory=list)
 
     def content(self) -> dict[str, Any]:
+        """``{"ename", "evalue", "traceback"}`` for an ``error`` message or an error reply."""
         return {"ename": self.ename, "evalue": self.evalue, "traceback": list(self.traceback)}
 
 

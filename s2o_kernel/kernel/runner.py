@@ -54,6 +54,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
+        """True when the cell did not fail."""
         return self.error is None
 
 
