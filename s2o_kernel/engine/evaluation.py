@@ -37,26 +37,13 @@ from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS
 from .dynamic import expression_of
 from .errors import ErrorGroup, S2OError
-from .guards import (FSTRING_HELPER, SafeAsyncIterator, SafeIterator, format_string, guard_kwargs,
-                     guarded_import)
+from .guards import FSTRING_HELPER, check_value, format_string, guard_kwargs, guarded_call, guarded_import
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, as_json, copy_json
 from .settings import Settings, make_settings, merge
 
 #: File name given to compiled expressions (how run-time errors find their position).
 FILENAME = "<s2o>"
-
-_FORBIDDEN_RESULT_TYPES: dict[type, str] = {
-    types.GeneratorType: "a generator",
-    types.AsyncGeneratorType: "an async generator",
-    types.FrameType: "a frame",
-    types.CodeType: "a code object",
-    types.TracebackType: "a traceback",
-    types.ModuleType: "a module",
-    types.CellType: "a cell",
-    SafeIterator: "an iterator of a granted generator",
-    SafeAsyncIterator: "an async iterator of a granted generator",
-}
 
 _CACHE_SIZE = 4096
 
@@ -160,6 +147,7 @@ class Engine:
         table["__import__"] = guarded_import
         table[FSTRING_HELPER] = format_string
         table[rules.KWARGS_GUARD] = guard_kwargs
+        table[rules.CALL_GUARD] = guarded_call
         for symbol, setting in self.settings.rules.operators.items():
             if setting in ("on", "off"):
                 continue
@@ -639,27 +627,7 @@ class Session:
             exc.source = compiled.source
             raise
 
-    @staticmethod
-    def _check_value(value: Any, what_holds: str) -> None:
-        stack = [value]
-        seen = 0
-        while stack and seen < 100_000:
-            v = stack.pop()
-            seen += 1
-            t = type(v)
-            if t is types.CoroutineType:
-                v.close()
-                raise S2OError("not-awaited", f"{what_holds} holds a coroutine that was never awaited: "
-                               "put 'await' before the async call")
-            what = _FORBIDDEN_RESULT_TYPES.get(t)
-            if what is not None:
-                raise S2OError("not-allowed", f"{what} cannot be {what_holds}; "
-                               "consume it inside the expression (for example with list(...))")
-            if t is list or t is tuple or t is set or t is frozenset:
-                stack.extend(v)
-            elif t is dict:
-                stack.extend(v.keys())
-                stack.extend(v.values())
+    _check_value = staticmethod(check_value)  # guards.check_value: deep, trusts no subclass (SPEC 12)
 
     def _timeout_error(self, compiled: Compiled | None) -> S2OError:
         limit = self._engine.settings.limits.time

@@ -74,6 +74,8 @@ def operator_helper_name(symbol: str) -> str:
 KWARGS_GUARD = "__s2o_kwargs"
 #: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).
 FSTRING_HELPER = "__s2o_fstring"
+#: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
+CALL_GUARD = "__s2o_call"
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -320,6 +322,9 @@ class Validator:
         for kw in node.keywords:
             if kw.arg is None:
                 self._double_star(item, kw)
+        if (len(node.args) + len(node.keywords) >= 3 or any(isinstance(a, ast.Starred) for a in node.args)
+                or any(kw.arg is None for kw in node.keywords)):
+            self.rewrites.append((node, "", None, node, CALL_GUARD))  # the shape of M(name, bases, namespace)
         self.push_children(item, node)
         return True
 
@@ -514,6 +519,10 @@ def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[tuple]) -> None:
             kw.value = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[kw.value], keywords=[])
             ast.copy_location(kw.value, node)
             ast.copy_location(kw.value.func, node)
+            continue
+        if helper == CALL_GUARD:  # f(a, b, c) -> __s2o_call(f, a, b, c), in place
+            node.args = [node.func, *node.args]
+            node.func = ast.copy_location(ast.Name(id=helper, ctx=ast.Load()), node)
             continue
         if helper == FSTRING_HELPER:
             args: list[ast.expr] = []
