@@ -260,3 +260,11 @@ def test_teaching_and_tour_allowlists_load_without_warnings():
 def test_textwrap_functions_still_work_without_the_class():
     s = Session(Engine(make_settings({"allowlist": "textwrap"})))
     assert s.evaluate("textwrap.fill('a b c', 3)") == textwrap.fill("a b c", 3)
+
+
+def test_security_doc_holds_the_generated_table():
+    """docs/security.md shows the audited table as the engine holds it (python -m s2o_kernel.engine.stdlib_audit)."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    assert audit.markdown() in doc

@@ -51,7 +51,7 @@ CODE = "evaluates text as code"
 BY_NAME = "imports or resolves objects by name"
 ATTRIBUTES = "walks attributes by name or through format strings"
 FRAMES = "reaches frames or interpreter state"
-PROCESS = "changes the process or the machine (files, processes, limits, signals, standard streams)"
+PROCESS = "changes the process or the machine"
 OUTLIVES = "starts work or registers code that outlives the run"
 SHARED_STATE = "changes state that later cells or the host see"
 CLASSES = "builds classes (like three-argument type), whose methods can lie to the guards"
@@ -449,3 +449,25 @@ def object_refusal(obj: Any) -> str | None:
     if refused_home is not None:
         return f"it comes from the standard-library module '{home}', which {refused_home}"
     return f"it comes from the standard-library module '{home}', which {NOT_AUDITED}"
+
+
+def markdown() -> str:
+    """The audited table and the refused modules as Markdown (the part of ``docs/security.md`` generated here)."""
+    rows = ["| module | granted for | left out (why) |", "|---|---|---|"]
+    for module_path in sorted(STDLIB):
+        row = STDLIB[module_path]
+        left = "; ".join(f"`{name}` ({why})" for name, why in sorted(row.left_out.items())) or "nothing"
+        if row.only is not None:
+            named = ", ".join(f"`{n}`" for n in sorted(row.only))
+            left = f"only {named} may be named; whole module refused ({row.whole})"
+        copies = " Module functions bound to a generator of its own." if row.own_copy is not None else ""
+        rows.append(f"| `{module_path}` | {row.grants}.{copies} | {left} |")
+    by_reason: dict[str, list[str]] = {}
+    for module_path, why in REFUSED_MODULES.items():
+        by_reason.setdefault(why, []).append(module_path)
+    refused = [f"* {why}: {', '.join(f'`{m}`' for m in sorted(mods))}" for why, mods in by_reason.items()]
+    return "\n".join(rows) + "\n\nRefused whole, by reason:\n\n" + "\n".join(refused) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
