@@ -99,11 +99,11 @@ def own_random(module: types.ModuleType) -> dict[str, Any]:
 
 #: Builtins and methods of builtin types refused, with the reason (SPEC 12).
 REFUSED_BUILTINS: dict[str, str] = {
-    "eval": CODE,
-    "exec": CODE,
-    "compile": CODE,
+    "eval": "evaluates a string as code",
+    "exec": "runs a string as code",
+    "compile": "turns a string into code",
     "open": "reads and writes files",
-    "__import__": BY_NAME,
+    "__import__": "imports any module",
     "globals": "returns a module namespace",
     "locals": "returns a namespace",
     "vars": "returns an object's namespace, including hidden members",
