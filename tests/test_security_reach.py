@@ -146,7 +146,7 @@ def test_an_instance_of_a_refused_class_is_refused_when_the_allowlist_loads(tmp_
     with pytest.raises(S2OError) as err:
         Engine(make_settings({"allowlist": "s2o_reach_fmt.fmt as fmt"}))
     assert err.value.code == "refused-entry"
-    assert err.value.details == {"lines": {1: "fmt: string.Formatter reads any attribute from a format string"}}
+    assert "string.Formatter" in err.value.message
 
 
 def test_the_teaching_configuration_runs_unguarded() -> None:

@@ -20,7 +20,7 @@ from . import reach, rules
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
-from .guards import FSTRING_HELPER, format_string, guard_kwargs, guarded_import
+from .guards import FSTRING_HELPER, format_string, guard_kwargs, guarded_call, guarded_import
 from .settings import Settings
 
 #: File name given to compiled expressions (how run-time errors find their position).
@@ -102,16 +102,13 @@ class Engine:
     (:mod:`.reach`): on when the allowlist grants a host object (an entry from outside the
     standard library and this project) or ``guard=True`` is given (a session holding a host
     object as a local asks for it); off with ``allow_unsafe_entries``, where only the worker's OS
-    confinement stands (SPEC 12). A granted entry that :func:`.reach.refusal` refuses (an
-    instance of a refused class, a metaclass …) is ``refused-entry`` unless ``allow_unsafe_entries``.
+    confinement stands (SPEC 12).
     """
 
     def __init__(self, settings: Settings | None = None, *, guard: bool = False) -> None:
         self.settings = settings if settings is not None else Settings()
         unsafe_ok = self.settings.allow_unsafe_entries
         self.allowlist: Allowlist = load_allowlist(self.settings.allowlist, allow_unsafe_entries=unsafe_ok)
-        if not unsafe_ok:
-            self._refuse_reached_entries()
         self.guarded = not unsafe_ok and (guard or any(reach.is_host_object(o) for o in self.allowlist.names.values()))
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
@@ -142,22 +139,6 @@ class Engine:
             twin = self._guarded_twin = Engine(self.settings, guard=True)
         return twin
 
-    def _refuse_reached_entries(self) -> None:
-        """``refused-entry`` for a granted object that must never reach an expression (SPEC 12)."""
-        problems: dict[int, str] = {}
-        lines = self.settings.allowlist.splitlines()
-        for name, obj in self.allowlist.names.items():
-            why = reach.refusal(obj)
-            if why is None:
-                continue
-            number = next((i for i, text in enumerate(lines, 1) if text.strip().split(" as ")[-1].strip()
-                           .split(".")[-1] == name), 0)
-            problems[number] = f"{name}: {why}"
-        if problems:
-            first = problems[min(problems)]
-            raise S2OError("refused-entry", f"the allowlist grants an entry that is refused: {first}",
-                           stage="load", path="allowlist", details={"lines": problems})
-
     def _make_builtins(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self.allowlist.names)
         if self.guarded:
@@ -166,6 +147,7 @@ class Engine:
         table[FSTRING_HELPER] = format_string
         table[rules.KWARGS_GUARD] = guard_kwargs
         table[rules.SIZED_HELPER] = sized_attribute
+        table[rules.CALL_GUARD] = guarded_call
         for symbol, setting in self.settings.rules.operators.items():
             if setting in ("on", "off"):
                 continue

@@ -30,27 +30,11 @@ from typing import Any
 
 from .engine import FILENAME, Compiled, Engine
 from .errors import ErrorGroup, S2OError
-from .guards import SafeAsyncIterator, SafeIterator
+from .guards import check_value
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
-
-#: Types a result or a local may never hold (SPEC 6, 12), with the words the message uses.
-FORBIDDEN_VALUE_TYPES: dict[type, str] = {
-    types.GeneratorType: "a generator",
-    types.AsyncGeneratorType: "an async generator",
-    types.FrameType: "a frame",
-    types.CodeType: "a code object",
-    types.TracebackType: "a traceback",
-    types.ModuleType: "a module",
-    types.CellType: "a cell",
-    SafeIterator: "an iterator of a granted generator",
-    SafeAsyncIterator: "an async iterator of a granted generator",
-}
 
 #: Result types that cannot hold anything: no scan needed.
 PLAIN_RESULTS = frozenset({str, int, float, bool, type(None), bytes, complex})
-
-#: Most values one result scan visits.
-_SCAN_LIMIT = 100_000
 
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
@@ -71,34 +55,6 @@ class LoopThread:
                 return
             except BaseException:  # a limit exception that landed in the loop itself: keep serving
                 continue
-
-
-def check_value(value: Any, what_holds: str) -> None:
-    """Refuse ``value`` when it holds a coroutine, generator, frame, code object or module (SPEC 6, 12).
-
-    Walks lists, tuples, sets and dicts (keys and values), at most 100,000 values. Raises
-    ``S2OError`` ``not-awaited`` for a coroutine (which is closed) and ``not-allowed`` for the
-    others; ``what_holds`` names the holder in the message ("the result of an expression").
-    """
-    stack = [value]
-    seen = 0
-    while stack and seen < _SCAN_LIMIT:
-        v = stack.pop()
-        seen += 1
-        t = type(v)
-        if t is types.CoroutineType:
-            v.close()
-            raise S2OError("not-awaited", f"{what_holds} holds a coroutine that was never awaited: "
-                           "put 'await' before the async call")
-        what = FORBIDDEN_VALUE_TYPES.get(t)
-        if what is not None:
-            raise S2OError("not-allowed", f"{what} cannot be {what_holds}; "
-                           "consume it inside the expression (for example with list(...))")
-        if t is list or t is tuple or t is set or t is frozenset:
-            stack.extend(v)
-        elif t is dict:
-            stack.extend(v.keys())
-            stack.extend(v.values())
 
 
 def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:

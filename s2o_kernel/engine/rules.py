@@ -83,6 +83,8 @@ KWARGS_GUARD = "__s2o_kwargs"
 FSTRING_HELPER = "__s2o_fstring"
 #: Hidden global that reads an attribute named in ``bounded.SIZED_METHODS`` (sizes bounded, SPEC 12).
 SIZED_HELPER = "__s2o_sized"
+#: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
+CALL_GUARD = "__s2o_call"
 
 _SECRET_KEY = "sys.secret must be subscripted with a literal string: sys.secret['NAME']"
 
@@ -350,6 +352,9 @@ class Validator:
         for kw in node.keywords:
             if kw.arg is None:
                 self._double_star(item, kw)
+        if (len(node.args) + len(node.keywords) >= 3 or any(isinstance(a, ast.Starred) for a in node.args)
+                or any(kw.arg is None for kw in node.keywords)):
+            self.rewrites.append((node, "", None, node, CALL_GUARD))  # the shape of M(name, bases, namespace)
         self.push_children(item, node)
         return True
 
@@ -574,6 +579,12 @@ def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:
     _replace_child(parent, node, _call(helper, [node.value, ast.Constant(node.attr)], node))
 
 
+def _rewrite_call_guard(parent: Any, node: Any, helper: str) -> None:
+    """``f(a, b, c)`` → ``__s2o_call(f, a, b, c)``, in place: the callee is checked (no metaclass calls)."""
+    node.args = [node.func, *node.args]
+    node.func = ast.copy_location(ast.Name(id=helper, ctx=ast.Load()), node)
+
+
 def _rewrite_operator(parent: Any, node: Any, helper: str) -> None:
     """``a ** b`` → ``helper(a, b)``: operator rewriting of SPEC 3."""
     _replace_child(parent, node, _call(helper, [node.left, node.right], node))
@@ -584,6 +595,7 @@ _REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
     KWARGS_GUARD: _rewrite_kwargs,
     FSTRING_HELPER: _rewrite_fstring,
     SIZED_HELPER: _rewrite_sized,
+    CALL_GUARD: _rewrite_call_guard,
 }
 
 

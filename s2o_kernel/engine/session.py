@@ -21,7 +21,8 @@ from . import introspection, reach, rules
 from .dynamic import expression_of
 from .engine import Engine, Validation
 from .errors import S2OError
-from .execution import Execution, check_value
+from .execution import Execution
+from .guards import check_value
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, copy_json
 from .settings import Settings, make_settings, merge
 

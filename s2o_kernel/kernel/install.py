@@ -99,7 +99,7 @@ def write_kernel_spec(
     return str(dest)
 
 
-def install(  # noqa: PLR0913 - the options of ipykernel.kernelspec.install
+def install(
     *,
     user: bool = False,
     prefix: str | None = None,

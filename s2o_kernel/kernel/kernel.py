@@ -210,7 +210,7 @@ class S2OKernel(Kernel):
                 "user_expressions": user_results,
             }
 
-    async def do_execute(  # noqa: PLR0913 - ipykernel's signature
+    async def do_execute(
         self,
         code: str,
         silent: bool,
@@ -258,7 +258,7 @@ class S2OKernel(Kernel):
 
     # -- history and shutdown ----------------------------------------------
 
-    async def do_history(  # noqa: PLR0913, PLR0917 - ipykernel's signature
+    async def do_history(
         self,
         hist_access_type: str = "tail",
         output: bool = False,
