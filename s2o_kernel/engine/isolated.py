@@ -6,8 +6,12 @@ one huge allocation. ``IsolatedSession`` has the same interface as
 :class:`~.evaluation.Session`, but every run happens in a child process
 (:mod:`.worker`) that
 
-* caps its own address space at its start-up size plus ``limits.memory``
-  (a memory bomb ends as ``memory-limit`` inside the child), and
+* is confined by the operating system (:mod:`.confine`: no processes,
+  programs, sockets or writes outside a scratch folder this parent makes and
+  removes),
+* has its address space capped by this parent at its start-up size plus
+  ``limits.memory`` (a memory bomb ends as ``memory-limit`` inside the
+  child; the confined child cannot change its own limits), and
 * is killed by this parent when a run goes past ``limits.time`` plus
   :data:`KILL_GRACE` seconds (pure-Python work is already stopped in the
   child at the limit by its watchdog), then restarted from the last good
@@ -24,16 +28,20 @@ and JSON form.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
 
+from . import confine
 from .errors import ErrorGroup, S2OError
 from .evaluation import RunResult, Validation
 from .scopes import RemoteValue
@@ -48,6 +56,9 @@ RESTARTED = ("the evaluation worker was stopped and restarted with the agent and
              "and every JSON-serialisable local")
 #: Seconds a new worker has to start and load the settings.
 START_TIMEOUT = 30.0
+#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
+#: (its threads and their stacks exist before the size is measured).
+MEMORY_MARGIN = 64 << 20
 
 
 def _error_from(data: dict[str, Any]) -> S2OError:
@@ -93,6 +104,8 @@ class IsolatedSession:
         self._settings = settings if settings is not None else Settings()
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
         self._proc: subprocess.Popen[bytes] | None = None
+        self._scratch: str | None = None
+        self._baseline = 0
         self._lock = threading.Lock()
         self.restarts = 0
         self._init_pending = False
@@ -111,16 +124,41 @@ class IsolatedSession:
         env = dict(os.environ)
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return subprocess.Popen(
-            [sys.executable, "-m", "s2o_kernel.engine.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
-        )
+        # the one folder the confined worker may write to; removed when it ends (_kill)
+        self._scratch = env[confine.SCRATCH_ENV] = tempfile.mkdtemp(prefix="s2o-worker-")
+        self._baseline = 0
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "s2o_kernel.engine.worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
+            )
+        except OSError:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+            raise
 
     def _start(self) -> list[str]:
         self._proc = self._spawn()
         reply = self._call({"op": "init", "settings": self._settings_data(), "state": self._state},
                            timeout=START_TIMEOUT)
+        self._cap_memory()
         return reply["warnings"]
+
+    def _cap_memory(self) -> None:
+        """Cap the worker's address space at its size after ``init`` + ``limits.memory`` + :data:`MEMORY_MARGIN`.
+
+        The parent does it (``prlimit``), since the confined worker may not
+        change its own limits (SPEC 12); the size is measured once per worker,
+        when it has loaded its settings and started its threads.
+        """
+        proc = self._proc
+        if proc is None:
+            return
+        if not self._baseline:
+            self._baseline = confine.vm_size(proc.pid)
+        if self._baseline:
+            with contextlib.suppress(OSError):  # the worker is gone: the next call restarts it
+                confine.cap_address_space(proc.pid, self._baseline + self._settings.limits.memory + MEMORY_MARGIN)
 
     def _settings_data(self) -> dict[str, Any]:
         return self._settings.to_dict()
@@ -144,6 +182,9 @@ class IsolatedSession:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover
             pass
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def _restart(self) -> None:
         """Kill the worker and start a new one from the last good state.
@@ -171,6 +212,8 @@ class IsolatedSession:
         reply = json.loads(line)
         if not reply.get("ok"):
             self._kill()
+            return
+        self._cap_memory()
 
     def close(self) -> None:
         """Stop the worker."""
@@ -317,6 +360,7 @@ class IsolatedSession:
         new = make_settings(merge(self._settings.to_dict(), patch))
         result = self._call({"op": "update_settings", "patch": patch})
         self._settings = new
+        self._cap_memory()
         self.warnings = list(result["warnings"])
         return result["warnings"]
 

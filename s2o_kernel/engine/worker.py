@@ -1,10 +1,14 @@
 """The containment worker: a child process that runs a :class:`Session` for an :class:`IsolatedSession` (SPEC 12).
 
 ``python -m s2o_kernel.engine.worker`` reads one JSON request per line on
-stdin and writes one JSON reply per line on stdout. It caps its own address
-space with ``RLIMIT_AS`` (its size after start-up plus ``limits.memory``), so a
-memory bomb ends in ``MemoryError`` (code ``memory-limit``) inside the worker
-and never takes the parent over the limit. Work that Python cannot interrupt
+stdin and writes one JSON reply per line on stdout. Before it reads the first
+request it confines itself (:mod:`.confine`: no processes, programs, sockets
+or writes outside its scratch folder, no change of its limits); its ``init``
+reply's warnings say which mechanism is unavailable. The parent caps its
+address space with ``RLIMIT_AS`` (its size after start-up plus
+``limits.memory``), so a memory bomb ends in ``MemoryError`` (code
+``memory-limit``) inside the worker and never takes the parent over the
+limit. Work that Python cannot interrupt
 in-process is stopped by the parent killing this process (see
 :mod:`.isolated`). Only JSON crosses the pipe, never pickles: a compromised
 worker cannot make the parent run code.
@@ -16,26 +20,12 @@ or ``{"ok": false, "error": {code, message, line, col, path, stage, errors?}}``.
 from __future__ import annotations
 
 import json
-import os
-import resource
 import signal
 import sys
-import time
 from typing import Any
 
-#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
-#: (its threads and their stacks exist before the size is measured).
-MEMORY_MARGIN = 64 << 20
 #: Longest ``repr`` sent back, in characters.
 MAX_REPR = 1_000_000
-
-
-def _vm_size() -> int:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
 
 
 def display(value: Any) -> dict[str, Any]:
@@ -74,7 +64,8 @@ class Worker:
         import threading
 
         self.session: Any = None
-        self.baseline = _vm_size()
+        #: What the OS confinement could not put in force (:attr:`.confine.Report.warnings`).
+        self.confinement_warnings: list[str] = []
         self.stdout = stdout
         self.write_lock = threading.Lock()
         self.pending_print: list[str] = []
@@ -109,16 +100,6 @@ class Worker:
             self.pending_print = []
             self.stdout.write(json.dumps({"event": "print", "text": text}).encode() + b"\n")
 
-    def limit_memory(self, limit: int) -> None:
-        """Cap the address space at start-up size + ``limit`` + :data:`MEMORY_MARGIN`."""
-        if not self.baseline:
-            return
-        cap = self.baseline + limit + MEMORY_MARGIN
-        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            cap = min(cap, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-
     def state(self) -> dict[str, Any]:
         """Agent, conversation and the JSON-serialisable locals: what survives a restart."""
         from .scopes import as_json
@@ -141,11 +122,9 @@ class Worker:
             state = req.get("state") or {}
             self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
                                    conv=state.get("conv"))
-            # start the threads a run uses, then measure: the limit is for the evaluation alone
+            # start the threads a run uses before the parent measures: the memory cap is for the evaluation alone
             self.session.warm_up()
-            self.baseline = _vm_size()
-            self.limit_memory(settings.limits.memory)
-            return {"warnings": list(self.session.engine.warnings)}
+            return {"warnings": [*self.confinement_warnings, *self.session.engine.warnings]}
         s = self.session
         if op == "evaluate":
             return display(self._interruptible(s.evaluate, req["expr"]))
@@ -165,9 +144,7 @@ class Worker:
             return {"errors": [error_dict(e) for e in v.errors], "allowlist_names": sorted(v.allowlist_names),
                     "local_names": sorted(v.local_names), "secrets": sorted(v.secrets)}
         if op == "update_settings":
-            warnings = s.update_settings(req["patch"])
-            self.limit_memory(s.settings.limits.memory)
-            return {"warnings": warnings}
+            return {"warnings": s.update_settings(req["patch"])}
         if op == "set_vars":
             for name, value in (req.get("locals") or {}).items():
                 s.set_local(name, value)
@@ -226,11 +203,13 @@ class _PrintEvents:
 def main() -> int:
     """Serve requests until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
+    from . import confine
     from .errors import S2OError
 
     stdin = sys.stdin.buffer
     stdout = sys.stdout.buffer
     worker = Worker(stdout)
+    worker.confinement_warnings = confine.apply(confine.scratch_folder()).warnings  # before the first request
     sys.stdout = _PrintEvents(worker)  # printed text travels as events, never as raw bytes
     while True:
         line = stdin.readline()
