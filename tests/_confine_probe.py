@@ -21,6 +21,7 @@ import resource
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -56,6 +57,25 @@ def _os_fork(c: dict[str, Any]) -> Any:
             os._exit(0)
     os.waitpid(pid, 0)
     return pid
+
+
+def static_exit_program(machine: str) -> bytes:
+    """A static ELF program that exits with status 0: it needs no ELF interpreter, so only the right to
+    execute the file itself decides whether it runs."""
+    code = {"x86_64": bytes.fromhex("b83c00000031ff0f05"),  # mov eax, 60 (exit); xor edi, edi; syscall
+            "aarch64": bytes.fromhex("a80b80d2000080d2010000d4")}[machine]  # mov x8, 93; mov x0, 0; svc 0
+    base, size = 0x400000, 64 + 56 + len(code)
+    header = struct.pack("<4sBBBBB7xHHIQQQIHHHHHH", b"\x7fELF", 2, 1, 1, 0, 0, 2,
+                         {"x86_64": 62, "aarch64": 183}[machine], 1, base + 120, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+    segment = struct.pack("<IIQQQQQQ", 1, 5, 0, base, base, size, size, 0x1000)  # PT_LOAD, read + execute
+    return header + segment + code
+
+
+def _exec_from_scratch(c: dict[str, Any]) -> Any:
+    program = Path(c["scratch"]) / "program"  # written where writing is allowed
+    program.write_bytes(static_exit_program(os.uname().machine))
+    program.chmod(0o755)
+    return subprocess.run([str(program)], check=True).returncode
 
 
 def _os_execv(c: dict[str, Any]) -> Any:
@@ -163,8 +183,9 @@ def _rlimit_as_now(c: dict[str, Any]) -> Any:
 
 
 ATTEMPTS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "subprocess_run": _subprocess_run, "os_system": _os_system, "os_fork": _os_fork, "tcp_connect": _tcp_connect,
-    "udp_send": _udp_send, "unix_connect": _unix_connect, "open_outside": _open_outside,
+    "subprocess_run": _subprocess_run, "exec_from_scratch": _exec_from_scratch, "os_system": _os_system,
+    "os_fork": _os_fork, "tcp_connect": _tcp_connect, "udp_send": _udp_send, "unix_connect": _unix_connect,
+    "open_outside": _open_outside,
     "rlimit_as_raise": _rlimit_as_raise, "rlimit_nofile_hard_raise": _rlimit_nofile_hard_raise,
     "kill_other": _kill_other, "ptrace_other": _ptrace_other,
     "write_scratch": _write_scratch, "thread": _thread, "event_loop": _event_loop, "lazy_import": _lazy_import,
