@@ -382,6 +382,18 @@ def test_turned_off_for_debugging(target: Target) -> None:
     assert outcomes["write_scratch"]["ok"]
 
 
+def test_unknown_layer_is_refused_before_anything_is_applied(tmp_path: Path) -> None:
+    code = ("import sys; from pathlib import Path; from s2o_kernel.engine import confine\n"
+            "try:\n    confine.apply(Path(sys.argv[1]), layers=('selinux',))\n"
+            "except ValueError as exc:\n    print(exc)\n"
+            "print(Path('/proc/self/status').read_text().split('NoNewPrivs:')[1].split()[0])")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "scratch")], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}, check=True)
+    assert proc.stdout.splitlines() == [
+        "unknown confinement layers ['selinux']; the layers are ['landlock', 'capabilities', 'seccomp']", "0"]
+    assert not (tmp_path / "scratch").exists()
+
+
 # -- end to end: unsafe entries granted inside the worker -----------------------------------------
 
 UNSAFE_ENTRIES = ("os", "subprocess", "socket", "open", "resource", "len", "str")

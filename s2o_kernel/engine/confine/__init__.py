@@ -160,8 +160,12 @@ def apply(scratch: Path, *, layers: Collection[str] = LAYERS) -> Report:
     process has one thread (Landlock confines the calling thread and those
     it starts). Never raises
     for a missing mechanism: the :class:`Report` says what is in force.
-    Raises ``OSError`` only when ``scratch`` cannot be made.
+    Raises ``OSError`` only when ``scratch`` cannot be made, ``ValueError``
+    for a layer not in :data:`LAYERS` (before anything is applied).
     """
+    unknown = sorted(set(layers) - set(LAYERS))
+    if unknown:
+        raise ValueError(f"unknown confinement layers {unknown}; the layers are {list(LAYERS)}")
     started = time.perf_counter()
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
     _use_for_temporary_files(scratch)
