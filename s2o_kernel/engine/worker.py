@@ -8,10 +8,9 @@ reply's warnings say which mechanism is unavailable. The parent caps its
 address space with ``RLIMIT_AS`` (its size after start-up plus
 ``limits.memory``), so a memory bomb ends in ``MemoryError`` (code
 ``memory-limit``) inside the worker and never takes the parent over the
-limit. Work that Python cannot interrupt
-in-process is stopped by the parent killing this process (see
-:mod:`.isolated`). Only JSON crosses the pipe, never pickles: a compromised
-worker cannot make the parent run code.
+limit. Work that Python cannot interrupt in-process is stopped by the
+parent killing this process (see :mod:`.isolated`). Only JSON crosses the
+pipe, never pickles: a compromised worker cannot make the parent run code.
 
 Requests are ``{"op": NAME, ...}``; replies are ``{"ok": true, "result": …}``
 or ``{"ok": false, "error": {code, message, line, col, path, stage, errors?}}``.
