@@ -37,13 +37,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import confine
 from ..engine import Validation
 from ..errors import S2OError
 from ..session import RunResult
@@ -56,6 +59,9 @@ KILL_GRACE = 1.0
 #: Seconds an interrupted worker has to answer before it is killed.
 INTERRUPT_GRACE = 1.0
 #: ``details["restarted"]`` of an error after which the worker was restarted.
+#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
+#: (its threads and their stacks exist before the size is measured).
+MEMORY_MARGIN = 64 << 20
 RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables "
              "and every JSON-serialisable local")
 #: Seconds a new worker has to start and load the settings.
@@ -72,14 +78,31 @@ OnEvent = Callable[[wire.Event], None]
 
 
 class _Channel:
-    """One running worker: its process, the writer of its stdin and the reader of its stdout."""
+    """One running worker: its process, the writer of its stdin, the reader of its stdout, and the
+    scratch folder, the one place the confined worker may write (removed with the worker)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], scratch: str) -> None:
         if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
             raise OSError("the worker has no pipes")
         self.proc = proc
+        self.scratch = scratch
         self.stdin = proc.stdin
         self.reader = LineReader(proc.stdout.fileno())
+        #: The worker's address space after ``init``, in bytes (0 until measured).
+        self.baseline = 0
+
+    def cap_memory(self, limit: int) -> None:
+        """Cap the worker's address space at its size after ``init`` + ``limit`` + :data:`MEMORY_MARGIN` bytes.
+
+        The parent does it (``prlimit``), since the confined worker may not change its own limits
+        (SPEC 12); the size is measured once, when the worker has loaded its settings and started its
+        threads.
+        """
+        if not self.baseline:
+            self.baseline = confine.vm_size(self.proc.pid)
+        if self.baseline:
+            with contextlib.suppress(OSError):  # the worker is gone: the next call restarts it
+                confine.cap_address_space(self.proc.pid, self.baseline + limit + MEMORY_MARGIN)
 
     def in_step(self) -> bool:
         """The worker is alive and has sent nothing since its last reply."""
@@ -119,6 +142,7 @@ class _Channel:
                     stream.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _death(status: int | None, partial: bool) -> tuple[str, str]:
@@ -169,10 +193,15 @@ class IsolatedSession:
         env = dict(os.environ)
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return _Channel(subprocess.Popen(
-            [sys.executable, "-m", "s2o_kernel.engine.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
-        ))
+        scratch = env[confine.SCRATCH_ENV] = tempfile.mkdtemp(prefix="s2o-worker-")
+        try:
+            return _Channel(subprocess.Popen(
+                [sys.executable, "-m", "s2o_kernel.engine.worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
+            ), scratch)
+        except OSError:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
 
     def _init_request(self, request_id: int) -> bytes:
         return wire.encode_request(request_id, "init", {"settings": self._settings.to_dict(), "state": self._state})
@@ -182,6 +211,7 @@ class IsolatedSession:
         request_id = next(self._ids)
         result = self._exchange(channel, request_id, self._init_request(request_id),
                                 time.monotonic() + START_TIMEOUT, None)
+        channel.cap_memory(self._settings.limits.memory)
         return wire.decode_warnings(result)
 
     def _kill(self) -> None:
@@ -221,6 +251,8 @@ class IsolatedSession:
             return
         if reply.error is not None:
             self._kill()
+            return
+        channel.cap_memory(self._settings.limits.memory)
 
     def _ready_channel(self) -> _Channel:
         """The worker, in step: a dead worker, or one that sent what nobody asked for, is restarted."""
@@ -373,6 +405,8 @@ class IsolatedSession:
         new = make_settings(merge(self._settings.to_dict(), patch))
         warnings = wire.decode_warnings(self._call("update_settings", {"patch": patch}))
         self._settings = new
+        if self._channel is not None:
+            self._channel.cap_memory(new.limits.memory)
         self.warnings = list(warnings)
         return warnings
 

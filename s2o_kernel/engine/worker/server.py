@@ -40,8 +40,6 @@ reply without an id.
 
 from __future__ import annotations
 
-import os
-import resource
 import signal
 import sys
 import threading
@@ -53,21 +51,9 @@ from ..scopes import as_json
 from . import wire
 from .framing import CHUNK, MAX_MESSAGE
 
-#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
-#: (its threads and their stacks exist before the size is measured).
-MEMORY_MARGIN = 64 << 20
-
 Request = dict[str, Any]
 #: Operations served before ``init`` has made the session.
 SESSIONLESS = frozenset({"init", "ping"})
-
-
-def _vm_size() -> int:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError):
-        return 0
 
 
 def _interruptible(fn: Callable[..., Any], *args: Any) -> Any:
@@ -91,7 +77,8 @@ class Worker:
 
     def __init__(self, stdout: IO[bytes]) -> None:
         self.session: Any = None
-        self.baseline = _vm_size()
+        #: What the OS confinement could not put in force (:attr:`..confine.Report.warnings`).
+        self.confinement_warnings: list[str] = []
         self.stdout = stdout
         self.write_lock = threading.Lock()
         self.request_id: int | None = None
@@ -144,17 +131,7 @@ class Worker:
             self.pending_print, self.pending_chars = [], 0
             self.stdout.write(wire.encode_print(self.request_id, text))
 
-    # -- limits and state --------------------------------------------------------------------
-    def limit_memory(self, limit: int) -> None:
-        """Cap the address space at start-up size + ``limit`` + :data:`MEMORY_MARGIN`."""
-        if not self.baseline:
-            return
-        cap = self.baseline + limit + MEMORY_MARGIN
-        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            cap = min(cap, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-
+    # -- state -------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         """``STATE``: agent, conversation and the JSON-serialisable locals (what survives a restart)."""
         s = self.session
@@ -184,11 +161,9 @@ class Worker:
         state = req.get("state") or {}
         self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
                                conv=state.get("conv"))
-        # start the threads a run uses, then measure: the limit is for the evaluation alone
+        # start the threads a run uses before the parent measures: the memory cap is for the evaluation alone
         self.session.warm_up()
-        self.baseline = _vm_size()
-        self.limit_memory(settings.limits.memory)
-        return {"warnings": list(self.session.engine.warnings)}
+        return {"warnings": [*self.confinement_warnings, *self.session.engine.warnings]}
 
     def do_evaluate(self, req: Request) -> Any:
         return wire.encode_value(_interruptible(self.session.evaluate, req["expr"]))
@@ -205,9 +180,7 @@ class Worker:
         return wire.encode_validation(self.session.validate(req["expr"]))
 
     def do_update_settings(self, req: Request) -> Any:
-        warnings = self.session.update_settings(req["patch"])
-        self.limit_memory(self.session.settings.limits.memory)
-        return {"warnings": warnings}
+        return {"warnings": self.session.update_settings(req["patch"])}
 
     def do_set_vars(self, req: Request) -> Any:
         s = self.session
@@ -323,8 +296,11 @@ def read_request(stdin: IO[bytes]) -> bytes | None:
 def main() -> int:
     """Serve requests until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
+    from .. import confine
+
     stdin = sys.stdin.buffer
     worker = Worker(sys.stdout.buffer)
+    worker.confinement_warnings = confine.apply(confine.scratch_folder()).warnings  # before the first request
     sys.stdout = PrintEvents(worker)  # printed text travels as events, never as raw bytes
     while True:
         try:
