@@ -13,6 +13,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int | None:
+    """Install the kernelspec (``install ...``; its exit status) or run the kernel until it shuts down."""
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "install":
         from s2o_kernel.kernel.install import main as install_main

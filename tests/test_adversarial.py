@@ -1,7 +1,8 @@
 """Every attack payload of the adversarial corpus is contained (SPEC 12).
 
 ``tests/adversarial/corpus.jsonl`` is a copy of the shared corpus
-(``/work/shared/adversarial/corpus.jsonl``): SPEC 11 cases plus ``class``
+(``/work/shared/adversarial/corpus.jsonl``) followed by this project's own
+payloads (ids with a ``G``, issue 8): SPEC 11 cases plus ``class``
 (escape | leak | dos | parser), ``must`` and ``why``.
 
 Each payload runs
@@ -331,11 +332,12 @@ def test_payload_contained_in_process(case, arena):
 
 
 def test_corpus_copy_matches_shared_corpus():
-    """tests/adversarial/corpus.jsonl is a verbatim copy of the shared corpus (when the shared one is present)."""
+    """tests/adversarial/corpus.jsonl starts with a verbatim copy of the shared corpus (when the shared one is
+    present); the payloads after it are this project's own (issue 8: ``ESC-G…``, ``LEAK-G…``)."""
     shared = Path("/work/shared/adversarial/corpus.jsonl")
     if not shared.exists():
         pytest.skip("shared corpus not available here")
-    assert CORPUS.read_bytes() == shared.read_bytes()
+    assert CORPUS.read_bytes().startswith(shared.read_bytes())
 
 
 def test_corpus_is_well_formed():

@@ -14,7 +14,12 @@ Two sources of input:
     callbacks such as ``key=`` and ``object_hook=``), and deep nesting (up to
     ~1,500 levels);
 (b) mutations of the adversarial corpus payloads: characters and tokens
-    inserted, deleted, replaced and duplicated.
+    inserted, deleted, replaced and duplicated;
+(c) lying subclasses of ``str``, ``int``, ``dict`` and ``list`` (overridden
+    ``startswith``, ``split``, ``__eq__``, ``__hash__``, ``__str__``,
+    ``__iter__``, ``keys``, ``__getitem__``, ``__bool__`` …) handed to every
+    guard directly (names, ``**`` mappings, results and locals, the gather
+    flag, the allowlist loader and lookup) and as locals of a session.
 
 Properties:
 
@@ -27,6 +32,10 @@ Properties:
   forbidden shows (the containment check of ``containment.py``: no secret value,
   host text, module/frame/code/generator/… repr or object, real builtins, host
   callable; no file written, no process started, no host state changed);
+* a guard handed a lying subclass decides on the true contents only: a name
+  that is not an exact ``str`` is refused, a ``**`` mapping becomes a plain
+  dict of its true (checked) contents, a value that truly holds a generator
+  is refused and one that does not is accepted;
 * a run ends within ``limits.time`` + 2 s. In-process, a single C-level call
   cannot be interrupted (SPEC 6 gives that to the worker), so an over-time run is
   re-run in an ``IsolatedSession``, and only an over-time there is a finding.
@@ -555,3 +564,216 @@ FUZZ_FINDINGS = [
 def test_fuzz_findings_are_contained(engine, session, fuzz_dir, src):
     """Each pinned fuzz finding passes the same check as the fuzzers."""
     check_expression(engine, session, fuzz_dir, src, evaluate=True)
+
+
+# -- (c) guards handed lying subclasses (SPEC 12: guards never trust the type of what they are handed) --
+
+def _raise(*args: Any) -> Any:
+    raise RuntimeError("a lying method raised")
+
+
+#: Overridden methods a subclass may lie with, by method name (each drawn independently).
+LIES: dict[str, list[Any]] = {
+    "startswith": [lambda self, *a: False, lambda self, *a: True, lambda self, *a: None, _raise],
+    "endswith": [lambda self, *a: False],
+    "split": [lambda self, *a: ["json"], lambda self, *a: ["json", "codecs"], lambda self, *a: []],
+    "splitlines": [lambda self, *a: ["len"], lambda self, *a: []],
+    "__eq__": [lambda self, other: True, lambda self, other: False],
+    "__hash__": [lambda self: 0, lambda self: hash("real")],
+    "__str__": [lambda self: "real", lambda self: "__class__"],
+    "__repr__": [lambda self: "'real'"],
+    "__format__": [lambda self, spec: "real", lambda self, spec: "x" * 3],
+    "__len__": [lambda self: 0, lambda self: 1],
+    "__bool__": [lambda self: False, lambda self: True],
+    "__iter__": [lambda self: iter([]), lambda self: iter(["x"])],
+    "__contains__": [lambda self, item: False],
+    "keys": [lambda self: [], lambda self: ["x"]],
+    "items": [lambda self: [], lambda self: [("x", 1)]],
+    "values": [lambda self: []],
+    "__getitem__": [lambda self, key: 1, _raise],
+    "get": [lambda self, *a: None],
+    "__index__": [lambda self: 0],
+    "__int__": [lambda self: 0],
+}
+#: The methods worth overriding for each built-in base.
+LIE_NAMES: dict[type, list[str]] = {
+    str: ["startswith", "endswith", "split", "splitlines", "__eq__", "__hash__", "__str__", "__repr__", "__format__",
+          "__len__", "__iter__", "__contains__", "__getitem__"],
+    int: ["__eq__", "__hash__", "__bool__", "__index__", "__int__", "__str__", "__repr__", "__format__"],
+    dict: ["keys", "items", "values", "__iter__", "__getitem__", "get", "__len__", "__contains__", "__eq__"],
+    list: ["__iter__", "__len__", "__getitem__", "__contains__", "__eq__", "__bool__"],
+}
+NAME_TEXTS = ["__globals__", "__class__", "_x", "gi_frame", "f_globals", "format", "format_map", "mro", "real",
+              "upper", "json", "json.codecs", "json.dumps", "math.sqrt", "len", "eval", "len\neval", "sep", "key"]
+
+
+@st.composite
+def lying_class(draw: Any, base: type) -> type:
+    """A subclass of ``base`` whose drawn methods lie (``__hash__`` kept when ``__eq__`` lies alone)."""
+    names = draw(st.lists(st.sampled_from(LIE_NAMES[base]), unique=True, max_size=5))
+    namespace: dict[str, Any] = {name: draw(st.sampled_from(LIES[name])) for name in names}
+    if "__eq__" in namespace and "__hash__" not in namespace:
+        namespace["__hash__"] = base.__hash__
+    return type(f"Lying{base.__name__.title()}", (base,), namespace)
+
+
+def lying(base: type, values: Any) -> Any:
+    return st.builds(lambda cls, value: cls(value), lying_class(base), values)
+
+
+lying_names = lying(str, st.sampled_from(NAME_TEXTS))
+
+
+@pytest.fixture(scope="module")
+def guard_allowlist():
+    from s2o_kernel.engine.allowlist import load_allowlist
+
+    return load_allowlist("len\njson\nmath.sqrt\ngetattr\nhasattr")
+
+
+@HYPOTHESIS
+@given(name=lying_names)
+def test_name_guards_refuse_every_lying_str(guard_allowlist, name):
+    """getattr/hasattr/check_attribute and name_violation refuse any str subclass, whatever it says."""
+    from s2o_kernel.engine.denylist import name_violation
+    from s2o_kernel.engine.guards import check_attribute, guarded_getattr, guarded_hasattr, guarded_import
+
+    assert name_violation(name) is not None and name_violation(name)[0] == "attribute"
+    for guard in (guarded_getattr, guarded_hasattr, check_attribute):
+        with pytest.raises(S2OError) as err:
+            guard(1, name)
+        assert err.value.code == "attribute"
+    with pytest.raises(S2OError) as err:
+        guarded_import(name)
+    assert err.value.code == "not-allowed"
+    true_text = str.__str__(name)
+    assert guard_allowlist.lookup(name) is guard_allowlist.lookup(true_text)
+
+
+@HYPOTHESIS
+@given(text=lying(str, st.lists(st.sampled_from(["len", "json", "eval", "timeit", "math.sqrt", "abc", "nosuch",
+                                                  "# c", ""]), max_size=4).map("\n".join)))
+def test_allowlist_loader_reads_the_true_text(text):
+    """The loader's outcome depends on the true text only, not on what a subclass's methods answer."""
+    from s2o_kernel.engine.allowlist import load_allowlist
+
+    def outcome(t: Any) -> Any:
+        try:
+            return sorted(load_allowlist(t).names)
+        except S2OError as exc:
+            return exc.code, exc.details["lines"]
+
+    assert outcome(text) == outcome(str.__str__(text))
+
+
+keyword_keys = st.one_of(st.sampled_from(["sep", "key", "reverse", "_one_shot", "__class__", "x"]),
+                         lying(str, st.sampled_from(["sep", "key", "_one_shot", "__class__", "x"])))
+
+
+@HYPOTHESIS
+@given(cls=lying_class(dict), content=st.dictionaries(keyword_keys, st.integers(), max_size=4))
+def test_kwargs_guard_passes_only_the_true_checked_contents(cls, content):
+    """``**mapping``: a plain dict of exact-str keys equal to the true contents, or an underscore refusal."""
+    from s2o_kernel.engine.guards import guard_kwargs
+
+    mapping = cls()
+    for key, value in content.items():
+        dict.__setitem__(mapping, key, value)
+    true = {str.__str__(k): v for k, v in dict.items(mapping)}
+    try:
+        out = guard_kwargs(mapping)
+    except S2OError as exc:
+        assert exc.code == "underscore" and any(k.startswith("_") for k in true)
+        return
+    assert type(out) is dict and all(type(k) is str for k in out) and out == true
+    assert not any(k.startswith("_") for k in out)
+
+
+def _forbidden() -> Any:
+    return (x for x in [1])
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except Exception:  # unhashable, or a lying __hash__ that raises
+        return False
+    return True
+
+
+@st.composite
+def hiding_containers(draw: Any, depth: int = 0) -> tuple[Any, bool]:
+    """A (possibly lying) container and whether a generator is truly inside it."""
+    kind = draw(st.sampled_from(["leaf", "leaf", "generator", "list", "tuple", "dict", "dict-key", "set"]
+                                if depth < 3 else ["leaf", "generator"]))
+    if kind == "leaf":
+        return draw(st.one_of(st.integers(), st.text(max_size=3), lying(int, st.integers(0, 9)),
+                              lying(str, st.sampled_from(NAME_TEXTS)))), False
+    if kind == "generator":
+        return _forbidden(), True
+    items = [draw(hiding_containers(depth + 1)) for _ in range(draw(st.integers(0, 3)))]
+    held = any(h for _, h in items)
+    values = [v for v, _ in items]
+    if kind == "list":
+        cls = draw(st.one_of(st.just(list), lying_class(list)))
+        return cls(values), held
+    if kind == "tuple":
+        return tuple(values), held
+    if kind == "set":
+        kept = frozenset(v for v, _ in items if _hashable(v))
+        return kept, any(h for v, h in items if any(v is k for k in kept))
+    cls = draw(st.one_of(st.just(dict), lying_class(dict)))
+    mapping = cls()
+    for i, v in enumerate(values):
+        if kind == "dict-key" and _hashable(v):
+            dict.__setitem__(mapping, v, i)
+        else:
+            dict.__setitem__(mapping, f"k{i}", v)
+    return mapping, held
+
+
+@HYPOTHESIS
+@given(case=hiding_containers())
+def test_result_and_locals_check_finds_what_is_truly_inside(case):
+    """check_value refuses exactly the values that truly hold a generator, whatever their methods say."""
+    from s2o_kernel.engine.values import check_value
+
+    value, held = case
+    try:
+        check_value(value, "the result")
+    except S2OError as exc:
+        assert exc.code == "not-allowed" and held
+        return
+    assert not held
+
+
+@HYPOTHESIS
+@given(flag=lying(int, st.integers(0, 1)))
+def test_gather_guard_refuses_every_lying_flag(flag):
+    from s2o_kernel.engine.guards import guarded_gather
+
+    coro = guarded_gather(return_exceptions=flag)
+    with pytest.raises(S2OError) as err:
+        coro.send(None)
+    assert err.value.code == "not-allowed"
+
+
+LYING_EXPRESSIONS = ["getattr(1, v)", "hasattr(1, v)", "f'{v}'", "f'{v:>5}'", "f'{v!r}'", "len(v)", "str(v)",
+                     "json.dumps(v)", "sorted(['b', 'a'], **v)", "sorted(['b', 'a'], **{v: True})", "[x for x in v]",
+                     "max(1, 2, v)", "v"]
+
+
+@HYPOTHESIS
+@given(value=st.one_of(lying_names, lying(int, st.integers(-5, 5)),
+                       lying(dict, st.dictionaries(st.sampled_from(["reverse", "_one_shot", "key"]), st.booleans(),
+                                                   max_size=2)),
+                       lying(list, st.lists(st.integers(), max_size=3))),
+       expr=st.sampled_from(LYING_EXPRESSIONS))
+def test_lying_locals_are_contained_in_a_session(engine, session, fuzz_dir, value, expr):
+    """A host hands the session lying subclasses as locals: every expression over them is contained."""
+    _fresh_state(session)
+    session.set_local("v", value)
+    try:
+        check_expression(engine, session, fuzz_dir, expr, evaluate=True)
+    finally:
+        session.reset()

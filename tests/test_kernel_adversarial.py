@@ -497,8 +497,9 @@ def test_the_kernel_runs_payloads_as_configured(box: KernelBox) -> None:
     """The payloads above really ran with the settings they were given, and a written file is seen.
 
     Guards against a vacuous pass: the settings magics took effect, the secret is set, the
-    helpers module imports in the worker, the worker's working directory is the kernel's, and
-    ``file_problems`` notices a file that an (unsafe, deliberately granted) ``open`` writes there.
+    helpers module imports in the worker, the worker's working directory is the kernel's, an
+    (unsafe, deliberately granted) ``open`` cannot write there (the worker is confined by the OS),
+    and ``file_problems`` notices a file written there.
     """
     if not box.alive():
         box.restart()
@@ -533,7 +534,10 @@ def test_the_kernel_runs_payloads_as_configured(box: KernelBox) -> None:
         reply, msgs = run_cell(kc, f"%config {json.dumps(str(unsafe))}", CELL_TIMEOUT)
         assert reply is not None and reply["content"]["status"] == "ok", describe(reply, msgs)
         reply, msgs = run_cell(kc, "%%expr\nopen('s2o-markers/self-check', 'w')", CELL_TIMEOUT)
-        assert reply is not None and reply["content"]["status"] == "ok", describe(reply, msgs)
+        # the worker is confined by the OS (SPEC 12): even a granted open cannot write outside its scratch folder
+        assert reply is not None and reply["content"].get("ename") == "runtime", describe(reply, msgs)
+        assert not file_problems(box), "the confined worker wrote a file"
+        (box.cwd / "s2o-markers" / "self-check").write_text("x")
         assert file_problems(box), "a file written in s2o-markers/ was not noticed"
         assert not file_problems(box), "file_problems did not clean up"
     finally:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 import s2o_kernel.engine as api
 from s2o_kernel.kernel import startup
+from s2o_kernel.kernel.contract import ContainedSessionLike
 from s2o_kernel.kernel.runner import CellRunner, Outcome
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,7 +28,7 @@ MODES = ["isolated", "in-process"]
 
 def _session(monkeypatch: pytest.MonkeyPatch, mode: str, settings: Any = None) -> Any:
     monkeypatch.setenv(startup.ISOLATE_ENV, "1" if mode == "isolated" else "0")
-    return startup.make_session(api, settings or api.default_settings())
+    return startup.make_session(settings or api.default_settings())
 
 
 @pytest.fixture(params=MODES)
@@ -76,7 +78,7 @@ def test_contained_is_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         assert started.session.evaluate("1 + 2") == 3
     finally:
         started.session.close()
-    assert started.session._proc is None  # close() stopped the worker
+    assert started.session.pid is None  # close() stopped the worker
 
 
 @pytest.mark.parametrize("problem", [OSError("no processes"),
@@ -130,6 +132,19 @@ def _workers() -> set[int]:
         if int(ppid) == os.getpid() and state != "Z" and b"s2o_kernel.engine.worker" in cmdline:
             found.add(int(entry))
     return found
+
+
+def test_telling_a_contained_session_does_not_wake_its_worker(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:  # fmt: skip
+    # The kernel asks isinstance(session, ContainedSessionLike) when it starts and when it shuts
+    # down; that must not call the worker (a call after close() would start a new one).
+    monkeypatch.chdir(tmp_path)
+    session = _session(monkeypatch, "isolated")
+    session.close()
+    before = _workers()
+    assert isinstance(session, ContainedSessionLike)
+    CellRunner(session, api)
+    assert _workers() == before
 
 
 # -- printed text -------------------------------------------------------------------

@@ -1,11 +1,10 @@
 """Unit tests of the kernel's pure modules: cells, magics, render, completion, runner, install.
 
-They run against a small stand-in session that implements the engine
-interface the kernel relies on (``evaluate``, ``evaluate_dynamic``,
-``run_fragment``, ``validate``, ``update_settings``, ``settings``,
-``settings_dict``, ``locals``/``agent_vars``/``conv_vars``, ``reset``,
-``completion_names``, ``member_names``, ``describe``, ``redact``), so the
-kernel's own logic is tested independently of the engine.
+They run against a small stand-in session that implements the kernel's
+contract with the engine (``s2o_kernel.kernel.contract.SessionLike``;
+``tests/test_kernel_contract.py`` checks it), so the kernel's own logic is
+tested independently of the engine. Errors, validation results and run
+results are the engine's own types.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,42 +22,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from s2o_kernel.engine import ErrorGroup, RunResult, S2OError, Validation
 from s2o_kernel.kernel import cells, completion, install, magics, render
-from s2o_kernel.kernel.render import INTERRUPTED, CellError
+from s2o_kernel.kernel.render import INTERRUPTED
 from s2o_kernel.kernel.runner import CellRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- a stand-in for the engine session ----------------------------------------
-
-
-class FakeError(Exception):
-    """Same shape as the engine's S2OError."""
-
-    def __init__(self, code, message, *, line=None, col=None, path=None, source=None,
-                 stage="run", details=None):  # fmt: skip
-        super().__init__(message)
-        self.code, self.message = code, message
-        self.line, self.col, self.path, self.source = line, col, path, source
-        self.stage, self.details = stage, details
-
-
-class FakeGroup(FakeError):
-    def __init__(self, errors):
-        first = errors[0]
-        super().__init__(first.code, first.message + f" (and {len(errors) - 1} more)",
-                         line=first.line, col=first.col, path=first.path, source=first.source)  # fmt: skip
-        self.errors = list(errors)
-
-
-@dataclass
-class FakeRun:
-    code: str = "success"
-    value: Any = None
-    outputs: list = field(default_factory=list)
-    logs: list = field(default_factory=list)
-    error: Any = None
 
 
 SECRET = "s3cr3t-value"
@@ -100,9 +71,8 @@ API = SimpleNamespace(fragment_kind=fake_fragment_kind, as_json=fake_as_json)
 
 class FakeSession:
     def __init__(self) -> None:
-        self.settings = SimpleNamespace(allowlist="len\nmath\n")
-        self.engine = SimpleNamespace(warnings=[])
         self._settings = {
+            "allowlist": "len\nmath\n",
             "rules": {"operators": {"**": "bounded_pow"}, "max_comprehension_depth": 4,
                       "max_for_clauses": 3},
             "limits": {"time": 30.0, "loop_iterations": 10000},
@@ -125,7 +95,7 @@ class FakeSession:
             raise KeyboardInterrupt
         if "__" in expr:
             col = expr.index("__")
-            raise FakeError("underscore", "names starting with '_' are not allowed",
+            raise S2OError("underscore", "names starting with '_' are not allowed",
                             line=1, col=col, source=expr, stage="validate")  # fmt: skip
         if expr.strip() == "secret":
             return SECRET
@@ -138,10 +108,10 @@ class FakeSession:
         try:
             return eval(expr, {"__builtins__": {}, "len": len}, dict(self.locals))  # noqa: S307
         except SyntaxError as exc:
-            raise FakeError("syntax", exc.msg, line=exc.lineno, col=(exc.offset or 1) - 1,
+            raise S2OError("syntax", exc.msg, line=exc.lineno, col=(exc.offset or 1) - 1,
                             source=expr, stage="validate") from None  # fmt: skip
         except NameError as exc:
-            raise FakeError("unknown-name", str(exc), source=expr) from None
+            raise S2OError("unknown-name", str(exc), source=expr) from None
 
     def evaluate_dynamic(self, text: str) -> Any:
         self.evaluated.append(("dynamic", text))
@@ -154,9 +124,10 @@ class FakeSession:
             return self.evaluate(inner)
         return text
 
-    def run_fragment(self, obj: Any, *, on_output: Any = None, inputs: Any = None,
-                     function: Any = None) -> FakeRun:  # fmt: skip
-        run = FakeRun()
+    def run_fragment(self, fragment: Any, *, on_output: Any = None, inputs: Any = None,
+                     function: Any = None) -> RunResult:  # fmt: skip
+        run = RunResult()
+        obj = fragment
         self.on_output_given = on_output is not None
         self.run_args = {"fragment": obj, "inputs": inputs, "function": function}
         if isinstance(obj, dict) and "functions" in obj:
@@ -180,24 +151,23 @@ class FakeSession:
                     run.value = arg
                 elif name == "fail":
                     run.code = "failCommand"
-                    run.error = FakeError("failCommand", arg, path="fail")
+                    run.error = S2OError("failCommand", arg, path="fail")
                     return run
                 elif name == "interrupt":
                     raise KeyboardInterrupt
                 elif name == "stop":  # like the engine: a stopped run keeps no parts
-                    return FakeRun(code="stopped", error=FakeError("stopped", "the run was interrupted"))
+                    return RunResult(code="stopped", error=S2OError("stopped", "the run was interrupted"))
         return run
 
     def validate(self, expr: str) -> Any:
         errors = []
         if "__" in expr:
-            errors.append(FakeError("underscore", "no underscores", line=1,
+            errors.append(S2OError("underscore", "no underscores", line=1,
                                     col=expr.index("__"), source=expr))  # fmt: skip
         if "lambda" in expr:
-            errors.append(FakeError("lambda", "no lambda", line=1,
+            errors.append(S2OError("lambda", "no lambda", line=1,
                                     col=expr.index("lambda"), source=expr))  # fmt: skip
-        return SimpleNamespace(
-            ok=not errors,
+        return Validation(
             errors=errors,
             allowlist_names={"len"} if "len" in expr else set(),
             local_names={"x"} if "x" in expr else set(),
@@ -207,20 +177,24 @@ class FakeSession:
     # settings
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         if "limits" in patch and "nope" in patch["limits"]:
-            raise FakeError("settings", "unknown key limits.nope", stage="load")
+            raise S2OError("settings", "unknown key limits.nope", stage="load")
         self.patches.append(patch)
         for key, value in patch.items():
-            if key == "allowlist":
-                self.settings.allowlist = value
-            elif isinstance(value, dict):
+            if isinstance(value, dict):  # like the engine: objects merge key by key
                 self._settings.setdefault(key, {}).update(value)
+            else:
+                self._settings[key] = value
         # Like the engine: the new engine's warnings, the allowlist's included.
-        warnings = ["time.sleep blocks the event loop"] if "time.sleep" in self.settings.allowlist else []
-        self.engine = SimpleNamespace(warnings=list(warnings))
-        return warnings
+        return ["time.sleep blocks the event loop"] if "time.sleep" in self._settings["allowlist"] else []
 
     def settings_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(self._settings))
+
+    def set_vars(self, *, locals: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
+                 conv: dict[str, Any] | None = None) -> None:  # fmt: skip
+        self.locals.update(locals or {})
+        self.agent_vars.update(agent or {})
+        self.conv_vars.update(conv or {})
 
     def reset(self) -> None:
         self.locals.clear()
@@ -326,7 +300,7 @@ def test_json_hint_only_for_json_looking_text() -> None:
 
 
 def test_parse_json_argument_error_position() -> None:
-    with pytest.raises(CellError) as info:
+    with pytest.raises(S2OError) as info:
         cells.parse_json_argument('{"a": 1,\n "b" 2}', "The argument")
     err = info.value
     assert err.code == "syntax"
@@ -346,7 +320,7 @@ def test_classify_never_raises(code: str) -> None:
 
 
 def test_error_info_coded_with_caret_and_path() -> None:
-    err = FakeError("underscore", "names starting with '_' are not allowed",
+    err = S2OError("underscore", "names starting with '_' are not allowed",
                     line=2, col=4, path="var.total", source="1 +\n  x.__class__")  # fmt: skip
     info = render.error_info(err)
     assert info.ename == "underscore"
@@ -365,9 +339,9 @@ def test_caret_keeps_tabs() -> None:
 
 
 def test_error_info_group_lists_every_error() -> None:
-    group = FakeGroup([
-        FakeError("underscore", "first", line=1, col=0, source="_a", path="var.a"),
-        FakeError("lambda", "second", line=1, col=3, source="f(lambda: 1)"),
+    group = ErrorGroup([
+        S2OError("underscore", "first", line=1, col=0, source="_a", path="var.a"),
+        S2OError("lambda", "second", line=1, col=3, source="f(lambda: 1)"),
     ])  # fmt: skip
     info = render.error_info(group)
     assert info.ename == "underscore"
@@ -389,12 +363,12 @@ def test_error_info_interrupt_and_unexpected() -> None:
 
 
 def test_error_info_redacts() -> None:
-    info = render.error_info(FakeError("runtime", f"bad {SECRET}"), lambda t: t.replace(SECRET, "***"))
+    info = render.error_info(S2OError("runtime", f"bad {SECRET}"), lambda t: t.replace(SECRET, "***"))
     assert SECRET not in json.dumps(info.content())
 
 
 def test_error_details_listed_one_a_line() -> None:
-    err = FakeError("allowlist", "the allowlist did not load: nosuchmodule: Could not be imported.; "
+    err = S2OError("allowlist", "the allowlist did not load: nosuchmodule: Could not be imported.; "
                     "math.* as m: A star import cannot be renamed with 'as'.",
                     details={"lines": {"nosuchmodule": "Could not be imported.",
                                        "math.* as m": "A star import cannot be renamed with 'as'."}})  # fmt: skip
@@ -402,7 +376,7 @@ def test_error_details_listed_one_a_line() -> None:
         "  nosuchmodule: Could not be imported.",
         "  math.* as m: A star import cannot be renamed with 'as'.",
     ]
-    two = FakeError("settings", "two problems", details={"problems": ["a is unknown", "b is unknown"]})
+    two = S2OError("settings", "two problems", details={"problems": ["a is unknown", "b is unknown"]})
     assert render.error_info(two).traceback[1:] == ["  a is unknown", "  b is unknown"]
 
 
@@ -492,8 +466,8 @@ def test_fragment_parts_stream_while_running(session: FakeSession) -> None:
 
 
 def test_parts_shown_after_run_without_streaming(session: FakeSession) -> None:
-    def no_stream(obj: Any) -> FakeRun:
-        return FakeRun(outputs=[{"type": "text", "text": "late"}])
+    def no_stream(obj: Any, *, on_output: Any = None, inputs: Any = None, function: Any = None) -> RunResult:
+        return RunResult(outputs=[{"type": "text", "text": "late"}])  # parts not handed to on_output
 
     session.run_fragment = no_stream  # type: ignore[method-assign]
     out = CellRunner(session, API).run('{"output": "late"}')
@@ -552,7 +526,7 @@ def test_secret_values_redacted(runner: CellRunner) -> None:
 
 
 def test_pending_error_reported_once(session: FakeSession) -> None:
-    pending = FakeError("settings", "unknown key 'limts'", stage="load")
+    pending = S2OError("settings", "unknown key 'limts'", stage="load")
     r = CellRunner(session, API, pending_error=pending)
     silent = r.run("1", silent=True)
     assert silent.ok
@@ -682,6 +656,47 @@ def test_lsmagic_help_and_unknown(runner: CellRunner) -> None:
 def test_magic_registry_names() -> None:
     assert "allowlist" in magics.line_magic_names() and "allowlist" in magics.cell_magic_names()
     assert "vars" not in magics.cell_magic_names()
+
+
+def test_magic_help_is_its_module_docstring() -> None:
+    import importlib
+    import inspect
+
+    names = set(magics.line_magic_names()) | set(magics.cell_magic_names())
+    assert len(names) == 15
+    for name in names:
+        module = importlib.import_module(f"s2o_kernel.kernel.magics.{name}_magic")
+        magic = magics.REGISTRY.get(name)
+        assert module.MAGIC is magic
+        summary, _, usage = inspect.cleandoc(module.__doc__).partition("\n")
+        text = magic.help_text()
+        assert text.startswith(f"%{name}") and f": {summary}\n\n" in text
+        assert text.endswith(usage.strip()), name
+
+
+def test_magic_argument_parser_never_exits() -> None:
+    from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
+
+    parser = MagicArgumentParser("demo")
+    parser.add_argument("file", metavar="FILE")
+    for text in ("-h", "--help", "", "a b"):
+        with pytest.raises(S2OError) as info:
+            parser.parse_words(text)
+        assert info.value.code == "magic" and info.value.message.endswith("usage: %demo FILE"), text
+    with pytest.raises(S2OError):
+        parser.exit(2, "bye")
+    assert parser.parse_words("'a b'").file == "a b"
+
+
+def test_split_words_reads_json_values_whole() -> None:
+    from s2o_kernel.kernel.magics.arguments import split_words
+
+    text = """a "b c" {"x": [1, 2]} --o={"y": "z  w"} '{"q": 1}' [1,\n 2] d\\ e"""
+    assert split_words(text) == ["a", "b c", '{"x": [1, 2]}', '--o={"y": "z  w"}', '{"q": 1}', "[1,\n 2]", "d e"]
+    assert split_words("x {oops} tail") == ["x", "{oops} tail"]  # the option's type reports where it is wrong
+    assert split_words("  ") == []
+    with pytest.raises(ValueError):
+        split_words("'open")
 
 
 # -- completion ------------------------------------------------------------------
@@ -942,32 +957,32 @@ def test_install_cli_default_location(monkeypatch: pytest.MonkeyPatch, root: boo
 
 def test_stopped_has_one_evalue_however_it_lands() -> None:
     assert INTERRUPTED == "the run was interrupted; the session keeps its variables"
-    engine = render.error_info(FakeError("stopped", INTERRUPTED))
+    engine = render.error_info(S2OError("stopped", INTERRUPTED))
     assert (engine.ename, engine.evalue, engine.traceback) == ("stopped", INTERRUPTED,
                                                               [f"stopped: {INTERRUPTED}"])  # fmt: skip
     restarted = "the run was interrupted; the worker was restarted with the agent and conversation variables"
-    worker = render.error_info(FakeError("stopped", restarted, path="var.x"))
+    worker = render.error_info(S2OError("stopped", restarted, path="var.x"))
     assert (worker.ename, worker.evalue) == ("stopped", INTERRUPTED)
     assert worker.traceback == [f"stopped: {INTERRUPTED}", f"  ({restarted})", "  at var.x"]
     assert render.error_info(KeyboardInterrupt("Interrupted by user")).evalue == INTERRUPTED
 
 
 @pytest.mark.parametrize(("code", "error", "ename"), [
-    ("failCommand", FakeError("failCommand", "no stock", path="fail"), "failCommand"),
-    ("timedOut", FakeError("timedOut", "too long"), "timedOut"),
-    ("stopped", FakeError("stopped", "worker restarted"), "stopped"),
-    ("errorInAgent", FakeError("runtime", "ZeroDivisionError: division by zero", path="var.x"), "runtime"),
-    ("errorInAgent", FakeError("not-json", "agent.x must be JSON"), "not-json"),
-    ("errorInAgent", FakeError("loop-limit", "more than 10 iterations"), "loop-limit"),
+    ("failCommand", S2OError("failCommand", "no stock", path="fail"), "failCommand"),
+    ("timedOut", S2OError("timedOut", "too long"), "timedOut"),
+    ("stopped", S2OError("stopped", "worker restarted"), "stopped"),
+    ("errorInAgent", S2OError("runtime", "ZeroDivisionError: division by zero", path="var.x"), "runtime"),
+    ("errorInAgent", S2OError("not-json", "agent.x must be JSON"), "not-json"),
+    ("errorInAgent", S2OError("loop-limit", "more than 10 iterations"), "loop-limit"),
     ("errorInAgent", None, "errorInAgent"),
     ("ask", None, "ask"),
-    ("callFailed", FakeError("runtime", "boom"), "callFailed"),
-    ("timedOut", FakeError("memory-limit", "killed"), "timedOut"),
+    ("callFailed", S2OError("runtime", "boom"), "callFailed"),
+    ("timedOut", S2OError("memory-limit", "killed"), "timedOut"),
 ])  # fmt: skip
 def test_run_error_names(code: str, error: Any, ename: str) -> None:
     from s2o_kernel.kernel.runner import run_error
 
-    err = run_error(FakeRun(code=code, error=error))
+    err = run_error(RunResult(code=code, error=error))
     info = render.error_info(err)
     assert info.ename == ename
     if error is not None:
@@ -981,8 +996,8 @@ def test_run_error_names(code: str, error: Any, ename: str) -> None:
 def test_run_error_keeps_groups() -> None:
     from s2o_kernel.kernel.runner import run_error
 
-    group = FakeGroup([FakeError("underscore", "first", path="var.a"), FakeError("lambda", "second")])
-    assert run_error(FakeRun(code="errorInAgent", error=group)) is group
+    group = ErrorGroup([S2OError("underscore", "first", path="var.a"), S2OError("lambda", "second")])
+    assert run_error(RunResult(code="errorInAgent", error=group)) is group
 
 
 # -- %run -------------------------------------------------------------------------
@@ -999,10 +1014,11 @@ def test_run_arguments(text: str, expected: tuple[Any, ...]) -> None:
 
 
 @pytest.mark.parametrize(("text", "code", "fragment"), [
-    ("", "magic", "needs a file"),
-    ("--inputs {}", "magic", "file first"),
-    ("a.json --inputs", "magic", "needs a value"),
-    ("a.json --inputs --function f", "magic", "needs a value"),
+    # argparse's wording where argparse finds the problem (issue 7: %run parses with shlex + argparse)
+    ("", "magic", "arguments are required: FILE"),
+    ("--inputs {}", "magic", "arguments are required: FILE"),
+    ("a.json --inputs", "magic", "--inputs: expected one argument"),
+    ("a.json --inputs --function f", "magic", "--inputs: expected one argument"),
     ("a.json --inputs [1]", "magic", "JSON object"),
     ("a.json --inputs {} --inputs {}", "magic", "twice"),
     ("a.json --verbose", "magic", "unexpected argument"),
@@ -1010,13 +1026,13 @@ def test_run_arguments(text: str, expected: tuple[Any, ...]) -> None:
     ('"a.json', "magic", "no closing quotation"),
 ])  # fmt: skip
 def test_run_argument_errors(text: str, code: str, fragment: str) -> None:
-    with pytest.raises(CellError) as info:
+    with pytest.raises(S2OError) as info:
         magics.parse_run_arguments(text)
     assert info.value.code == code and fragment in info.value.message
 
 
 def test_run_bad_inputs_json_has_position() -> None:
-    with pytest.raises(CellError) as info:
+    with pytest.raises(S2OError) as info:
         magics.parse_run_arguments('a.json --inputs {"q":\n  oops}')
     err = info.value
     assert (err.code, err.line, err.col) == ("syntax", 2, 2)
@@ -1135,19 +1151,6 @@ def test_config_magic(runner: CellRunner, session: FakeSession, tmp_path: Path,
 # -- %state -----------------------------------------------------------------------
 
 
-def test_literal_value_escapes_what_a_fragment_would_evaluate() -> None:
-    lit = magics.literal_value
-    assert lit("plain {x} text") == "plain {x} text"
-    assert lit("{x}") == "{ '{x}' }"
-    assert lit("{caf\u00e9}") == "{ '{caf\\xe9}' }"
-    assert lit("\u2020agent.x") == "{ '\\u2020agent.x' }"
-    assert lit([1, "{a}", {"k": "{b}", "n": None}]) == [1, "{ '{a}' }", {"k": "{ '{b}' }", "n": None}]
-    assert lit(True) is True and lit(None) is None and lit(1.5) == 1.5
-    assert magics.state_fragment({"agent": {"a": 1}, "conv": {"c": "{x}"}}) == {
-        "var": {"agent.a": 1, "conv.c": "{ '{x}' }"}}  # fmt: skip
-    assert magics.state_fragment({"agent": {}}) is None
-
-
 def test_state_magic_save_and_load(runner: CellRunner, session: FakeSession, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.chdir(tmp_path)
@@ -1162,8 +1165,6 @@ def test_state_magic_save_and_load(runner: CellRunner, session: FakeSession, tmp
     out = runner.run("%state load state.json")
     assert out.ok, out.error
     assert session.agent_vars == {"visits": 3, "name": "Ann"} and session.conv_vars == {"turns": [1, 2]}
-    assert session.run_args["fragment"] == {"var": {"agent.visits": 3, "agent.name": "Ann",
-                                                    "conv.turns": [1, 2]}}  # fmt: skip
 
 
 def test_state_magic_errors(runner: CellRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

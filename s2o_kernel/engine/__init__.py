@@ -19,10 +19,10 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 from .engine import Compiled, Engine, Validation
 from .errors import ErrorGroup, S2OError
 from .fragments import fragment_kind
-from .isolated import IsolatedSession
 from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
 from .settings import Settings, default_settings, load_settings, make_settings
+from .worker import IsolatedSession
 
 __all__ = [
     "Compiled",

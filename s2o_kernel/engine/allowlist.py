@@ -31,111 +31,16 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import stdlib_audit as audit
+from .denylist import is_metaclass
 from .errors import S2OError
 from .guards import GUARDED_REPLACEMENTS, wrap_generator_function
-
-#: Entries refused when the allowlist loads (SPEC 12), with the reason.
-REFUSED_ENTRIES: dict[str, str] = {
-    "eval": "evaluates a string as code",
-    "exec": "runs a string as code",
-    "compile": "turns a string into code",
-    "open": "reads and writes files",
-    "__import__": "imports any module",
-    "globals": "returns a module namespace",
-    "locals": "returns a namespace",
-    "vars": "returns an object's namespace, including hidden members",
-    "dir": "lists hidden members by name",
-    "type": "returns types, whose hierarchy leads to every class; builds classes with three arguments",
-    "object": "the root of the class hierarchy",
-    "super": "reaches parent implementations and hidden members",
-    "setattr": "changes objects by name",
-    "delattr": "changes objects by name",
-    "breakpoint": "starts a debugger",
-    "input": "blocks waiting for a terminal",
-    "help": "starts the interactive help",
-    "memoryview": "exposes the underlying object of a buffer",
-    "exit": "ends the process",
-    "quit": "ends the process",
-    "typing": "typing.get_type_hints evaluates strings as code",
-    "inspect": "returns frames, closures and members by name",
-    "types": "builds functions, code objects and tracebacks",
-    "gc": "reaches every object of the process",
-    "importlib": "imports any module",
-    "asyncio": "gives tasks, event loops and subprocesses; grant single functions such as asyncio.sleep",
-    "asyncio.current_task": "returns the running task, whose coroutine leads to frames",
-    "asyncio.all_tasks": "returns running tasks, whose coroutines lead to frames",
-    "asyncio.get_event_loop": "returns the event loop (subprocesses, executors)",
-    "asyncio.get_running_loop": "returns the event loop (subprocesses, executors)",
-    "asyncio.new_event_loop": "creates event loops outside the runtime",
-    "asyncio.create_subprocess_exec": "starts processes",
-    "asyncio.create_subprocess_shell": "starts processes",
-    "asyncio.to_thread": "runs code outside the event loop and limits",
-    "asyncio.run": "runs a new event loop",
-    "sys": "the interpreter itself (modules, frames, exit)",
-    "os": "files, processes and the environment",
-    "posix": "files, processes and the environment",
-    "builtins": "the real builtins",
-    "subprocess": "starts processes",
-    "ctypes": "reads and writes process memory",
-    "pickle": "unpickling runs code",
-    "marshal": "loads code objects",
-    "shelve": "unpickling runs code",
-    "code": "an interactive interpreter",
-    "codeop": "compiles code",
-    "pdb": "a debugger",
-    "bdb": "a debugger",
-    "threading": "runs code outside the runtime and limits",
-    "multiprocessing": "starts processes",
-    "signal": "changes signal handlers",
-    "socket": "opens network connections",
-    "shutil": "copies and removes files",
-    "pathlib": "reads and writes files",
-    "tempfile": "creates files",
-    "io": "opens files",
-    "weakref": "reaches objects behind the runtime's back",
-    "copyreg": "changes how objects are pickled",
-    "runpy": "runs modules",
-    "traceback": "traceback records expose frames, host source and locals",
-    "tracemalloc": "process internals",
-    "faulthandler": "process internals",
-    "site": "interpreter set-up",
-    "string.Formatter": "field traversal reads any attribute from a format string",
-    "string": "string.Formatter reads any attribute from a format string; grant single names such as string.ascii_letters",
-    "functools.update_wrapper": "copies any attribute, including a module's namespace, by name",
-    "functools.wraps": "copies any attribute by name",
-    "operator.attrgetter": "reads attributes by a name built at run time",
-    "operator.methodcaller": "calls methods by a name built at run time",
-    "operator.call": "calls any value",
-    "dataclasses.make_dataclass": "string annotations are evaluated as code by typing helpers",
-    "logging.currentframe": "returns frames",
-    "pandas.eval": "a second evaluator behind a string",
-    "numexpr.evaluate": "a second evaluator behind a string",
-}
 
 #: Entries granted with a warning: they block the shared event loop (SPEC 3.1).
 BLOCKING_ENTRIES: dict[str, str] = {
     "time.sleep": "blocks the shared event loop; use an async sleep",
     "select.select": "blocks the shared event loop",
 }
-
-
-def _dangerous_objects() -> dict[int, str]:
-    """Objects of refused entries by id, to leave them out of whole-module grants."""
-    found: dict[int, str] = {}
-    for entry in REFUSED_ENTRIES:
-        obj = _try_resolve(entry)
-        if obj is not None and not isinstance(obj, types.ModuleType):
-            found[id(obj)] = entry
-    import operator
-    found[id(operator.itemgetter)] = "operator.itemgetter"
-    return found
-
-
-def _try_resolve(entry: str) -> Any:
-    try:
-        return resolve(entry)[1]
-    except LookupError:
-        return None
 
 
 class Namespace:
@@ -180,7 +85,68 @@ def namespace_members(ns: Namespace) -> dict[str, Any]:
 
 def namespace_path(ns: Namespace) -> str:
     """The dotted path a namespace stands for (``"urllib.parse"``)."""
-    return object.__getattribute__(ns, "_Namespace__path")
+    path: str = object.__getattribute__(ns, "_Namespace__path")
+    return path
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where an entry's object was found.
+
+    Attributes:
+        kind: ``"module"``, ``"builtin"`` or ``"member"``.
+        obj: the object.
+        module: the dotted module the entry starts in (``"urllib.parse"``),
+            ``None`` for builtins.
+        rest: the names after the module (``["date", "today"]`` for
+            ``datetime.date.today``).
+        owner: the module object (``None`` for builtins).
+    """
+
+    kind: str
+    obj: Any
+    module: str | None = None
+    rest: tuple[str, ...] = ()
+    owner: types.ModuleType | None = None
+
+
+def locate(path: str) -> Located:
+    """Find the object an entry names, and the module it starts in.
+
+    Raises ``LookupError`` when it cannot be imported.
+    """
+    parts = path.split(".")
+    if any(not p.isidentifier() for p in parts):
+        raise LookupError(path)
+    if (parts[0] in vars(builtins) and not parts[0].startswith("_")) or parts[0] == "__import__":
+        obj: Any = vars(builtins)[parts[0]]
+        for p in parts[1:]:
+            try:
+                obj = getattr(obj, p)
+            except AttributeError:
+                raise LookupError(path) from None
+        return Located("builtin" if len(parts) == 1 else "member", obj, rest=tuple(parts[1:]))
+    for i in range(len(parts), 0, -1):
+        modname = ".".join(parts[:i])
+        try:
+            module = importlib.import_module(modname)
+        except ImportError:
+            continue
+        except Exception:  # a module failing at import time
+            raise LookupError(path) from None
+        obj = module
+        for p in parts[i:]:
+            try:
+                obj = getattr(obj, p)
+            except AttributeError:
+                raise LookupError(path) from None
+        rest = tuple(parts[i:])
+        if isinstance(obj, types.ModuleType):
+            # the module itself, or a module reached as an attribute (audited under its own name)
+            name = getattr(obj, "__name__", None)
+            return Located("module", obj, str.__str__(name) if isinstance(name, str) else path, (), obj)
+        return Located("member", obj, modname, rest, module)
+    raise LookupError(path)
 
 
 def resolve(path: str) -> tuple[str, Any]:
@@ -189,37 +155,8 @@ def resolve(path: str) -> tuple[str, Any]:
     ``kind`` is ``"module"``, ``"builtin"`` or ``"member"``. Raises
     ``LookupError`` when it cannot be imported.
     """
-    parts = path.split(".")
-    if any(not p.isidentifier() for p in parts):
-        raise LookupError(path)
-    if parts[0] in vars(builtins) and not parts[0].startswith("_") or parts[0] == "__import__":
-        obj: Any = vars(builtins)[parts[0]]
-        for p in parts[1:]:
-            try:
-                obj = getattr(obj, p)
-            except AttributeError:
-                raise LookupError(path) from None
-        return ("builtin" if len(parts) == 1 else "member"), obj
-    for i in range(len(parts), 0, -1):
-        modname = ".".join(parts[:i])
-        try:
-            obj = importlib.import_module(modname)
-        except ImportError:
-            continue
-        except Exception:  # a module failing at import time
-            raise LookupError(path) from None
-        if i == len(parts):
-            return "module", obj
-        for p in parts[i:]:
-            try:
-                obj = getattr(obj, p)
-            except AttributeError:
-                raise LookupError(path) from None
-        if isinstance(obj, types.ModuleType):
-            # a submodule reached as an attribute but not importable by name
-            return "module", obj
-        return "member", obj
-    raise LookupError(path)
+    found = locate(path)
+    return found.kind, found.obj
 
 
 @dataclass
@@ -243,8 +180,14 @@ class Allowlist:
         return obj is not None
 
     def lookup(self, dotted: str) -> Any:
-        """The granted object at ``dotted``, or ``None`` (never raises)."""
-        parts = dotted.split(".")
+        """The granted object at ``dotted``, or ``None`` (never raises).
+
+        ``dotted`` is read as an exact ``str`` copy, so a ``str`` subclass
+        cannot steer the lookup with its own ``split`` or ``startswith``.
+        """
+        if not isinstance(dotted, str):
+            return None
+        parts = str.__str__(dotted).split(".")
         if parts[0] not in self.names or any(p.startswith("_") for p in parts):
             return None
         obj = self.names[parts[0]]
@@ -266,25 +209,35 @@ class Allowlist:
         return obj is not None and _inspect.iscoroutinefunction(obj)
 
 
-def _module_members(module: types.ModuleType, path: str, dangerous: dict[int, str],
-                    left_out: list[str], unsafe_ok: bool) -> dict[str, Any]:
-    """Public non-module members of ``module``, without refused ones."""
-    public = getattr(module, "__all__", None)
-    names = [n for n in (public if public is not None else vars(module)) if not n.startswith("_")]
+def _own_members(module: types.ModuleType, left_out: dict[str, str], unsafe_ok: bool) -> dict[str, Any]:
+    """Public non-module members of one of your own modules, without refused objects (SPEC 12)."""
     members = {}
-    for name in names:
-        try:
-            obj = getattr(module, name)
-        except AttributeError:
-            continue
-        if isinstance(obj, types.ModuleType):
-            continue
-        full = f"{path}.{name}"
-        if not unsafe_ok and (full in REFUSED_ENTRIES or id(obj) in dangerous):
-            left_out.append(name)
+    for name, obj in audit.public_members(module).items():
+        why = None if unsafe_ok else audit.object_refusal(obj)
+        if why is not None:
+            left_out[name] = why
             continue
         members[name] = grant(obj)
     return members
+
+
+def module_members(found: Located, left_out: dict[str, str], unsafe_ok: bool) -> dict[str, Any]:
+    """What a whole-module (or star) entry grants: name → object; refused members go to ``left_out``.
+
+    A standard-library module is granted from the audited table (own and
+    read-only copies, mutators left out); with ``unsafe_ok`` every public
+    member is granted as it is. Your own modules are granted as written,
+    without refused objects.
+    """
+    module = found.owner
+    assert module is not None and found.module is not None
+    if audit.is_stdlib(found.module):
+        if unsafe_ok or found.module not in audit.STDLIB:
+            return {name: grant(obj) for name, obj in audit.public_members(module).items()}
+        granted, refused = audit.stdlib_members(found.module, module)
+        left_out.update(refused)
+        return {name: grant(obj) for name, obj in granted.items()}
+    return _own_members(module, left_out, unsafe_ok)
 
 
 def grant(obj: Any) -> Any:
@@ -297,17 +250,39 @@ def grant(obj: Any) -> Any:
     return obj
 
 
-def _refusal(entry: str, kind: str, obj: Any, dangerous: dict[int, str]) -> str | None:
-    if entry in REFUSED_ENTRIES:
-        return REFUSED_ENTRIES[entry]
-    top = entry.split(".")[0]
-    if kind != "builtin" and top in REFUSED_ENTRIES and top not in ("asyncio", "string"):
-        return REFUSED_ENTRIES[top]
-    if kind == "module" and top in ("asyncio",):
-        return REFUSED_ENTRIES["asyncio"]
-    if not isinstance(obj, types.ModuleType) and id(obj) in dangerous:
-        return REFUSED_ENTRIES.get(dangerous[id(obj)], "dangerous")
-    return None
+def entry_refusal(path: str, found: Located) -> str | None:
+    """Why the entry ``path`` is refused when the allowlist loads, or ``None`` (SPEC 12).
+
+    Builtins: :data:`stdlib_audit.REFUSED_BUILTINS` (a member of a refused
+    builtin is refused with it). Standard library: the audited table (an
+    unlisted module is "not audited"). Other packages: second evaluators
+    (:data:`stdlib_audit.REFUSED_OTHER`) and refused objects found in them
+    (:func:`stdlib_audit.object_refusal`). A metaclass is refused wherever it
+    comes from.
+    """
+    if path in audit.REFUSED_OTHER:
+        return audit.REFUSED_OTHER[path]
+    if found.module is None:
+        top = path.split(".")[0]
+        why = audit.REFUSED_BUILTINS.get(path) or audit.REFUSED_BUILTINS.get(top)
+    elif audit.is_stdlib(found.module):
+        why = (audit.member_refusal(found.module, found.rest[0]) if found.rest
+               else audit.module_refusal(found.module))
+    elif found.kind == "module":
+        why = None
+    else:
+        why = audit.object_refusal(found.obj)
+    if why is None and is_metaclass(found.obj):
+        why = audit.CLASSES
+    return why
+
+
+def granted_object(found: Located) -> Any:
+    """The object a single (non-module) entry grants: own or read-only copies for the standard library."""
+    if found.module is not None and len(found.rest) == 1 and found.module in audit.STDLIB:
+        assert found.owner is not None
+        return grant(audit.stdlib_member(found.module, found.owner, found.rest[0], found.obj))
+    return grant(found.obj)
 
 
 def _parse_line(raw: str) -> tuple[str, str | None, bool] | str:
@@ -340,12 +315,13 @@ def load_allowlist(text: str, *, allow_unsafe_entries: bool = False) -> Allowlis
     code ``allowlist`` when any line fails (``details["lines"]`` maps each
     failing line, as written, to its message, e.g. ``"nosuchmodule"`` →
     ``"Could not be imported."``), or ``refused-entry`` when the only
-    failures are entries refused by SPEC 12.
+    failures are entries refused by SPEC 12 (:func:`entry_refusal`).
+    ``text`` is read as an exact ``str`` copy.
     """
+    text = str.__str__(text)
     out = Allowlist(text=text)
     failures: dict[str, str] = {}
     refused: dict[str, str] = {}
-    dangerous = _dangerous_objects()
     for raw in text.splitlines():
         written = raw.strip()
         if not written or written.startswith("#"):
@@ -354,13 +330,13 @@ def load_allowlist(text: str, *, allow_unsafe_entries: bool = False) -> Allowlis
         if isinstance(parsed, str):
             failures[written] = parsed
             continue
-        path, alias, star = parsed
+        path, _alias, star = parsed
         try:
-            kind, obj = resolve(path)
+            found = locate(path)
         except LookupError:
             failures[written] = "Could not be imported."
             continue
-        why = _refusal(path, kind, obj, dangerous)
+        why = entry_refusal(path, found)
         if why is not None:
             if not allow_unsafe_entries:
                 refused[written] = f"'{path}' is refused: {why}. Set allow_unsafe_entries = true to accept it."
@@ -368,30 +344,10 @@ def load_allowlist(text: str, *, allow_unsafe_entries: bool = False) -> Allowlis
             out.warnings.append(f"{path}: accepted although unsafe ({why})")
         if path in BLOCKING_ENTRIES:
             out.warnings.append(f"{path}: {BLOCKING_ENTRIES[path]}")
-        if star:
-            if kind != "module":
-                failures[written] = "Only a module can be star-imported."
-                continue
-            left_out: list[str] = []
-            for name, member in _module_members(obj, path, dangerous, left_out, allow_unsafe_entries).items():
-                out.names[name] = member
-            if left_out:
-                out.warnings.append(f"{path}.*: left out {', '.join(sorted(left_out))} (refused entries)")
+        if star and found.kind != "module":
+            failures[written] = "Only a module can be star-imported."
             continue
-        value = grant(obj)
-        if kind == "module":
-            left_out = []
-            value = Namespace(path, _module_members(obj, path, dangerous, left_out, allow_unsafe_entries))
-            if left_out:
-                out.warnings.append(f"{path}: granted without {', '.join(sorted(left_out))} (refused entries)")
-            for bname, reason in BLOCKING_ENTRIES.items():
-                mod, _, member = bname.rpartition(".")
-                if mod == path and member in vars(value):
-                    out.warnings.append(f"{path}: {bname} {reason}")
-        if alias is not None:
-            out.names[alias] = value
-        else:
-            _merge_path(out.names, path.split("."), value)
+        _apply_entry(out, parsed, found, allow_unsafe_entries)
     if failures or refused:
         lines = {**refused, **failures}
         ordered = {w: lines[w] for w in (r.strip() for r in text.splitlines()) if w in lines}
@@ -399,6 +355,31 @@ def load_allowlist(text: str, *, allow_unsafe_entries: bool = False) -> Allowlis
         summary = "; ".join(f"{line}: {msg}" for line, msg in ordered.items())
         raise S2OError(code, f"the allowlist did not load: {summary}", stage="load", details={"lines": ordered})
     return out
+
+
+def _apply_entry(out: Allowlist, parsed: tuple[str, str | None, bool], found: Located, unsafe_ok: bool) -> None:
+    """Bind one loaded entry (``(path, alias, star)``) into ``out.names``, its warnings into ``out.warnings``."""
+    path, alias, star = parsed
+    if found.kind != "module":
+        value = granted_object(found)
+    else:
+        left_out: dict[str, str] = {}
+        members = module_members(found, left_out, unsafe_ok)
+        if left_out:
+            what = f"{path}.*: left out" if star else f"{path}: granted without"
+            out.warnings.append(f"{what} {', '.join(sorted(left_out))} (refused entries)")
+        if star:
+            out.names.update(members)
+            return
+        value = Namespace(path, members)
+        for bname, reason in BLOCKING_ENTRIES.items():
+            mod, _, member = bname.rpartition(".")
+            if mod == path and member in members:
+                out.warnings.append(f"{path}: {bname} {reason}")
+    if alias is not None:
+        out.names[alias] = value
+    else:
+        _merge_path(out.names, path.split("."), value)
 
 
 def _merge_path(names: dict[str, Any], parts: list[str], value: Any) -> None:

@@ -10,12 +10,27 @@ name them in ``rules.operators`` without an allowlist entry.
 Bounds: integers up to :data:`MAX_INT_BITS` bits, sequences up to
 :data:`MAX_ITEMS` items (characters for strings), ranges up to
 :data:`MAX_RANGE` steps.
+
+Bounded by class (SPEC 12): every operation whose output size comes from an
+argument rather than from the size of its inputs — repetition (``*``,
+``operator.mul``), powers (``**``, ``pow``, ``operator.pow``, a ``Fraction``
+base), shifts, widths and precisions of ``format``, f-strings and ``%`` (mapping
+keys included), the sized methods of :data:`SIZED_METHODS` (``str.zfill``,
+``center``, ``ljust``, ``rjust``, ``expandtabs``, ``int.to_bytes``), and
+formatting a ``Decimal`` whose exponent makes its text long. The compile rules
+rewrite every attribute named in :data:`SIZED_METHODS` to :func:`sized_attribute`,
+so the bound holds however the method is reached (called, passed to ``map``,
+read with ``getattr``).
 """
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import math
+import operator
 import re
+from collections.abc import Callable
 from typing import Any
 
 #: Largest integer result, in bits (about 301,000 decimal digits).
@@ -28,7 +43,7 @@ MAX_RANGE = 10_000_000
 MAX_FORMAT_WIDTH = 100_000
 
 _SPEC_NUMBERS = re.compile(r"(\d+)")
-_PERCENT_NUMBERS = re.compile(r"%[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
+_PERCENT_NUMBERS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
 
@@ -37,14 +52,23 @@ def _int_like(x: Any) -> bool:
     return isinstance(x, int)
 
 
-def bounded_pow(base: Any, exponent: Any, modulo: Any = None) -> Any:
-    """``base ** exponent`` (or ``pow(base, exponent, modulo)``) with a bounded integer result.
+def _base_bits(base: Any) -> float:
+    """Bits of an exact base (``int`` or ``Fraction``: its larger term), 0 for anything else."""
+    if _int_like(base):
+        return math.log2(abs(base)) if abs(base) > 1 else 0.0
+    if isinstance(base, fractions.Fraction):
+        return float(max(base.numerator.bit_length(), base.denominator.bit_length()))
+    return 0.0
 
-    Raises ``OverflowError`` when an integer result would have more than
-    :data:`MAX_INT_BITS` bits.
+
+def bounded_pow(base: Any, exponent: Any, modulo: Any = None) -> Any:
+    """``base ** exponent`` (or ``pow(base, exponent, modulo)``) with a bounded exact result.
+
+    Raises ``OverflowError`` when an integer or ``Fraction`` result would have more than
+    :data:`MAX_INT_BITS` bits (for a fraction: in its numerator or denominator).
     """
-    if modulo is None and _int_like(base) and _int_like(exponent) and exponent > 0 and abs(base) > 1:
-        bits = math.log2(abs(base)) * exponent
+    if modulo is None and _int_like(exponent) and exponent != 0:
+        bits = _base_bits(base) * abs(exponent)
         if bits > MAX_INT_BITS:
             raise OverflowError(f"the result of ** would have about {int(bits)} bits; the bound is {MAX_INT_BITS}")
     if modulo is None:
@@ -99,26 +123,116 @@ def _check_widths(numbers: list[str], what: str) -> None:
             raise OverflowError(f"{what} width or precision {n} is larger than {MAX_FORMAT_WIDTH}")
 
 
+def _check_decimal(value: Any) -> None:
+    """Refuse a ``Decimal`` whose fixed-point text would pass :data:`MAX_ITEMS` characters."""
+    if isinstance(value, decimal.Decimal) and value.is_finite() and abs(value.adjusted()) > MAX_ITEMS:
+        raise OverflowError(f"the text of this Decimal would have more than {MAX_ITEMS} characters")
+
+
 def bounded_format(value: Any, spec: str = "") -> str:
-    """``format(value, spec)`` with widths and precisions bounded to :data:`MAX_FORMAT_WIDTH`."""
+    """``format(value, spec)`` with widths and precisions bounded to :data:`MAX_FORMAT_WIDTH`
+    and ``Decimal`` text bounded to :data:`MAX_ITEMS` characters."""
     if spec:
         if not isinstance(spec, str):
             raise TypeError("format() argument 2 must be str")
         _check_widths(_SPEC_NUMBERS.findall(spec), "format")
+    _check_decimal(value)
     return format(value, spec)
 
 
 def bounded_mod(left: Any, right: Any) -> Any:
     """``left % right`` with %-format widths bounded (``'%10000000000d' % 1`` is refused)."""
-    if isinstance(left, (str, bytes)):
-        text = left if isinstance(left, str) else left.decode("latin-1")
+    if isinstance(left, (str, bytes, bytearray)):
+        text = str(left) if isinstance(left, str) else bytes(left).decode("latin-1")
         numbers = [n for pair in _PERCENT_NUMBERS.findall(text) for n in pair]
         _check_widths(numbers, "%-format")
+        args = right if isinstance(right, tuple) else (right,)
         if "*" in numbers:  # widths taken from the arguments
-            args = right if isinstance(right, tuple) else (right,)
             _check_widths([str(abs(a)) for a in args if isinstance(a, int) and not isinstance(a, bool)],
                           "%-format")
+        values = right.values() if isinstance(right, dict) else args
+        for value in values:
+            _check_decimal(value)
     return left % right
+
+
+# -- sized methods: the output size is an argument ------------------------------------------------
+def _width(args: tuple[Any, ...], kwargs: dict[str, Any], keyword: str) -> Any:
+    return args[0] if args else kwargs.get(keyword, 0)
+
+
+def _check_size(size: Any, what: str, bound: int = MAX_ITEMS) -> None:
+    if _int_like(size) and size > bound:
+        raise OverflowError(f"{what} would build {size} items; the bound is {bound}")
+
+
+def _padded(receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> None:
+    _check_size(_width(args, kwargs, "width"), f"{name}()")
+
+
+def _expandtabs(receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> None:
+    size = _width(args, kwargs, "tabsize")
+    if not _int_like(size):
+        return
+    if isinstance(receiver, str):
+        tabs = receiver.count("\t")
+    elif isinstance(receiver, (bytes, bytearray)):
+        tabs = receiver.count(b"\t")
+    else:
+        return
+    _check_size(len(receiver) + tabs * max(size, 0), "expandtabs()")
+
+
+def _to_bytes(receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> None:
+    _check_size(_width(args, kwargs, "length"), "to_bytes()")
+
+
+#: Methods whose output size is one of their arguments, name → check of (receiver, args, kwargs).
+SIZED_METHODS: dict[str, Callable[[Any, tuple[Any, ...], dict[str, Any], str], None]] = {
+    "zfill": _padded,
+    "center": _padded,
+    "ljust": _padded,
+    "rjust": _padded,
+    "expandtabs": _expandtabs,
+    "to_bytes": _to_bytes,
+}
+
+#: Receiver types whose sized methods are checked (a host object's own method of that name is not).
+_SIZED_RECEIVERS = (str, bytes, bytearray, int)
+
+
+class SizedMethod:
+    """A sized method (see :data:`SIZED_METHODS`) that checks the output size before it runs."""
+
+    __slots__ = ("_check", "_method", "_name", "_receiver")
+
+    def __init__(self, method: Any, name: str, receiver: Any) -> None:
+        self._method = method
+        self._name = name
+        self._receiver = receiver
+        self._check = SIZED_METHODS[name]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        receiver = self._receiver
+        if isinstance(receiver, type):  # str.zfill('x', 9): the receiver is the first argument
+            if not args:
+                return self._method(*args, **kwargs)
+            receiver, rest = args[0], args[1:]
+            self._check(receiver, rest, kwargs, self._name)
+        else:
+            self._check(receiver, args, kwargs, self._name)
+        return self._method(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<bounded method {self._name}>"
+
+
+def sized_attribute(obj: Any, name: str) -> Any:
+    """``obj.<name>`` for a name of :data:`SIZED_METHODS`: a :class:`SizedMethod` when ``obj`` is (an
+    instance of) ``str``, ``bytes``, ``bytearray`` or ``int``, the plain attribute otherwise."""
+    value = getattr(obj, name)
+    is_sized = isinstance(obj, _SIZED_RECEIVERS) or (isinstance(obj, type) and issubclass(obj, _SIZED_RECEIVERS))
+    return SizedMethod(value, name, obj) if is_sized and name in SIZED_METHODS else value
 
 
 #: The engine's own bounded operators, which rewrites may name without an allowlist entry.
@@ -127,4 +241,19 @@ BOUNDED_OPERATORS = {
     "bounded_mult": bounded_mult,
     "bounded_lshift": bounded_lshift,
     "bounded_mod": bounded_mod,
+}
+
+#: Granted objects replaced by their bounded versions when an allowlist grants them, ``id`` → stand-in.
+BOUNDED_REPLACEMENTS: dict[int, Any] = {
+    id(pow): bounded_pow,
+    id(range): bounded_range,
+    id(format): bounded_format,
+    id(operator.pow): bounded_pow,
+    id(operator.ipow): bounded_pow,
+    id(operator.mul): bounded_mult,
+    id(operator.imul): bounded_mult,
+    id(operator.lshift): bounded_lshift,
+    id(operator.ilshift): bounded_lshift,
+    id(operator.mod): bounded_mod,
+    id(operator.imod): bounded_mod,
 }

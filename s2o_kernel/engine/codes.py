@@ -101,6 +101,9 @@ CODES: dict[str, Code] = _table(
     ("ask", "result", "7", "the run waits for a person's answers"),
     ("callFailed", "result", "7", "an outside call failed and nothing handled it"),
     ("unexpected", "run result", "7", "a fault of the engine or its worker, not of the expression"),
+    ("worker-protocol", "run", "12",
+     "a message to or from the worker broke the framed protocol (wrong id or shape, not JSON, cut short) "
+     "or its size cap"),
     # -- the kernel (SPEC 9) -------------------------------------------------------------------
     ("magic", "run", "9.1", "a magic that does not exist or was given wrong arguments"),
 )

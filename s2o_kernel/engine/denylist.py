@@ -7,6 +7,11 @@ documented list of such names (each with its reason) and :func:`check_name`,
 the one function that applies the name rules. The validator calls it for every
 attribute written in an expression; granted helpers such as ``getattr`` call
 it for names built at run time, so no string can reach what a literal cannot.
+
+Nothing here trusts the objects it is handed (SPEC 12): a name is checked only
+when it is an exact ``str`` (a ``str`` subclass can answer ``startswith`` as it
+likes), and :func:`is_metaclass` and :func:`type_name` read a class's flags and
+name through ``type``'s own descriptors, never through the object's methods.
 """
 
 from __future__ import annotations
@@ -113,12 +118,17 @@ OPAQUE_TYPES: tuple[type, ...] = (
 )
 
 
-def name_violation(name: str) -> tuple[str, str] | None:
+def name_violation(name: object) -> tuple[str, str] | None:
     """The rule an attribute or keyword name breaks, or ``None`` when it is allowed.
 
     Returns ``(code, message)`` with code ``underscore``, ``format`` or
-    ``attribute`` (SPEC 3 and 3.1).
+    ``attribute`` (SPEC 3 and 3.1). A name that is not an exact ``str`` (a
+    subclass, whose ``startswith`` or ``__eq__`` may lie) breaks the
+    ``attribute`` rule (SPEC 12: guards never trust the type of what they are
+    handed).
     """
+    if type(name) is not str:
+        return "attribute", f"an attribute name must be a plain str, not {type_name(name)!r}"
     if name.startswith("_"):
         return "underscore", f"names starting with '_' are not allowed: '{name}'"
     if name in FORMAT_ATTRIBUTES:
@@ -129,3 +139,33 @@ def name_violation(name: str) -> tuple[str, str] | None:
     if reason is not None:
         return "attribute", f"the attribute '{name}' is not allowed: {reason}"
     return None
+
+
+#: ``Py_TPFLAGS_TYPE_SUBCLASS``: set on ``type`` and every class derived from it (metaclasses).
+_TYPE_SUBCLASS_FLAG = 1 << 31
+_type_flags = type.__dict__["__flags__"].__get__
+_type_name = type.__dict__["__name__"].__get__
+
+
+def is_class(obj: object) -> bool:
+    """Whether ``obj`` is a class (its type is ``type`` or a metaclass), read from the C type flags."""
+    return bool(_type_flags(type(obj)) & _TYPE_SUBCLASS_FLAG)
+
+
+def is_metaclass(obj: object) -> bool:
+    """Whether ``obj`` is ``type`` or a class derived from it (``abc.ABCMeta``, ``enum.EnumType``).
+
+    Calling a metaclass with three arguments builds a class, whose methods
+    (``startswith``, ``__eq__``, ``keys`` …) can then lie to any check (SPEC
+    12). Decided from the C type flags of ``obj`` and of its type, which
+    neither ``__class__`` nor a metaclass's ``mro()`` can fake.
+    """
+    return is_class(obj) and bool(_type_flags(obj) & _TYPE_SUBCLASS_FLAG)
+
+
+def type_name(obj: object) -> str:
+    """The name of ``obj``'s type for messages, read through ``type`` (a class cannot override it).
+
+    At most 60 characters, as an exact ``str``.
+    """
+    return str.__str__(_type_name(type(obj)))[:60]

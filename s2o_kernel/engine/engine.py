@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import rules
+from . import reach, rules
 from .allowlist import Allowlist, load_allowlist
-from .bounded import BOUNDED_OPERATORS
+from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
-from .guards import FSTRING_HELPER, format_string, guard_kwargs, guarded_import
+from .guards import FSTRING_HELPER, format_string, guard_kwargs, guarded_call, guarded_import
 from .settings import Settings
 
 #: File name given to compiled expressions (how run-time errors find their position).
@@ -97,12 +97,19 @@ class Engine:
     rewrite names a function that is neither a two-argument allowlist name nor
     one of the engine's bounded operators (code ``settings``). ``warnings``
     lists what loaded with a warning.
+
+    ``guarded`` says whether compiled code checks every value it reaches at run time
+    (:mod:`.reach`): on when the allowlist grants a host object (an entry from outside the
+    standard library and this project) or ``guard=True`` is given (a session holding a host
+    object as a local asks for it); off with ``allow_unsafe_entries``, where only the worker's OS
+    confinement stands (SPEC 12).
     """
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, guard: bool = False) -> None:
         self.settings = settings if settings is not None else Settings()
-        self.allowlist: Allowlist = load_allowlist(
-            self.settings.allowlist, allow_unsafe_entries=self.settings.allow_unsafe_entries)
+        unsafe_ok = self.settings.allow_unsafe_entries
+        self.allowlist: Allowlist = load_allowlist(self.settings.allowlist, allow_unsafe_entries=unsafe_ok)
+        self.guarded = not unsafe_ok and (guard or any(reach.is_host_object(o) for o in self.allowlist.names.values()))
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
         limits = self.settings.limits
@@ -118,15 +125,29 @@ class Engine:
             max_for_clauses=rules_cfg.max_for_clauses,
             definition_length=limits.definition_length,
         )
+        self._guarded_twin: Engine | None = None
         self._cache: dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked] = {}
         #: source -> Compiled for plain expressions (no command fields): the hot path's lookup
         self.compiled: dict[str, Compiled] = {}
 
+    def with_guard(self) -> Engine:
+        """This engine, or a twin with the same settings whose code guards every value it reaches."""
+        if self.guarded or self.settings.allow_unsafe_entries:
+            return self
+        twin = self._guarded_twin
+        if twin is None:
+            twin = self._guarded_twin = Engine(self.settings, guard=True)
+        return twin
+
     def _make_builtins(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self.allowlist.names)
+        if self.guarded:
+            table.update(reach.HELPERS)
         table["__import__"] = guarded_import
         table[FSTRING_HELPER] = format_string
         table[rules.KWARGS_GUARD] = guard_kwargs
+        table[rules.SIZED_HELPER] = sized_attribute
+        table[rules.CALL_GUARD] = guarded_call
         for symbol, setting in self.settings.rules.operators.items():
             if setting in ("on", "off"):
                 continue
@@ -191,6 +212,8 @@ class Engine:
             return checked
         if checked.tree is None:  # pragma: no cover - a tree without errors is always there
             raise S2OError("unexpected", "the compile rules returned no tree", stage="validate", source=source)
+        if self.guarded:
+            reach.guard_tree(checked.tree)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # compiler SyntaxWarnings must not reach the host's stderr

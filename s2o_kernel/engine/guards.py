@@ -7,30 +7,55 @@ frames, tracebacks, code objects, generators, coroutines and async
 generators. When an allowlist grants ``getattr``, ``hasattr``, ``pow``,
 ``range`` or ``asyncio.gather``, the name is bound to the guarded version
 here instead of the real one.
+
+Guards never trust the objects they are handed (SPEC 12). A ``str`` subclass
+can answer ``startswith`` or ``__eq__`` as it likes, a ``dict`` subclass can
+list other ``keys()`` than it holds, a ``list`` subclass can iterate over
+other items: so every guard decides on exact built-in types, reading
+containers through the base type's own methods (``dict.items(d)``,
+``list.__iter__(v)``) and names as exact ``str`` (a subclass is refused, or
+copied with ``str.__str__`` where Python itself accepts subclasses, as for
+keyword names). What leaves a guard is what it checked: :func:`guard_kwargs`
+returns a new plain ``dict``. Calls that build classes are refused
+(:func:`guarded_call`), so an expression cannot make such lying objects in
+the first place.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
-from .bounded import bounded_format, bounded_pow, bounded_range
-from .denylist import OPAQUE_TYPES, name_violation
+from .bounded import BOUNDED_REPLACEMENTS, SIZED_METHODS, bounded_format, sized_attribute
+from .denylist import OPAQUE_TYPES, is_metaclass, name_violation, type_name
 from .errors import S2OError
 from .scopes import Secret, SecretText, reveal
 
 _MISSING = object()
+_OPAQUE = frozenset(OPAQUE_TYPES)  # none of these types can be subclassed: an exact match is complete
+
+# C type flags (``tp_flags``) that a class inherits from its built-in base, whatever it overrides
+_flags = type.__dict__["__flags__"].__get__
+_STR, _DICT = 1 << 28, 1 << 29
 
 
-def check_attribute(obj: Any, name: Any) -> None:
-    """Raise ``S2OError`` when reading ``obj.<name>`` breaks a name rule (stage ``run``)."""
-    if not isinstance(name, str):
-        raise S2OError("runtime", f"TypeError: attribute name must be a string, not '{type(name).__name__}'")
+def check_attribute(obj: Any, name: Any) -> str:
+    """Raise ``S2OError`` when reading ``obj.<name>`` breaks a name rule (stage ``run``); return ``name``.
+
+    ``name`` must be an exact ``str``: a subclass is refused with code
+    ``attribute`` (its ``startswith`` could lie), anything else is a
+    ``runtime`` ``TypeError``. No attribute at all may be read on frames,
+    tracebacks, code objects, generators, coroutines and cells.
+    """
+    if type(name) is not str and not _flags(type(name)) & _STR:
+        raise S2OError("runtime", f"TypeError: attribute name must be a string, not '{type_name(name)}'")
     bad = name_violation(name)
     if bad is not None:
         raise S2OError(bad[0], bad[1])
-    if isinstance(obj, OPAQUE_TYPES):
-        raise S2OError("attribute", f"attributes of {type(obj).__name__} objects are not allowed")
+    if type(obj) in _OPAQUE:
+        raise S2OError("attribute", f"attributes of {type_name(obj)} objects are not allowed")
+    return str(name)
 
 
 def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
@@ -41,6 +66,8 @@ def guarded_getattr(obj: Any, name: Any, default: Any = _MISSING) -> Any:
     give; otherwise behaves like ``getattr``.
     """
     check_attribute(obj, name)
+    if name in SIZED_METHODS:
+        return sized_attribute(obj, name) if default is _MISSING or hasattr(obj, name) else default
     if default is _MISSING:
         return getattr(obj, name)
     return getattr(obj, name, default)
@@ -63,18 +90,49 @@ def guarded_hasattr(obj: Any, name: Any) -> bool:
     return True
 
 
-def guard_kwargs(mapping: Any) -> Any:
-    """Check the keys of a ``**mapping`` call argument against the name rules."""
-    try:
-        keys = list(mapping.keys())
-    except AttributeError:
-        raise S2OError("runtime", "TypeError: argument after ** must be a mapping") from None
-    for key in keys:
-        if isinstance(key, str):
-            bad = name_violation(key)
-            if bad is not None and bad[0] == "underscore":
-                raise S2OError(bad[0], bad[1])
-    return mapping
+def guard_kwargs(mapping: Any) -> dict[str, Any]:
+    """Check the keys of a ``**mapping`` call argument against the underscore rule; return a plain dict.
+
+    The call receives the returned ``dict`` (exact ``str`` keys, the values
+    read once), never ``mapping`` itself, so a mapping whose ``keys()``
+    answers differently on a second call, or a ``dict`` subclass whose
+    ``keys()`` hides what it holds, passes nothing it was not checked for.
+    Raises ``S2OError`` (``underscore``; ``runtime`` ``TypeError`` for a value
+    that is not a mapping or a key that is not a string).
+    """
+    if _flags(type(mapping)) & _DICT:
+        items = list(dict.items(mapping))
+    else:
+        try:
+            keys = list(mapping.keys())
+        except AttributeError:
+            raise S2OError("runtime", "TypeError: argument after ** must be a mapping") from None
+        items = [(key, mapping[key]) for key in keys]
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if type(key) is not str:
+            if not _flags(type(key)) & _STR:
+                raise S2OError("runtime", "TypeError: keywords must be strings")
+            key = str.__str__(key)
+        bad = name_violation(key)
+        if bad is not None and bad[0] == "underscore":
+            raise S2OError(bad[0], bad[1])
+        out[key] = value
+    return out
+
+
+def guarded_call(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``, unless it is a metaclass (``type``, ``abc.ABCMeta``, ``enum.EnumType`` …) (SPEC 12).
+
+    Calls with three or more arguments, or with ``*``/``**``, are rewritten to
+    go through here (``rules.CALL_GUARD``): that is the shape of
+    ``M(name, bases, namespace)``, which builds a class whose methods can lie
+    to every guard. Raises ``S2OError("not-allowed")``.
+    """
+    if is_metaclass(fn):
+        name = str.__str__(type.__dict__["__name__"].__get__(fn))[:60]
+        raise S2OError("not-allowed", f"calling the metaclass '{name}' is not allowed: it builds classes (SPEC 12)")
+    return fn(*args, **kwargs)
 
 
 #: Modules that C code of granted functions may import while an expression runs
@@ -89,17 +147,22 @@ def guarded_import(name: Any, globals: Any = None, locals: Any = None, fromlist:
     Only C code of granted functions imports through it; it may import the
     few harmless modules in :data:`C_IMPORTS`, anything else fails cleanly.
     """
-    if level == 0 and isinstance(name, str) and name.split(".")[0] in C_IMPORTS:
+    if type(level) is int and level == 0 and type(name) is str and name.split(".")[0] in C_IMPORTS:
         import importlib
 
         module = importlib.import_module(name)
         return module if fromlist else importlib.import_module(name.split(".")[0])
-    raise S2OError("not-allowed", f"importing '{name}' is not allowed inside an expression")
+    shown = str.__str__(name)[:100] if _flags(type(name)) & _STR else type_name(name)
+    raise S2OError("not-allowed", f"importing '{shown}' is not allowed inside an expression")
 
 
 async def guarded_gather(*aws: Any, return_exceptions: bool = False) -> list[Any]:
-    """``asyncio.gather`` without ``return_exceptions``: exceptions never become values (SPEC 12)."""
-    if return_exceptions:
+    """``asyncio.gather`` without ``return_exceptions``: exceptions never become values (SPEC 12).
+
+    Anything but ``False`` itself is refused (an object whose ``__bool__``
+    says ``False`` today might not tomorrow).
+    """
+    if return_exceptions is not False:
         raise S2OError("not-allowed", "asyncio.gather(..., return_exceptions=True) is not allowed: "
                        "errors cannot become values")
     return await asyncio.gather(*aws)
@@ -108,7 +171,7 @@ async def guarded_gather(*aws: Any, return_exceptions: bool = False) -> list[Any
 #: Hidden global that every f-string is rewritten to call (see :func:`format_string`).
 FSTRING_HELPER = "__s2o_fstring"
 
-_CONVERSIONS = {115: str, 114: repr, 97: ascii}
+_CONVERSIONS: dict[int, Callable[[Any], str]] = {115: str, 114: repr, 97: ascii}
 
 
 def format_string(*parts: Any) -> Any:
@@ -149,7 +212,7 @@ def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
         if type(value) is Secret or type(value) is SecretText:
             text = bounded_format(reveal(value), spec or "") if conversion in (-1, 115) else repr(value)
             out.append(text)
-            masked.append("***" if type(value) is Secret else value._masked)
+            masked.append("***" if type(value) is Secret else object.__getattribute__(value, "_masked"))
             continue
         if conversion != -1:
             value = _CONVERSIONS[conversion](value)
@@ -172,7 +235,7 @@ class SafeIterator:
         self._it = it
         self._name = name
 
-    def __iter__(self) -> "SafeIterator":
+    def __iter__(self) -> SafeIterator:
         return self
 
     def __next__(self) -> Any:
@@ -191,7 +254,7 @@ class SafeAsyncIterator:
         self._it = it
         self._name = name
 
-    def __aiter__(self) -> "SafeAsyncIterator":
+    def __aiter__(self) -> SafeAsyncIterator:
         return self
 
     def __anext__(self) -> Any:
@@ -222,10 +285,8 @@ def wrap_generator_function(fn: Any) -> Any:
 
 #: Real object → guarded stand-in used when an allowlist grants it.
 GUARDED_REPLACEMENTS: dict[int, Any] = {
+    **BOUNDED_REPLACEMENTS,
     id(getattr): guarded_getattr,
     id(hasattr): guarded_hasattr,
-    id(pow): bounded_pow,
-    id(range): bounded_range,
     id(asyncio.gather): guarded_gather,
-    id(format): bounded_format,
 }

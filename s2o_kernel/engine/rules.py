@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .bounded import SIZED_METHODS
 from .denylist import name_violation
 from .errors import S2OError
 
@@ -80,6 +81,10 @@ def operator_helper_name(symbol: str) -> str:
 KWARGS_GUARD = "__s2o_kwargs"
 #: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).
 FSTRING_HELPER = "__s2o_fstring"
+#: Hidden global that reads an attribute named in ``bounded.SIZED_METHODS`` (sizes bounded, SPEC 12).
+SIZED_HELPER = "__s2o_sized"
+#: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
+CALL_GUARD = "__s2o_call"
 
 _SECRET_KEY = "sys.secret must be subscripted with a literal string: sys.secret['NAME']"
 
@@ -287,6 +292,8 @@ class Validator:
         if bad is not None:
             self.error(bad[0], bad[1], node)
         value = node.value
+        if node.attr in SIZED_METHODS and isinstance(node.ctx, ast.Load):
+            self.rewrites.append((item.parent, "", None, node, SIZED_HELPER))
         if isinstance(value, ast.Name) and value.id not in item.bound:
             if value.id == "sys":
                 self._sys_member(item, node)
@@ -345,6 +352,9 @@ class Validator:
         for kw in node.keywords:
             if kw.arg is None:
                 self._double_star(item, kw)
+        if (len(node.args) + len(node.keywords) >= 3 or any(isinstance(a, ast.Starred) for a in node.args)
+                or any(kw.arg is None for kw in node.keywords)):
+            self.rewrites.append((node, "", None, node, CALL_GUARD))  # the shape of M(name, bases, namespace)
         self.push_children(item, node)
         return True
 
@@ -532,34 +542,67 @@ def _statement_hint(source: str) -> str:
     return ""
 
 
-def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[tuple[Any, str, int | None, ast.AST, str]]) -> None:
+Rewrite = tuple[Any, str, int | None, Any, str]
+
+
+def _call(helper: str, args: list[ast.expr], where: ast.AST) -> ast.Call:
+    call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=args, keywords=[])
+    for n in (call, call.func, *args):
+        if not hasattr(n, "lineno"):
+            ast.copy_location(n, where)
+    return call
+
+
+def _rewrite_kwargs(parent: Any, node: Any, helper: str) -> None:
+    """``f(**m)`` → ``f(**__s2o_kwargs(m))``: the keyword names are checked at run time."""
+    parent.value = _call(helper, [parent.value], node)
+
+
+def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
+    """``f'a{x:>4}'`` → ``__s2o_fstring('a', (x, -1, '>4'))``: bounded widths, secrets stay secret."""
+    args: list[ast.expr] = []
+    for value in node.values:
+        if isinstance(value, ast.FormattedValue):
+            spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
+            args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
+        else:
+            args.append(value)
+    call = _call(helper, args, node)
+    for n in args:
+        ast.copy_location(n, node)
+    ast.fix_missing_locations(call)
+    _replace_child(parent, node, call)
+
+
+def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:
+    """``s.zfill`` → ``__s2o_sized(s, 'zfill')``: the method checks its output size first."""
+    _replace_child(parent, node, _call(helper, [node.value, ast.Constant(node.attr)], node))
+
+
+def _rewrite_call_guard(parent: Any, node: Any, helper: str) -> None:
+    """``f(a, b, c)`` → ``__s2o_call(f, a, b, c)``, in place: the callee is checked (no metaclass calls)."""
+    node.args = [node.func, *node.args]
+    node.func = ast.copy_location(ast.Name(id=helper, ctx=ast.Load()), node)
+
+
+def _rewrite_operator(parent: Any, node: Any, helper: str) -> None:
+    """``a ** b`` → ``helper(a, b)``: operator rewriting of SPEC 3."""
+    _replace_child(parent, node, _call(helper, [node.left, node.right], node))
+
+
+#: How each kind of recorded rewrite is applied, by helper name; operator helpers are the default.
+_REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
+    KWARGS_GUARD: _rewrite_kwargs,
+    FSTRING_HELPER: _rewrite_fstring,
+    SIZED_HELPER: _rewrite_sized,
+    CALL_GUARD: _rewrite_call_guard,
+}
+
+
+def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
     """Apply recorded rewrites, innermost first (the walk recorded them outer first)."""
     for parent, _attr, _index, node, helper in reversed(list(rewrites)):
-        if helper == KWARGS_GUARD:
-            kw = parent
-            kw.value = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[kw.value], keywords=[])
-            ast.copy_location(kw.value, node)
-            ast.copy_location(kw.value.func, node)
-            continue
-        if helper == FSTRING_HELPER:
-            args: list[ast.expr] = []
-            for value in node.values:
-                if isinstance(value, ast.FormattedValue):
-                    spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
-                    args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
-                else:
-                    args.append(value)
-            call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=args, keywords=[])
-            for n in (call, call.func, *args):
-                ast.copy_location(n, node)
-            ast.fix_missing_locations(call)
-            _replace_child(parent, node, call)
-            continue
-        # operator rewrite: replace the BinOp inside its parent
-        call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[node.left, node.right], keywords=[])
-        ast.copy_location(call, node)
-        ast.copy_location(call.func, node)
-        _replace_child(parent, node, call)
+        _REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
 
 
 def _replace_child(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:

@@ -79,7 +79,7 @@ class _NotJSON(Exception):
 
 
 class RemoteValue:
-    """A value that lives in a worker process (:mod:`.isolated`): its ``repr`` and JSON form.
+    """A value that lives in a worker process (:mod:`.worker`): its ``repr`` and JSON form.
 
     ``repr()`` gives the worker's text; :func:`as_json` gives ``json`` (``None``
     when the value is not JSON).

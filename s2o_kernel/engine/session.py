@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import introspection, rules
+from . import introspection, reach, rules
 from .dynamic import expression_of
 from .engine import Engine, Validation
 from .errors import S2OError
@@ -222,6 +222,10 @@ class Session:
         ``not-allowed`` for a value holding a generator, coroutine, frame, code object or module."""
         check_target_name(name)
         check_value(value, f"the local '{name}'")
+        reach.check(value, f"the local '{name}'")
+        if not self._run.engine.guarded and reach.is_host_object(value):
+            self._run.engine = self._run.engine.with_guard()
+            self._bind_engine()
         self.namespace()[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:
@@ -269,6 +273,8 @@ class Session:
         ``allowlist``, ``refused-entry``) and then leaves the session exactly as it was.
         """
         engine = Engine(make_settings(merge(self._run.engine.settings.to_dict(), patch)))
+        if self._run.engine.guarded:
+            engine = engine.with_guard()
         self._run.engine = engine
         self._bind_engine()
         return list(engine.warnings)
@@ -437,6 +443,7 @@ class Session:
         one function) each see their own command fields and error.
         """
         namespace = self.namespace()
+        namespace["__builtins__"] = self._run.engine.builtins  # the engine may have turned guarded mid-run
         namespace["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
         self._show_exc(namespace)
         return namespace

@@ -4,10 +4,11 @@ Two jobs that every part of the engine needs when a value crosses a boundary:
 
 * :func:`check_value`: the result and locals check. A result, a local or an output may never hold a
   coroutine (``not-awaited``; it is closed), a generator, an async generator or its awaitables, a
-  frame, a code object, a traceback, a module or a cell (``not-allowed``), however deep it sits. The
-  walk is iterative, visits each container once (shared and cyclic structures cost their size, not
-  their paths), reads containers by their exact type through the C-level accessors of the base type
-  (no method of a subclass or a host object runs), and is bounded: a value with more than
+  frame, a code object, a traceback, a module, a cell or a class builder (metaclass)
+  (``not-allowed``), however deep it sits. The walk is iterative, visits each container once (shared
+  and cyclic structures cost their size, not their paths), reads containers through the C-level
+  accessors of the built-in base type (a subclass's overridden ``__iter__``, ``keys`` or ``args``
+  hides nothing: guards trust no object, SPEC 12), and is bounded: a value with more than
   :data:`SCAN_LIMIT` items is refused rather than half checked.
 * :func:`safe_repr`, :func:`safe_str` and :func:`exception_text`: text for an error message built
   from any value, never raising and never long. An ``int`` too large to print shows its size, a
@@ -18,8 +19,10 @@ What the walk opens, by exact type: ``list``, ``tuple``, ``set``, ``frozenset``,
 ``dict`` and its standard subclasses (``OrderedDict``, ``defaultdict`` with its factory, ``Counter``),
 ``ChainMap``, dict views (``keys()``, ``values()``, ``items()``), ``types.SimpleNamespace``, ``slice``,
 bound methods (their ``self``, unless it is a module: granted functions of a module are bound to it),
-``functools.partial``, ``classmethod``/``staticmethod``, exceptions (``args``, cause, context,
-attributes; an exception carrying a traceback is refused) and the lazy iterators of the builtins and
+``functools.partial``, ``classmethod``/``staticmethod``, ``types.MappingProxyType``, subclasses of
+``list``, ``tuple``, ``dict``, ``set`` and ``frozenset`` (read by the C type flags they inherit),
+exceptions (``args``, cause, context, attributes; an exception carrying a traceback is refused) and
+the lazy iterators of the builtins and
 :mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
 ``__reduce__``, which reads without consuming; one that cannot be opened is refused). Instances of
 other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
@@ -35,6 +38,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
+from .denylist import is_metaclass
 from .errors import S2OError
 from .guards import SafeAsyncIterator, SafeIterator
 
@@ -105,6 +109,10 @@ _ITERABLE_TYPES = frozenset({
 })
 _BOUND_TYPES = frozenset({types.BuiltinMethodType, types.MethodWrapperType})
 
+#: C type flags (``tp_flags``) a class inherits from its built-in base, whatever it overrides.
+_type_flags: Any = vars(type)["__flags__"].__get__
+_LIST_FLAG, _TUPLE_FLAG, _DICT_FLAG = 1 << 25, 1 << 26, 1 << 29
+
 #: The C-level descriptors of an exception's parts: reading through them runs no subclass's property.
 _EXC: dict[str, Any] = {name: vars(BaseException)[name]
                         for name in ("args", "__cause__", "__context__", "__traceback__", "__dict__")}
@@ -153,7 +161,25 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
     return _other_parts(v, t)
 
 
+def _subclass_parts(v: Any, t: type) -> Iterable[Any] | None:
+    """What a subclass of a built-in container holds, read through the base type (its overrides never run)."""
+    flags = _type_flags(t)
+    if flags & _LIST_FLAG:
+        return list(list.__iter__(v))
+    if flags & _TUPLE_FLAG:
+        return list(tuple.__iter__(v))
+    if flags & _DICT_FLAG:
+        return [*dict.keys(v), *dict.values(v)]
+    if issubclass(t, set):
+        return list(set.__iter__(v))
+    if issubclass(t, frozenset):
+        return list(frozenset.__iter__(v))
+    return None
+
+
 def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
+    if t is types.MappingProxyType:
+        return (*v.keys(), *v.values())
     if t is types.MethodType:
         return (v.__self__, v.__func__)
     if t is functools.partial:
@@ -166,7 +192,7 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
         return (v.maps,)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
-    return None
+    return _subclass_parts(v, t)
 
 
 def _forbidden(v: Any, t: type, what_holds: str) -> None:
@@ -177,6 +203,8 @@ def _forbidden(v: Any, t: type, what_holds: str) -> None:
     what = FORBIDDEN_VALUE_TYPES.get(t)
     if what is None and issubclass(t, types.ModuleType):
         what = "a module"
+    if what is None and is_metaclass(v):
+        what = "a class builder (metaclass)"
     if what is not None:
         raise _refused(what, what_holds)
 
@@ -187,7 +215,7 @@ def check_value(value: Any, what_holds: str) -> None:
     ``what_holds`` names the holder in the message ("the result of an expression", "the local 'x'").
     Raises ``S2OError`` ``not-awaited`` for a coroutine (which is closed), ``not-allowed`` for a
     generator, async generator or one of its awaitables, frame, code object, traceback, module, cell,
-    a raised exception, an iterator of a granted generator, a lazy iterator that cannot be opened,
+    metaclass, a raised exception, an iterator of a granted generator, a lazy iterator that cannot be opened,
     and for a value with more than :data:`SCAN_LIMIT` items (too large to check). See the module doc
     for what is opened.
     """

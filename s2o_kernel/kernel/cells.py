@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from s2o_kernel.kernel.render import CellError
+from s2o_kernel.engine import S2OError
 
 # Kinds of cell.
 EMPTY = "empty"
@@ -97,64 +98,73 @@ def _raw_body_after_magic_line(code: str) -> str:
 
 
 def looks_like_json(text: str) -> bool:
+    """True when ``text`` starts like a JSON object, list or string."""
     return text[:1] in ("{", "[", '"')
 
 
 def json_error_text(exc: json.JSONDecodeError) -> str:
+    """``message (line L, column C)`` of a JSON error, both 1-based."""
     return f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
 
 
+def _magic_cell(text: str, code: str) -> Cell:
+    """A cell starting with ``%``: a cell magic (``%%``) or a line magic."""
+    first, _, rest = text.partition("\n")
+    m = _MAGIC_RE.match(first.strip())
+    assert m is not None  # the pattern matches any single line
+    percent, name, arg = m.groups()
+    if percent == "%%":
+        return Cell(CELL_MAGIC, text, magic=name, arg=arg.strip(), body=rest,
+                    raw_body=_raw_body_after_magic_line(code))  # fmt: skip
+    full_arg = (arg + ("\n" + rest if rest else "")).strip()
+    return Cell(LINE_MAGIC, text, magic=name, arg=full_arg)
+
+
+def _json_cell(text: str, fragment_kind: FragmentKind | None) -> Cell | str | None:
+    """JSON-looking text: a dynamic-string or fragment cell; else why it is not JSON (or ``None``).
+
+    The reason is kept only for text most likely meant as JSON (``{"var": ...``).
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return json_error_text(exc) if _MEANT_AS_JSON.match(text) else None
+    except (ValueError, RecursionError):
+        return "not valid JSON" if _MEANT_AS_JSON.match(text) else None
+    if isinstance(data, str):
+        return Cell(DYNAMIC, data, data=data)
+    kind = None
+    if fragment_kind is not None:
+        try:
+            kind = fragment_kind(data)
+        except Exception:  # an engine that cannot judge it: an expression
+            kind = None
+    return Cell(FRAGMENT, text, data=data, arg=str(kind)) if kind is not None else None
+
+
 def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:
-    """Classify one cell (see the module docstring for the precedence)."""
+    """Classify one cell (see the module docstring for the precedence); never raises."""
     text = strip_comments(code).strip()
     if not text:
         return Cell(EMPTY, "")
     if text.startswith("%"):
-        first, _, rest = text.partition("\n")
-        m = _MAGIC_RE.match(first.strip())
-        assert m is not None  # the pattern matches any single line
-        percent, name, arg = m.groups()
-        if percent == "%%":
-            return Cell(
-                CELL_MAGIC,
-                text,
-                magic=name,
-                arg=arg.strip(),
-                body=rest,
-                raw_body=_raw_body_after_magic_line(code),
-            )
-        full_arg = (arg + ("\n" + rest if rest else "")).strip()
-        return Cell(LINE_MAGIC, text, magic=name, arg=full_arg)
+        return _magic_cell(text, code)
     m = _HELP_RE.match(text)
     if m:
         return Cell(HELP, text, arg=m.group("pre") or m.group("post"))
     json_error: str | None = None
     if looks_like_json(text):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            if _MEANT_AS_JSON.match(text):
-                json_error = json_error_text(exc)
-        except (ValueError, RecursionError):
-            if _MEANT_AS_JSON.match(text):
-                json_error = "not valid JSON"
-        else:
-            if isinstance(data, str):
-                return Cell(DYNAMIC, data, data=data)
-            kind = None
-            if fragment_kind is not None:
-                try:
-                    kind = fragment_kind(data)
-                except Exception:
-                    kind = None
-            if kind is not None:
-                return Cell(FRAGMENT, text, data=data, arg=str(kind))
+        found = _json_cell(text, fragment_kind)
+        if isinstance(found, Cell):
+            return found
+        json_error = found
     if text.startswith("{") and text.endswith("}"):
         return Cell(DYNAMIC, text, json_error=json_error)
     return Cell(EXPRESSION, text, json_error=json_error)
 
 
 def valid_magic_name(name: str | None) -> bool:
+    """True for a name a magic may have: a letter, then letters, digits, ``_`` and ``-``."""
     return bool(name) and bool(_MAGIC_NAME_RE.match(name or ""))
 
 
@@ -163,7 +173,7 @@ def parse_json_argument(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CellError(
+        raise S2OError(
             "syntax",
             f"{what} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             line=exc.lineno,
@@ -172,6 +182,6 @@ def parse_json_argument(text: str, what: str) -> Any:
             stage="validate",
         ) from None
     except (ValueError, RecursionError) as exc:
-        raise CellError(
+        raise S2OError(
             "syntax", f"{what} is not valid JSON: {type(exc).__name__}", stage="validate"
         ) from None

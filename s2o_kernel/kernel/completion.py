@@ -12,24 +12,31 @@ import codeop
 import json
 import re
 import warnings
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from s2o_kernel.kernel.cells import is_comment_line, looks_like_json, strip_comments
+from s2o_kernel.kernel.contract import SessionLike
 
 _IDENT_CHARS = re.compile(r"[A-Za-z0-9_.]")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MAGIC_PREFIX = re.compile(r"^(\s*)(%%?)([A-Za-z0-9_-]*)$")
 
-#: Words of fragments (command names and their structural fields).
+#: Words offered inside a JSON fragment: the command names and structural field names the engine
+#: accepts (SPEC 7). ``api``, ``db``, ``llm`` and ``ask`` are left out while the engine refuses them
+#: (they need outside systems), and ``outputPath`` because no command of this version takes it.
 FRAGMENT_KEYWORDS = (
     "var", "if", "for", "while", "break", "continue", "return", "fail", "end", "output",
-    "log", "call", "parallel", "api", "db", "llm", "ask", "onError", "commands", "args",
+    "log", "call", "parallel", "onError", "commands", "args",
     "functions", "main", "then", "else", "condition", "item", "in", "index", "function",
-    "outputPath",
 )  # fmt: skip
+
+#: The inspect_reply content when nothing applies.
+NOT_FOUND: dict[str, Any] = {"status": "ok", "found": False, "data": {}, "metadata": {}}
 
 
 def clamp(cursor_pos: Any, code: str) -> int:
+    """``cursor_pos`` as an offset into ``code`` (code points), clamped; the end when it is not a number."""
     try:
         pos = int(cursor_pos)
     except (TypeError, ValueError):
@@ -38,6 +45,7 @@ def clamp(cursor_pos: Any, code: str) -> int:
 
 
 def empty_reply(cursor_pos: int) -> dict[str, Any]:
+    """A complete_reply with no matches at ``cursor_pos``."""
     return {
         "status": "ok",
         "matches": [],
@@ -92,70 +100,71 @@ def token_before(code: str, pos: int) -> tuple[str, int]:
 def complete(
     code: str,
     cursor_pos: Any,
-    session: Any,
+    session: SessionLike | None,
     *,
     line_magics: Iterable[str] = (),
     cell_magics: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """The complete_reply content for ``code`` at ``cursor_pos``; never raises."""
+    """The complete_reply content for ``code`` at ``cursor_pos`` (code points); never raises."""
     code = code if isinstance(code, str) else ""
     pos = clamp(len(code) if cursor_pos is None else cursor_pos, code)
     try:
-        return _complete(code, pos, session, list(line_magics), list(cell_magics))
+        magic = _complete_magic(code, pos, list(line_magics), list(cell_magics))
+        if magic is not None:
+            return magic
+        token, start = token_before(code, pos)
+        if token[:1].isdigit() or session is None:
+            return empty_reply(pos)
+        if "." in token:
+            return _complete_member(session, token, start, pos)
+        return _complete_name(session, code, token, start, pos)
     except Exception:
         return empty_reply(pos)
 
 
-def _complete(
-    code: str, pos: int, session: Any, line_magics: list[str], cell_magics: list[str]
-) -> dict[str, Any]:
-    prefix = _line_prefix(code, pos)
-    m = _MAGIC_PREFIX.match(prefix)
-    if m and _is_first_code_line(code, pos):
-        indent, percent, partial = m.groups()
-        names = cell_magics if percent == "%%" else line_magics
-        start = pos - len(percent) - len(partial)
-        hits = [(percent + n, "magic") for n in sorted(names) if n.startswith(partial)]
-        return _reply(hits, start, pos)
+def _complete_magic(code: str, pos: int, line_magics: list[str], cell_magics: list[str]) -> dict[str, Any] | None:
+    """Magic names after ``%`` or ``%%`` on the cell's first code line; ``None`` elsewhere."""
+    m = _MAGIC_PREFIX.match(_line_prefix(code, pos))
+    if not m or not _is_first_code_line(code, pos):
+        return None
+    _, percent, partial = m.groups()
+    names = cell_magics if percent == "%%" else line_magics
+    hits = [(percent + n, "magic") for n in sorted(names) if n.startswith(partial)]
+    return _reply(hits, pos - len(percent) - len(partial), pos)
 
-    token, start = token_before(code, pos)
-    if token[:1].isdigit():
-        return empty_reply(pos)
-    if session is None:
-        return empty_reply(pos)
-    if "." in token:
-        base, _, partial = token.rpartition(".")
-        if not base or base.endswith(".") or not all(_IDENT.match(p) for p in base.split(".")):
-            return empty_reply(pos)
-        members = session.member_names(base) or []
-        kinds = _kinds(session)
-        hits = []
-        for member in members:
-            member = str(member)
-            if member.startswith("_") or not member.startswith(partial):
-                continue
-            full = f"{base}.{member}"
-            hits.append((full, kinds.get(full, "member")))
-        return _reply(_sorted(hits), start, pos)
 
+def _complete_member(session: SessionLike, token: str, start: int, pos: int) -> dict[str, Any]:
+    """``base.partial``: the public members of ``base`` that start with ``partial``."""
+    base, _, partial = token.rpartition(".")
+    if not base or base.endswith(".") or not all(_IDENT.match(p) for p in base.split(".")):
+        return empty_reply(pos)
     kinds = _kinds(session)
+    hits = []
+    for member in session.member_names(base):
+        if member.startswith("_") or not member.startswith(partial):
+            continue
+        full = f"{base}.{member}"
+        hits.append((full, kinds.get(full, "member")))
+    return _reply(_sorted(hits), start, pos)
+
+
+def _complete_name(session: SessionLike, code: str, token: str, start: int, pos: int) -> dict[str, Any]:
+    """Names that start with ``token``; inside a JSON fragment, after a quote, fragment words too."""
     hits = [
         (name, kind)
-        for name, kind in kinds.items()
+        for name, kind in _kinds(session).items()
         if "." not in name and not name.startswith("_") and name.startswith(token)
     ]
-    # Inside a JSON fragment, right after an opening quote: command words.
     if start > 0 and code[start - 1] == '"' and looks_like_json(strip_comments(code).strip()):
         hits.extend((w, "keyword") for w in FRAGMENT_KEYWORDS if w.startswith(token))
     return _reply(_sorted(hits), start, pos)
 
 
-def _kinds(session: Any) -> dict[str, str]:
+def _kinds(session: SessionLike) -> dict[str, str]:
     try:
-        names = session.completion_names() or {}
-    except Exception:
+        return session.completion_names()
+    except Exception:  # a worker that cannot answer: no names
         return {}
-    return {str(k): str(v) for k, v in dict(names).items()}
 
 
 # -- inspect -------------------------------------------------------------------
@@ -187,25 +196,20 @@ def name_at(code: str, pos: int) -> str:
     return name
 
 
-def inspect(code: str, cursor_pos: Any, session: Any) -> dict[str, Any]:
-    """The inspect_reply content; ``found`` false when nothing applies."""
-    none = {"status": "ok", "found": False, "data": {}, "metadata": {}}
+def inspect(code: str, cursor_pos: Any, session: SessionLike | None) -> dict[str, Any]:
+    """The inspect_reply content: the session's description of the name at the cursor; never raises.
+
+    ``found`` is false when there is no name there or the session knows nothing about it.
+    """
     try:
         code = code if isinstance(code, str) else ""
         name = name_at(code, clamp(len(code) if cursor_pos is None else cursor_pos, code))
-        if not name or session is None:
-            return none
-        text = session.describe(name)
-        if not text:
-            return none
-        text = str(text)
-        try:
-            text = session.redact(text)
-        except Exception:
-            pass
-        return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
-    except Exception:
-        return none
+        text = session.describe(name) if name and session is not None else None
+        if not text or session is None:
+            return NOT_FOUND.copy()
+        return {"status": "ok", "found": True, "data": {"text/plain": session.redact(text)}, "metadata": {}}
+    except Exception:  # a worker that cannot answer: nothing found
+        return NOT_FOUND.copy()
 
 
 # -- is_complete ---------------------------------------------------------------
@@ -276,39 +280,60 @@ def is_complete(code: str) -> dict[str, str]:
         return {"status": "unknown"}
 
 
+_COMPLETE = {"status": "complete"}
+
+
+def _incomplete_json(text: str) -> dict[str, str] | None:
+    """The incomplete status of JSON-looking text that is not finished yet, else ``None``."""
+    status = _json_status(text)
+    return status if status is not None and status["status"] == "incomplete" else None
+
+
+def _cell_magic_status(text: str) -> dict[str, str]:
+    """``%%name`` cells: a body is needed; ``%%fragment`` and ``%%expr`` bodies are checked."""
+    first, _, body = text.partition("\n")
+    body = body.strip()
+    if not body:
+        return {"status": "incomplete", "indent": ""}
+    name = first[2:].split(None, 1)[0] if first[2:].strip() else ""
+    if name == "fragment":
+        return _json_status(body) or {"status": "invalid"}
+    if name == "expr":
+        return _expression_status(body)
+    if name in ("rules", "limits", "sys"):
+        return _incomplete_json(body) or _COMPLETE.copy()
+    return _COMPLETE.copy()
+
+
+def _line_magic_status(text: str) -> dict[str, str]:
+    """``%name ARG``: incomplete only while a JSON argument is unfinished."""
+    first, _, rest = text.partition("\n")
+    parts = first.split(None, 1)
+    arg = ((parts[1] if len(parts) > 1 else "") + ("\n" + rest if rest else "")).strip()
+    if arg.startswith(("{", "[")):
+        return _incomplete_json(arg) or _COMPLETE.copy()
+    return _COMPLETE.copy()
+
+
 def _is_complete(code: str) -> dict[str, str]:
     text = strip_comments(code).strip()
     if not text:
-        return {"status": "complete"}
+        return _COMPLETE.copy()
     if text.startswith("%%"):
-        first, _, body = text.partition("\n")
-        if not body.strip():
-            return {"status": "incomplete", "indent": ""}
-        name = first[2:].split(None, 1)[0] if first[2:].strip() else ""
-        if name == "fragment":
-            return _json_status(body.strip()) or {"status": "invalid"}
-        if name == "expr":
-            return _expression_status(body.strip())
-        if name in ("rules", "limits", "sys"):
-            status = _json_status(body.strip())
-            if status is not None and status["status"] == "incomplete":
-                return status
-        return {"status": "complete"}
+        return _cell_magic_status(text)
     if text.startswith("%"):
-        first, _, rest = text.partition("\n")
-        parts = first.split(None, 1)
-        arg = ((parts[1] if len(parts) > 1 else "") + ("\n" + rest if rest else "")).strip()
-        if arg.startswith(("{", "[")):
-            status = _json_status(arg)
-            if status is not None and status["status"] == "incomplete":
-                return status
-        return {"status": "complete"}
-    if looks_like_json(text):
-        json_status = _json_status(text)
-        if json_status is not None and json_status["status"] == "complete":
-            return json_status
-        expr_status = _expression_status(text)
-        if expr_status["status"] == "complete" or json_status is None:
-            return expr_status
+        return _line_magic_status(text)
+    if not looks_like_json(text):
+        return _expression_status(text)
+    return _json_or_expression_status(text)
+
+
+def _json_or_expression_status(text: str) -> dict[str, str]:
+    """JSON-looking text: complete JSON, else what it is as an expression, else unfinished JSON."""
+    json_status = _json_status(text)
+    if json_status is not None and json_status["status"] == "complete":
         return json_status
-    return _expression_status(text)
+    expr_status = _expression_status(text)
+    if expr_status["status"] == "complete" or json_status is None:
+        return expr_status
+    return json_status

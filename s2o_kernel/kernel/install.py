@@ -38,9 +38,19 @@ _NAME_RE = re.compile(r"^[a-z0-9._-]+$")
 _LOGOS = ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg")
 
 
+#: The kernelspec folder at the top of a checkout (next to ``s2o_kernel/``).
+CHECKOUT_KERNELSPEC = Path(__file__).resolve().parents[2] / "kernelspec"
+
+
 def resource_dir() -> Path:
-    """The packaged kernelspec directory (kernel.json and the three logos)."""
-    return Path(str(resources.files("s2o_kernel.kernel") / "resources" / "kernelspec"))
+    """The kernelspec directory (``kernel.json`` and the three logos) this installation ships.
+
+    An installed wheel holds it inside the package (``s2o_kernel/kernel/kernelspec``, mapped
+    there from the top-level ``kernelspec/`` folder when the wheel is built); a checkout (or an
+    editable install) reads the top-level ``kernelspec/`` folder.
+    """
+    packaged = Path(str(resources.files("s2o_kernel.kernel") / "kernelspec"))
+    return packaged if (packaged / "kernel.json").is_file() else CHECKOUT_KERNELSPEC
 
 
 def valid_name(name: str) -> bool:
@@ -127,6 +137,7 @@ def _is_root() -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m s2o_kernel install``."""
     parser = argparse.ArgumentParser(
         prog="python -m s2o_kernel install",
         description="Install the s2o Jupyter kernelspec for this Python interpreter.",
@@ -166,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m s2o_kernel install ...``: install the kernelspec; the exit status (1 when it cannot be written)."""
     parser = build_parser()
     opts = parser.parse_args(sys.argv[1:] if argv is None else argv)
     name = opts.name.lower()

@@ -22,24 +22,24 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fnmatch
 import signal
 import sys
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
+from ipykernel.iostream import OutStream
 from ipykernel.kernelbase import Kernel
+from IPython.core.error import StdinNotImplementedError
 
-from s2o_kernel import __version__
-from s2o_kernel.kernel import completion as _completion
-from s2o_kernel.kernel import magics as _magics
+from s2o_kernel import __version__, engine
+from s2o_kernel.kernel import completion
+from s2o_kernel.kernel.contract import ContainedSessionLike
+from s2o_kernel.kernel.history import History
+from s2o_kernel.kernel.magics import cell_magic_names, line_magic_names
 from s2o_kernel.kernel.render import error_info
 from s2o_kernel.kernel.runner import CellRunner, Outcome
 from s2o_kernel.kernel.startup import start_session
-
-#: Session number reported in history replies (the one session of this process).
-HISTORY_SESSION = 1
-_HISTORY_MAX = 10_000
 
 
 @contextlib.contextmanager
@@ -53,7 +53,7 @@ def _sigint_ignored() -> Iterator[None]:
         return
     try:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+    except (ValueError, OSError):  # not the main interpreter
         yield
         return
     try:
@@ -70,7 +70,7 @@ class S2OKernel(Kernel):
     implementation_version = __version__
     language = "s2o"
     language_version = __version__
-    language_info = {
+    language_info = {  # noqa: RUF012 - ipykernel's class attribute
         "name": "s2o",
         "version": __version__,
         "mimetype": "text/x-python",
@@ -82,7 +82,7 @@ class S2OKernel(Kernel):
         f"s2o {__version__}: Search2o agent expressions and JSON fragments\n"
         "Type %help for help, %lsmagic for the magics, name? for help on a name."
     )
-    help_links = [
+    help_links = [  # noqa: RUF012 - ipykernel's class attribute
         {
             "text": "Python expressions (the expression syntax)",
             "url": "https://docs.python.org/3/reference/expressions.html",
@@ -96,42 +96,42 @@ class S2OKernel(Kernel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._history: list[tuple[int, int, str, str | None]] = []
+        self.history = History()
         started = start_session(self.log)
         self.s2o_session = started.session
-        self.s2o_api = started.api
         self.runner = CellRunner(
             started.session,
-            started.api,
+            engine,
             pending_error=started.pending_error,
             startup_error=started.startup_error,
             startup_warnings=started.warnings,
-            logger=self.log,
         )
+        self.runner.log = self.log
         self.runner.publisher = self._publish_now
         # The contained session's worker is a child process: stop it when the
         # kernel shuts down (do_shutdown) or exits any other way.
         atexit.register(self._close_session)
 
     def _close_session(self) -> None:
-        close = getattr(self.s2o_session, "close", None)
-        if callable(close):
-            with contextlib.suppress(BaseException):
-                close()
+        if isinstance(self.s2o_session, ContainedSessionLike):
+            with contextlib.suppress(Exception):
+                self.s2o_session.close()
 
-    def _password(self, prompt: str) -> str:
-        """The front end's password prompt (``input_request`` with ``password``)."""
-        return self.getpass(prompt)
+    def _password(self, prompt: str) -> str | None:
+        """The front end's password prompt (``input_request`` with ``password``); ``None`` when it cannot prompt."""
+        try:
+            return self.getpass(prompt)
+        except StdinNotImplementedError:
+            return None
 
     # -- kernel_info -------------------------------------------------------
 
     @property
     def kernel_info(self) -> dict[str, Any]:
+        """ipykernel's kernel_info without the features this kernel does not have (debugger, subshells)."""
         info = dict(super().kernel_info)
         features = info.get("supported_features") or []
-        info["supported_features"] = [
-            f for f in features if f not in ("debugger", "kernel subshells")
-        ]
+        info["supported_features"] = [f for f in features if f not in ("debugger", "kernel subshells")]
         return info
 
     # -- parent routing ---------------------------------------------------
@@ -141,18 +141,19 @@ class S2OKernel(Kernel):
         super().set_parent(ident, parent, channel)
         if channel == "shell":
             for stream in (sys.stdout, sys.stderr):
-                setter = getattr(stream, "set_parent", None)
-                if setter is not None:
+                if isinstance(stream, OutStream):
                     with contextlib.suppress(Exception):
-                        setter(parent)
+                        stream.set_parent(parent)
 
     # -- subshells: not supported ------------------------------------------
 
     async def create_subshell_request(self, socket: Any, ident: Any, parent: Any) -> None:
+        """Refused: the session is not thread-safe."""
         self._refuse_subshells(socket, ident, parent, "create_subshell_reply",
                                "The s2o kernel does not support subshells: its session is not thread-safe.")
 
     async def delete_subshell_request(self, socket: Any, ident: Any, parent: Any) -> None:
+        """Refused: there are no subshells."""
         self._refuse_subshells(socket, ident, parent, "delete_subshell_reply",
                                "The s2o kernel does not support subshells.")
 
@@ -179,19 +180,8 @@ class S2OKernel(Kernel):
         if outcome.error is not None:
             self.send_response(self.iopub_socket, "error", outcome.error.content())
 
-    def _remember(self, code: str, outcome: Outcome) -> None:
-        self._history.append((HISTORY_SESSION, self.execution_count, code, outcome.result_text))
-        if len(self._history) > _HISTORY_MAX:
-            del self._history[: len(self._history) - _HISTORY_MAX]
-
-    def _execute(
-        self,
-        code: str,
-        silent: bool,
-        store_history: bool,
-        user_expressions: Any,
-        allow_stdin: bool = False,
-    ) -> dict[str, Any]:
+    def _execute(self, code: str, silent: bool, store_history: bool, user_expressions: Any,
+                 allow_stdin: bool) -> dict[str, Any]:  # fmt: skip
         # ipykernel's getpass() asks the front end only when this is true.
         self._allow_stdin = bool(allow_stdin)
         self.runner.getpass = self._password if allow_stdin else None
@@ -200,7 +190,7 @@ class S2OKernel(Kernel):
             user_results: dict[str, Any] = {}
             if outcome.ok and user_expressions:
                 user_results = self.runner.evaluate_user_expressions(dict(user_expressions))
-        except BaseException as exc:  # noqa: BLE001 - every request gets a reply
+        except BaseException as exc:  # every request gets a reply
             outcome = Outcome(error=error_info(exc))
             user_results = {}
         with _sigint_ignored():
@@ -208,15 +198,11 @@ class S2OKernel(Kernel):
                 if not silent:
                     self._publish(outcome)
                 if store_history and not silent:
-                    self._remember(code, outcome)
-            except BaseException:  # noqa: BLE001
+                    self.history.remember(self.execution_count, code, outcome.result_text)
+            except BaseException:
                 self.log.error("s2o: could not publish the outputs of a cell", exc_info=True)
             if outcome.error is not None:
-                return {
-                    "status": "error",
-                    "execution_count": self.execution_count,
-                    **outcome.error.content(),
-                }
+                return {"status": "error", "execution_count": self.execution_count, **outcome.error.content()}
             return {
                 "status": "ok",
                 "execution_count": self.execution_count,
@@ -235,39 +221,39 @@ class S2OKernel(Kernel):
         cell_meta: Any = None,
         cell_id: Any = None,
     ) -> dict[str, Any]:
+        """``execute_request``: run the cell synchronously, publish its outputs, reply."""
         try:
             return self._execute(code, silent, store_history, user_expressions, allow_stdin)
-        except BaseException as exc:  # noqa: BLE001 - last line of defence
+        except BaseException as exc:  # last line of defence: every request gets a reply
             info = error_info(exc)
             return {"status": "error", "execution_count": self.execution_count, **info.content()}
 
     # -- completion, inspection, is_complete --------------------------------
 
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
+        """``complete_request``: names, members, magics and fragment words (never an error)."""
         try:
-            return _completion.complete(
-                code,
-                cursor_pos,
-                self.s2o_session,
-                line_magics=_magics.line_magic_names(),
-                cell_magics=_magics.cell_magic_names(),
+            return completion.complete(
+                code, cursor_pos, self.s2o_session, line_magics=line_magic_names(), cell_magics=cell_magic_names()
             )
-        except BaseException:  # noqa: BLE001
+        except BaseException:  # an interrupt while completing: still a reply
             pos = len(code) if cursor_pos is None else cursor_pos
-            return _completion.empty_reply(_completion.clamp(pos, code or ""))
+            return completion.empty_reply(completion.clamp(pos, code or ""))
 
     async def do_inspect(
         self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
     ) -> dict[str, Any]:
+        """``inspect_request``: the description of the name under the cursor."""
         try:
-            return _completion.inspect(code, cursor_pos, self.s2o_session)
-        except BaseException:  # noqa: BLE001
-            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+            return completion.inspect(code, cursor_pos, self.s2o_session)
+        except BaseException:  # an interrupt while inspecting: still a reply
+            return completion.NOT_FOUND.copy()
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:
+        """``is_complete_request``: complete, incomplete (with an indent) or invalid."""
         try:
-            return _completion.is_complete(code)
-        except BaseException:  # noqa: BLE001
+            return completion.is_complete(code)
+        except BaseException:  # an interrupt while checking: still a reply
             return {"status": "unknown"}
 
     # -- history and shutdown ----------------------------------------------
@@ -285,55 +271,17 @@ class S2OKernel(Kernel):
         unique: bool = False,
         **kwargs: Any,
     ) -> dict[str, Any]:
+        """``history_request``: ``tail``, ``range`` or ``search`` over this kernel's cells."""
         try:
-            entries = self._history_entries(
-                hist_access_type, session, start, stop, n, pattern, unique
-            )
-            history = [
-                (s, line, (code, out) if output else code) for s, line, code, out in entries
-            ]
-        except Exception:
+            history = self.history.reply(hist_access_type, output=output, session=session, start=start,
+                                         stop=stop, n=n, pattern=pattern, unique=unique)  # fmt: skip
+        except Exception:  # a malformed request gets an empty history
             history = []
         return {"status": "ok", "history": history}
 
-    def _history_entries(
-        self,
-        access: str,
-        session: int | None,
-        start: int | None,
-        stop: int | None,
-        n: int | None,
-        pattern: str | None,
-        unique: bool,
-    ) -> list[tuple[int, int, str, str | None]]:
-        items = list(self._history)
-        if access == "range":
-            if session not in (None, 0, HISTORY_SESSION) and not (
-                isinstance(session, int) and session < 0
-            ):
-                return []
-            lo = start if start is not None else 0
-            hi = stop if stop is not None else (items[-1][1] + 1 if items else 0)
-            return [e for e in items if lo <= e[1] < hi]
-        if access == "search":
-            pat = pattern or "*"
-            found = [e for e in items if fnmatch.fnmatchcase(e[2], pat)]
-            if unique:
-                seen: set[str] = set()
-                kept = []
-                for e in reversed(found):
-                    if e[2] not in seen:
-                        seen.add(e[2])
-                        kept.append(e)
-                found = list(reversed(kept))
-            return found[-n:] if n else found
-        # tail (default)
-        if n is None:
-            return items
-        return items[-n:] if n > 0 else []
-
     async def do_shutdown(self, restart: bool) -> dict[str, Any]:
-        self._close_session()  # stops the worker of a contained session
+        """``shutdown_request``: stop the worker of a contained session."""
+        self._close_session()
         return {"status": "ok", "restart": restart}
 
 
@@ -353,6 +301,6 @@ def launch(argv: list[str] | None = None) -> None:
     app = IPKernelApp.instance(kernel_class=S2OKernel)
     app.initialize(argv)
     app.start()
-    control = getattr(app, "control_thread", None)
+    control = app.control_thread
     if control is not None and control.is_alive() and control is not threading.current_thread():
         control.join(timeout=1.0)

@@ -1,21 +1,23 @@
-"""Turn engine values and errors into Jupyter content: mime bundles and error triples.
+"""Turn engine values and errors into Jupyter content: mime bundles and error triples (SPEC 9).
 
-Nothing here talks to ZMQ or imports Jupyter; the functions take plain values
-and return plain dicts, so they are unit-tested directly.
+Nothing here talks to ZMQ or imports Jupyter; the functions take plain values and return plain
+dicts, so they are unit-tested directly.
 
-Errors are duck-typed: anything with string attributes ``code`` and
-``message`` is a coded error (the engine's ``S2OError`` and the kernel's own
-:class:`CellError`); an object that also has a list ``errors`` is a group.
+Errors are the engine's own types: an :class:`~s2o_kernel.engine.S2OError` (the kernel raises
+them too, e.g. ``S2OError("magic", ...)``) shows as ``code: message`` followed by its position, its
+``details`` one a line and its notes (``add_note``); an :class:`~s2o_kernel.engine.ErrorGroup`
+lists each of its errors. Any other exception is ``unexpected`` with no Python frames.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from s2o_kernel.engine.errors import S2OError
+from s2o_kernel.engine import ErrorGroup, S2OError
 
 Redactor = Callable[[str], str]
 
@@ -23,48 +25,6 @@ Redactor = Callable[[str], str]
 #: the interrupt lands: in the engine, in the worker, in the kernel, or by
 #: the worker being killed when it did not answer.
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
-
-
-class CellError(S2OError):
-    """A coded error raised by the kernel itself (magics, cell syntax): the engine's ``S2OError``.
-
-    ``notes`` are extra traceback lines.
-    """
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        *,
-        line: int | None = None,
-        col: int | None = None,
-        path: str | None = None,
-        source: str | None = None,
-        stage: str = "run",
-        details: dict[str, Any] | None = None,
-        notes: list[str] | None = None,
-    ) -> None:
-        super().__init__(code, message, line=line, col=col, path=path, stage=stage, source=source,
-                         details=details)
-        for note in notes or []:
-            self.add_note(note)
-
-
-class CellErrorGroup(CellError):
-    """Several coded errors reported together (e.g. ``%validate``)."""
-
-    def __init__(self, errors: list[Any], message: str | None = None) -> None:
-        first = errors[0]
-        extra = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        super().__init__(
-            str(first.code),
-            message if message is not None else f"{first.message}{extra}",
-            line=getattr(first, "line", None),
-            col=getattr(first, "col", None),
-            path=getattr(first, "path", None),
-            source=getattr(first, "source", None),
-        )
-        self.errors = list(errors)
 
 
 @dataclass
@@ -76,6 +36,7 @@ class ErrorInfo:
     traceback: list[str] = field(default_factory=list)
 
     def content(self) -> dict[str, Any]:
+        """``{"ename", "evalue", "traceback"}`` for an ``error`` message or an error reply."""
         return {"ename": self.ename, "evalue": self.evalue, "traceback": list(self.traceback)}
 
 
@@ -83,101 +44,88 @@ def _identity(text: str) -> str:
     return text
 
 
-def is_coded(exc: BaseException) -> bool:
-    """True for an engine ``S2OError`` or a :class:`CellError` (duck-typed)."""
-    return isinstance(getattr(exc, "code", None), str) and isinstance(
-        getattr(exc, "message", None), str
-    )
-
-
 def _safe_str(value: Any) -> str:
     try:
         return str(value)
-    except Exception:  # pragma: no cover - defensive
+    except Exception:  # an exception whose __str__ fails
         return f"<{type(value).__name__}>"
 
 
 def caret_line(text: str, col: int) -> str:
-    """Spaces (tabs kept as tabs) up to ``col`` followed by ``^``."""
+    """Spaces (tabs kept as tabs) up to ``col`` (0-based, characters) followed by ``^``."""
     col = max(0, min(col, len(text)))
     pad = "".join("\t" if ch == "\t" else " " for ch in text[:col])
     return pad + "^"
 
 
-def _location_lines(err: Any) -> list[str]:
+def _location_lines(err: S2OError) -> list[str]:
+    """``at PATH``, then the offending line of ``source`` and a caret under ``col`` (SPEC 9, 11)."""
     lines: list[str] = []
-    path = getattr(err, "path", None)
-    if path:
-        lines.append(f"  at {path}")
-    source = getattr(err, "source", None)
-    line = getattr(err, "line", None)
-    if isinstance(source, str) and source and isinstance(line, int) and line >= 1:
-        src_lines = source.splitlines() or [""]
+    if err.path:
+        lines.append(f"  at {err.path}")
+    line = err.line
+    if err.source and line is not None and line >= 1:
+        src_lines = err.source.splitlines() or [""]
         if line <= len(src_lines):
             text = src_lines[line - 1]
             lines.append(f"    {text}")
-            col = getattr(err, "col", None)
-            if isinstance(col, int) and col >= 0:
-                lines.append("    " + caret_line(text, col))
+            if err.col is not None and err.col >= 0:
+                lines.append("    " + caret_line(text, err.col))
     return lines
 
 
-def _detail_lines(err: Any) -> list[str]:
+def _detail_lines(err: S2OError) -> list[str]:
     """One line per failing allowlist line (``details["lines"]``) or settings problem.
 
     The engine's message already joins them with ``;``; listed one a line they
     are easier to read in a notebook.
     """
-    details = getattr(err, "details", None)
+    details = err.details or {}
     out: list[str] = []
-    if isinstance(details, dict):
-        per_line = details.get("lines")
-        if isinstance(per_line, dict):
-            out.extend(f"  {entry}: {msg}" for entry, msg in per_line.items())
-        problems = details.get("problems")
-        if isinstance(problems, list) and len(problems) > 1:
-            out.extend(f"  {p}" for p in problems)
-        restarted = details.get("restarted")
-        if isinstance(restarted, str):
-            out.append(f"  ({restarted})")
+    per_line = details.get("lines")
+    if isinstance(per_line, dict):
+        out.extend(f"  {entry}: {msg}" for entry, msg in per_line.items())
+    problems = details.get("problems")
+    if isinstance(problems, list) and len(problems) > 1:
+        out.extend(f"  {p}" for p in problems)
+    restarted = details.get("restarted")
+    if isinstance(restarted, str):
+        out.append(f"  ({restarted})")
     return out
 
 
-def _block(err: Any) -> list[str]:
-    return [f"{err.code}: {err.message}", *_location_lines(err), *_detail_lines(err)]
+def notes_of(exc: BaseException) -> list[str]:
+    """The lines added with ``add_note`` (PEP 678: the attribute exists once a note is added)."""
+    return [str(note) for note in getattr(exc, "__notes__", ())]
 
 
-def coded_traceback(err: Any) -> list[str]:
-    """The traceback lines of a coded error (SPEC 9): no Python frames."""
+def coded_traceback(err: S2OError) -> list[str]:
+    """The traceback lines of an ``S2OError`` (SPEC 9): no Python frames.
+
+    ``code: message``; then, for an :class:`ErrorGroup` of several errors, one numbered block per
+    error (``[1] code: message`` and its position), otherwise the position and details; then the
+    notes.
+    """
     lines = [f"{err.code}: {err.message}"]
-    errors = getattr(err, "errors", None)
-    if isinstance(errors, list) and errors and not (len(errors) == 1 and errors[0] is err):
-        if len(errors) == 1:
-            lines.extend(_location_lines(errors[0]))
-            lines.extend(_detail_lines(errors[0]))
-        else:
-            for i, sub in enumerate(errors, 1):
-                if is_coded(sub):
-                    block = _block(sub)
-                else:  # pragma: no cover - defensive
-                    block = [f"{type(sub).__name__}: {_safe_str(sub)}"]
-                lines.append(f"[{i}] {block[0]}")
-                lines.extend(block[1:])
+    errors = err.errors if isinstance(err, ErrorGroup) else [err]
+    if len(errors) == 1:
+        lines.extend(_location_lines(errors[0]))
+        lines.extend(_detail_lines(errors[0]))
     else:
-        lines.extend(_location_lines(err))
-        lines.extend(_detail_lines(err))
-    notes = getattr(err, "__notes__", None)
-    if isinstance(notes, list):
-        lines.extend(str(n) for n in notes)
+        for i, sub in enumerate(errors, 1):
+            lines.append(f"[{i}] {sub.code}: {sub.message}")
+            lines.extend(_location_lines(sub))
+            lines.extend(_detail_lines(sub))
+    lines.extend(notes_of(err))
     return lines
 
 
 def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
-    """Map any exception to the Jupyter error triple.
+    """Map any exception to the Jupyter error triple, every text passed through ``redact``.
 
-    * coded error → ename = code, evalue = message, traceback per SPEC 9;
+    * ``S2OError`` → ename = code, evalue = message, traceback per SPEC 9;
     * ``KeyboardInterrupt`` → ``stopped`` / :data:`INTERRUPTED`;
-    * a coded ``stopped`` error always has :data:`INTERRUPTED` as its evalue
+    * an ``S2OError`` with code ``stopped`` always has :data:`INTERRUPTED` as its evalue
       (nbval compares it); a different engine message (the worker was
       restarted) follows in the traceback;
     * anything else → ``unexpected`` / ``"TypeName: message"``, no frames.
@@ -185,15 +133,14 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
     red = redact or _identity
     if isinstance(exc, KeyboardInterrupt):
         info = ErrorInfo("stopped", INTERRUPTED, [f"stopped: {INTERRUPTED}"])
-    elif is_coded(exc) and str(exc.code) == "stopped":  # type: ignore[attr-defined]
+    elif isinstance(exc, S2OError) and exc.code == "stopped":
         lines = coded_traceback(exc)
-        message = str(exc.message)  # type: ignore[attr-defined]
         lines[0] = f"stopped: {INTERRUPTED}"
-        if message != INTERRUPTED:
-            lines.insert(1, f"  ({message})")
+        if exc.message != INTERRUPTED:
+            lines.insert(1, f"  ({exc.message})")
         info = ErrorInfo("stopped", INTERRUPTED, lines)
-    elif is_coded(exc):
-        info = ErrorInfo(str(exc.code), str(exc.message), coded_traceback(exc))  # type: ignore[attr-defined]
+    elif isinstance(exc, S2OError):
+        info = ErrorInfo(exc.code, exc.message, coded_traceback(exc))
     else:
         text = _safe_str(exc)
         evalue = f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,4 +1,4 @@
-"""Run one cell against an engine session and collect what it shows.
+"""Run one cell against an engine session and collect what it shows (SPEC 9).
 
 :class:`CellRunner` is the Jupyter-free core of ``do_execute``: it classifies
 the cell, calls the engine *synchronously* (never awaiting, so an interrupt
@@ -7,38 +7,29 @@ raises ``KeyboardInterrupt`` right inside the engine call), and returns an
 error triple when the cell failed. It never raises: every exception,
 ``KeyboardInterrupt`` included, becomes ``Outcome.error``.
 
-The engine is reached only through the session object and two functions of
-the engine module (``fragment_kind``, ``as_json``) handed in as ``api``, so
-the runner is unit-tested with a stand-in session.
+The engine is reached only through the session (:class:`~.contract.SessionLike`)
+and two pure functions (:class:`~.contract.EngineFunctions`) handed in as ``api``,
+so the runner is unit-tested with a stand-in session. The runner is the
+:class:`~.magics.MagicContext` the magics work with.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from s2o_kernel.kernel import cells as _cells
-from s2o_kernel.kernel import magics as _magics
-from s2o_kernel.kernel.render import (
-    CellError,
-    ErrorInfo,
-    error_info,
-    is_coded,
-    output_part_bundle,
-    value_bundle,
-)
+from s2o_kernel.engine import RunResult, S2OError
+from s2o_kernel.kernel import cells
+from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, Prompt, SessionLike
+from s2o_kernel.kernel.magics import run_magic_cell
+from s2o_kernel.kernel.render import ErrorInfo, error_info, notes_of, output_part_bundle, value_bundle
 
 log = logging.getLogger(__name__)
 
-
-def _accepts_keyword(fn: Any, name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+#: ``publish(msg_type, content)``: sends one IOPub message now.
+Publisher = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -63,55 +54,42 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
+        """True when the cell did not fail."""
         return self.error is None
 
 
-def run_error(run: Any) -> BaseException:
+def _run_without_error(code: str) -> S2OError:
+    """The error of a run that ended with ``code`` but reported no error."""
+    if code == "ask":
+        return S2OError(
+            "ask",
+            "The run stopped at an 'ask' command, waiting for a person's answers; "
+            'set them with %sys {"inputs": {...}} and run the cell again.',
+        )
+    return S2OError(code, f"The run ended with code {code!r}.")
+
+
+def run_error(run: RunResult) -> S2OError:
     """The error a cell fails with when a fragment run did not succeed (SPEC 7, 9).
 
     ``failCommand``, ``timedOut`` and ``stopped`` are the ``ename`` as they
     are; for ``errorInAgent`` the ``ename`` is the error's own code
     (``runtime``, ``not-json``, ``loop-limit``, ...); any other code
     (``ask``, ``callFailed``, ``unexpected``) is the ``ename`` itself. The
-    message, position, path and notes of the run's error are kept.
+    message, position, path and notes of the run's error are kept; a renamed
+    error notes the original code.
     """
-    code = str(getattr(run, "code", None) or "unexpected")
-    error = getattr(run, "error", None)
-    if code == "success":  # an error with a success code: the error wins
-        code = "errorInAgent"
-    if code == "errorInAgent":
-        if error is not None and is_coded(error):
-            return error
-        ename = "errorInAgent"
-    else:
-        ename = code
+    code = "errorInAgent" if run.code == "success" else run.code  # an error with a success code: the error wins
+    error = run.error
     if error is None:
-        if code == "ask":
-            message = (
-                "The run stopped at an 'ask' command, waiting for a person's answers; "
-                "set them with %sys {\"inputs\": {...}} and run the cell again."
-            )
-        else:
-            message = f"The run ended with code {code!r}."
-        return CellError(ename, message)
-    if is_coded(error) and str(error.code) == ename:
+        return _run_without_error(code)
+    if code in ("errorInAgent", error.code):
         return error
-    if not is_coded(error):
-        text = str(error)
-        message = f"{type(error).__name__}: {text}" if text else type(error).__name__
-        return CellError(ename, message)
-    renamed = CellError(
-        ename,
-        str(error.message),
-        line=getattr(error, "line", None),
-        col=getattr(error, "col", None),
-        path=getattr(error, "path", None),
-        source=getattr(error, "source", None),
-        stage=getattr(error, "stage", None) or "run",
-        details=getattr(error, "details", None),
-        notes=[str(n) for n in getattr(error, "__notes__", None) or []],
-    )
-    if ename not in (str(error.code), "stopped"):
+    renamed = S2OError(code, error.message, line=error.line, col=error.col, path=error.path,
+                       stage=error.stage, source=error.source, details=error.details)  # fmt: skip
+    for note in notes_of(error):
+        renamed.add_note(note)
+    if code != "stopped":
         renamed.add_note(f"(error code: {error.code})")
     return renamed
 
@@ -120,49 +98,45 @@ class CellRunner:
     """Runs cells for one session.
 
     ``session``: the engine session, or ``None`` when the engine could not
-    start (every cell then reports ``startup_error``). ``api``: an object with
-    ``fragment_kind(obj)`` and ``as_json(value)``. ``pending_error``: an error
-    to report once, on the first cell (settings that failed to load).
+    start (every cell then reports ``startup_error``). ``api``: the engine's
+    ``fragment_kind`` and ``as_json``. ``pending_error``: an error to report
+    once, on the first cell (settings that failed to load).
     ``startup_warnings``: warnings of the settings loaded at start (e.g. a
-    blocking allowlist entry), shown once on the first cell.
+    blocking allowlist entry), shown once on the first cell. A contained
+    session's printed text is shown as the cell's ``stdout`` as it comes.
     """
 
     def __init__(
         self,
-        session: Any,
-        api: Any,
+        session: SessionLike | None,
+        api: EngineFunctions | None,
         *,
         pending_error: BaseException | None = None,
         startup_error: BaseException | None = None,
         startup_warnings: list[str] | None = None,
-        logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
     ) -> None:
         self.session = session
         self.api = api
         self.pending_error = pending_error
         self.startup_error = startup_error
         #: Warnings of the settings loaded at start, shown once on the first cell.
-        self.pending_warnings = [str(w) for w in startup_warnings or []]
+        self.pending_warnings = list(startup_warnings or [])
         #: Warnings of the settings in use that the user has seen (or will see).
         self.known_warnings: set[str] = set(self.pending_warnings)
-        self.log = logger or log
+        #: Where unexpected errors are logged (the kernel sets its own logger).
+        self.log: logging.Logger | logging.LoggerAdapter[Any] = log
         self._outcome = Outcome()
-        #: ``publish(msg_type, content)``: sends an IOPub message now. Set by
-        #: the kernel; used to stream a fragment's output parts while it runs.
-        self.publisher: Callable[[str, dict[str, Any]], None] | None = None
-        #: ``getpass(prompt) -> str``: the front end's password prompt, or
-        #: ``None`` when it cannot prompt (``allow_stdin`` false). Set by the
-        #: kernel for each cell; used by ``%secret``.
-        self.getpass: Callable[[str], str] | None = None
+        #: Sends an IOPub message now. Set by the kernel; used to stream a
+        #: fragment's output parts (and printed text) while it runs.
+        self.publisher: Publisher | None = None
+        #: The front end's password prompt, or ``None`` when it cannot prompt
+        #: (``allow_stdin`` false). Set by the kernel for each cell; used by ``%secret``.
+        self.getpass: Prompt | None = None
         self._live = False
         self._running = False
         self._streamed_parts = 0
-        # A contained session hands over what its worker prints (IsolatedSession.on_print).
-        if session is not None and hasattr(session, "on_print"):
-            try:
-                session.on_print = self._on_print
-            except Exception:  # pragma: no cover - defensive
-                pass
+        if isinstance(session, ContainedSessionLike):
+            session.on_print = self._on_print
 
     def _on_print(self, text: str) -> None:
         """Text printed by evaluated code in the worker: a ``stdout`` stream of the cell."""
@@ -172,70 +146,60 @@ class CellRunner:
         self.emit_stream("stdout", text)
         self.flush_live()
 
-    # -- helpers used by magics ------------------------------------------------
+    # -- the MagicContext: what magics use ----------------------------------------
 
     def redact(self, text: str) -> str:
-        session = self.session
-        if session is None:
-            return text
-        try:
-            out = session.redact(text)
-        except Exception:
-            return text
-        return out if isinstance(out, str) else text
+        """``text`` with the session's secret values replaced by ``***``."""
+        return text if self.session is None else self.session.redact(text)
 
     def fragment_kind(self, obj: Any) -> str | None:
-        fk = getattr(self.api, "fragment_kind", None)
-        if fk is None:
+        """The kind of fragment ``obj`` is, or ``None`` (also for a value the engine cannot judge)."""
+        if self.api is None:
             return None
         try:
-            return fk(obj)
-        except Exception:
+            return self.api.fragment_kind(obj)
+        except Exception:  # an evaluated value of any type may be asked about
             return None
 
     def as_json(self, value: Any) -> Any:
-        aj = getattr(self.api, "as_json", None)
-        if aj is None:
+        """``value`` as JSON, or ``None`` (also for a value the engine cannot convert)."""
+        if self.api is None:
             return None
         try:
-            return aj(value)
-        except Exception:
+            return self.api.as_json(value)
+        except Exception:  # an evaluated value of any type may be converted
             return None
 
-    def require_session(self) -> Any:
+    def require_session(self) -> SessionLike:
+        """The session; ``unexpected`` (naming the start-up problem) when the engine did not start."""
         if self.session is None:
             err = self.startup_error
             detail = f" ({type(err).__name__}: {err})" if err is not None else ""
-            raise CellError(
-                "unexpected",
-                f"The s2o engine could not be started{detail}; see the kernel log.",
-            )
+            raise S2OError("unexpected", f"The s2o engine could not be started{detail}; see the kernel log.")
         return self.session
 
     def emit_stream(self, name: str, text: str) -> None:
+        """Add a ``stream`` output (``stdout`` or ``stderr``); nothing for empty text."""
         if text:
             self._outcome.outputs.append(("stream", {"name": name, "text": self.redact(text)}))
 
     def emit_display(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
+        """Add a ``display_data`` output with the mime bundle ``data``."""
         self._outcome.outputs.append(("display_data", {"data": data, "metadata": metadata or {}}))
 
     def emit_result(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
+        """Add the ``execute_result`` (the kernel adds its execution count)."""
         self._outcome.outputs.append(("execute_result", {"data": data, "metadata": metadata or {}}))
         text = data.get("text/plain")
         self._outcome.result_text = text if isinstance(text, str) else None
 
     def emit_page(self, text: str) -> None:
-        self._outcome.payload.append(
-            {"source": "page", "data": {"text/plain": self.redact(text)}, "start": 0}
-        )
+        """Add a pager payload (``name?``)."""
+        self._outcome.payload.append({"source": "page", "data": {"text/plain": self.redact(text)}, "start": 0})
 
-    def emit_warnings(self, warnings: Any) -> None:
-        if not warnings:
-            return
-        if isinstance(warnings, str):
-            warnings = [warnings]
-        text = "".join(f"warning: {w}\n" for w in warnings)
-        self.emit_stream("stderr", text)
+    def emit_warnings(self, warnings: list[str]) -> None:
+        """Add one ``warning: ...`` line per warning on ``stderr``."""
+        self.emit_stream("stderr", "".join(f"warning: {w}\n" for w in warnings))
 
     def show_value(self, value: Any) -> None:
         """``execute_result`` for a value; ``None`` shows nothing (as in IPython)."""
@@ -260,49 +224,40 @@ class CellRunner:
 
     def run_fragment(
         self, data: Any, *, inputs: dict[str, Any] | None = None, function: str | None = None
-    ) -> Any:
-        """``session.run_fragment``, streaming output parts as the run produces them.
+    ) -> RunResult:
+        """``session.run_fragment``, showing output parts as the run produces them.
 
-        ``inputs`` and ``function`` (``%run``) are passed on when given.
+        ``inputs`` and ``function`` (``%run``) are passed on.
         """
         session = self.require_session()
-        streamed: list[Any] = []
-        extra: dict[str, Any] = {}
-        if inputs is not None:
-            extra["inputs"] = inputs
-        if function is not None:
-            extra["function"] = function
+        streamed = 0
 
-        def on_output(part: Any) -> None:
+        def on_output(part: dict[str, Any]) -> None:
+            nonlocal streamed
             try:
-                streamed.append(part)
+                streamed += 1
                 self.emit_display(output_part_bundle(part, redact=self.redact))
                 self.flush_live()
             except Exception:  # never raise into the engine
                 self.log.warning("s2o: could not show an output part", exc_info=True)
 
-        if _accepts_keyword(session.run_fragment, "on_output"):
-            run = session.run_fragment(data, on_output=on_output, **extra)
-        else:  # an engine without streaming: parts are shown after the run
-            run = session.run_fragment(data, **extra)
-        self._streamed_parts = len(streamed)
+        run = session.run_fragment(data, on_output=on_output, inputs=inputs, function=function)
+        self._streamed_parts = streamed
         return run
 
-    def show_run(self, run: Any) -> None:
-        """Show a fragment's RunResult: output parts, log lines, then value or error.
+    def show_run(self, run: RunResult) -> None:
+        """Show a fragment's RunResult: output parts not streamed yet, log lines, then value or error.
 
         On ``success`` the value is the cell's result (none for ``None``).
         Otherwise the cell fails with :func:`run_error`.
         """
         streamed, self._streamed_parts = self._streamed_parts, 0
-        for part in list(getattr(run, "outputs", None) or [])[streamed:]:
+        for part in run.outputs[streamed:]:
             self.emit_display(output_part_bundle(part, redact=self.redact))
-        logs = list(getattr(run, "logs", None) or [])
-        if logs:
-            self.emit_stream("stderr", "".join(f"{line}\n" for line in logs))
-        code = getattr(run, "code", "success")
-        if code == "success" and getattr(run, "error", None) is None:
-            self.show_value(getattr(run, "value", None))
+        if run.logs:
+            self.emit_stream("stderr", "".join(f"{line}\n" for line in run.logs))
+        if run.code == "success" and run.error is None:
+            self.show_value(run.value)
             return
         raise run_error(run)
 
@@ -323,8 +278,8 @@ class CellRunner:
                     pending, self.pending_error = self.pending_error, None
                     raise pending
             self._run(code)
-        except BaseException as exc:  # noqa: BLE001 - every request must get a reply
-            if not isinstance(exc, KeyboardInterrupt) and not is_coded(exc):
+        except BaseException as exc:  # every request must get a reply
+            if not isinstance(exc, (KeyboardInterrupt, S2OError)):
                 self.log.error("s2o: unexpected error while running a cell", exc_info=exc)
             outcome.error = error_info(exc, self.redact)
             outcome.result_text = None
@@ -333,24 +288,24 @@ class CellRunner:
         return outcome
 
     def _run(self, code: str) -> None:
-        cell = _cells.classify(code, self.fragment_kind)
+        cell = cells.classify(code, self.fragment_kind)
         kind = cell.kind
-        if kind == _cells.EMPTY:
+        if kind == cells.EMPTY:
             return
-        if kind in (_cells.LINE_MAGIC, _cells.CELL_MAGIC):
-            _magics.run_magic(self, cell)
+        if kind in (cells.LINE_MAGIC, cells.CELL_MAGIC):
+            run_magic_cell(self, cell)
             return
         session = self.require_session()
-        if kind == _cells.HELP:
+        if kind == cells.HELP:
             self.show_help(cell.arg)
-        elif kind == _cells.FRAGMENT:
+        elif kind == cells.FRAGMENT:
             self.show_run(self.run_fragment(cell.data))
-        elif kind == _cells.DYNAMIC:
+        elif kind == cells.DYNAMIC:
             self._show_expression_value(self._with_json_hint(session.evaluate_dynamic, cell), cell)
         else:
             self._show_expression_value(self._with_json_hint(session.evaluate, cell), cell)
 
-    def _show_expression_value(self, value: Any, cell: _cells.Cell) -> None:
+    def _show_expression_value(self, value: Any, cell: cells.Cell) -> None:
         # A fragment with a JSON mistake that Python still reads (a trailing
         # comma, a comment at the end of a line) would silently show as a
         # dict instead of running: say so.
@@ -362,25 +317,24 @@ class CellRunner:
             )
         self.show_value(value)
 
-    def _with_json_hint(self, fn: Any, cell: _cells.Cell) -> Any:
+    @staticmethod
+    def _with_json_hint(evaluate: Callable[[str], Any], cell: cells.Cell) -> Any:
+        """``evaluate(cell.text)``; a ``syntax`` error notes why the text was not JSON either."""
         try:
-            return fn(cell.text)
-        except BaseException as exc:
-            if cell.json_error and is_coded(exc) and getattr(exc, "code", None) == "syntax":
-                try:
-                    exc.add_note(
-                        "note: the cell was read as a Python expression; "
-                        f"as JSON it is not valid either: {cell.json_error}"
-                    )
-                except Exception:  # pragma: no cover - defensive
-                    pass
+            return evaluate(cell.text)
+        except S2OError as exc:
+            if cell.json_error and exc.code == "syntax":
+                exc.add_note(
+                    "note: the cell was read as a Python expression; "
+                    f"as JSON it is not valid either: {cell.json_error}"
+                )
             raise
 
     def show_help(self, name: str) -> None:
-        session = self.require_session()
-        text = session.describe(name)
+        """``name?``: the session's description of ``name`` in the pager, or a line saying there is none."""
+        text = self.require_session().describe(name)
         if text:
-            self.emit_page(str(text))
+            self.emit_page(text)
         else:
             self.emit_stream("stdout", f"No help for {name!r}: not a granted name or a variable.\n")
 
@@ -391,21 +345,19 @@ class CellRunner:
             return results
         self._running = True
         try:
-            self._user_expressions(expressions, results)
+            for key, expr in expressions.items():
+                results[key] = self._user_expression(str(expr))
         finally:
             self._running = False
         return results
 
-    def _user_expressions(self, expressions: dict[str, Any], results: dict[str, Any]) -> None:
-        for key, expr in expressions.items():
-            try:
-                session = self.require_session()
-                value = session.evaluate(str(expr))
-                results[key] = {
-                    "status": "ok",
-                    "data": value_bundle(value, as_json=self.as_json, redact=self.redact),
-                    "metadata": {},
-                }
-            except BaseException as exc:  # noqa: BLE001
-                info = error_info(exc, self.redact)
-                results[key] = {"status": "error", **info.content()}
+    def _user_expression(self, expr: str) -> dict[str, Any]:
+        try:
+            value = self.require_session().evaluate(expr)
+        except BaseException as exc:  # each expression gets its own result
+            return {"status": "error", **error_info(exc, self.redact).content()}
+        return {
+            "status": "ok",
+            "data": value_bundle(value, as_json=self.as_json, redact=self.redact),
+            "metadata": {},
+        }

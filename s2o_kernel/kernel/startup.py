@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from importlib import resources
 
-from s2o_kernel.kernel.render import CellError, is_coded
-
+from s2o_kernel import engine
+from s2o_kernel.engine import ErrorGroup, S2OError, Settings
+from s2o_kernel.kernel.contract import SessionLike
 
 #: Environment variable: cells run in the engine's supervised worker process
 #: (``IsolatedSession``, SPEC 12) unless it is ``0``, ``false``, ``no`` or ``off``.
@@ -37,54 +39,57 @@ _OFF = ("0", "false", "no", "off")
 
 @dataclass
 class Startup:
-    session: Any
-    api: Any
+    """What :func:`start_session` made.
+
+    ``session``: the session cells run in, ``None`` when not even the default settings work.
+    ``pending_error``: the settings' load error, reported on the first cell (the session then
+    runs on the embedded default). ``startup_error``: why there is no session.
+    ``settings_source``: where the settings came from. ``warnings``: shown on the first cell.
+    """
+
+    session: SessionLike | None
     pending_error: BaseException | None = None
     startup_error: BaseException | None = None
     settings_source: str | None = None
     warnings: list[str] = field(default_factory=list)
 
 
-def isolation_requested(environ: Any = None) -> bool:
+def isolation_requested(environ: Mapping[str, str] | None = None) -> bool:
     """True unless ``S2O_KERNEL_ISOLATED`` turns containment off (the default is on)."""
     value = (os.environ if environ is None else environ).get(ISOLATE_ENV, "")
     return value.strip().lower() not in _OFF
 
 
-def make_session(api: Any, settings: Any, warnings: list[str] | None = None) -> Any:
+def make_session(settings: Settings, warnings: list[str] | None = None) -> SessionLike:
     """An ``IsolatedSession`` (the default) or, when turned off, ``Session(Engine(settings))``.
 
-    When the worker cannot be started (anything but settings refused at
-    load), the in-process session is used and a warning is added to
-    ``warnings``.
+    The warnings of the settings (and, when the worker cannot be started, a
+    warning saying so: the in-process session is used then) are added to
+    ``warnings``. Raises the engine's ``S2OError`` (stage ``load``) for
+    settings it refuses.
     """
+    found: list[str] = []
     if isolation_requested():
-        isolated = getattr(api, "IsolatedSession", None)
-        if isolated is not None:
-            try:
-                return isolated(settings)
-            except BaseException as exc:  # noqa: BLE001
-                refused = is_coded(exc) and getattr(exc, "stage", None) == "load"
-                if refused or isinstance(exc, KeyboardInterrupt):
-                    raise
-                problem = f"{type(exc).__name__}: {exc}"
+        try:
+            isolated = engine.IsolatedSession(settings)
+        except S2OError as exc:
+            if exc.stage == "load":  # refused settings: the same in-process
+                raise
+            problem = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # the worker could not be started: fall back
+            problem = f"{type(exc).__name__}: {exc}"
         else:
-            problem = "the engine has no IsolatedSession"
-        if warnings is not None:
-            warnings.append(
-                f"the containment worker could not be started ({problem}); cells run in the "
-                "kernel process, where C-level loops and memory bombs are not stopped"
-            )
-    return api.Session(api.Engine(settings))
-
-
-def session_warnings(session: Any) -> list[str]:
-    """Warnings of the settings a session started with (``engine.warnings`` or ``warnings``)."""
-    for owner in (getattr(session, "engine", None), session):
-        warnings = getattr(owner, "warnings", None)
-        if isinstance(warnings, (list, tuple)):
-            return [str(w) for w in warnings]
-    return []
+            if warnings is not None:
+                warnings.extend(isolated.warnings)
+            return isolated
+        found.append(
+            f"the containment worker could not be started ({problem}); cells run in the "
+            "kernel process, where C-level loops and memory bombs are not stopped"
+        )
+    in_process = engine.Engine(settings)
+    if warnings is not None:
+        warnings.extend([*found, *in_process.warnings])
+    return engine.Session(in_process)
 
 
 def _settings_source() -> str:
@@ -96,44 +101,29 @@ def _settings_source() -> str:
     return "the embedded default settings"
 
 
-def _default_loaders(api: Any) -> list[Callable[[], Any]]:
-    loaders: list[Callable[[], Any]] = []
-
-    def packaged_default() -> Any:
-        from importlib import resources
-
-        path = resources.files("s2o_kernel.engine").joinpath("default.toml")
-        return api.load_settings(str(path))
-
-    loaders.append(packaged_default)
-    default_settings = getattr(api, "default_settings", None)
-    if default_settings is None:
-        try:
-            from s2o_kernel.engine.settings import default_settings  # type: ignore[no-redef]
-        except Exception:
-            default_settings = None
-    if default_settings is not None:
-        loaders.append(default_settings)
-    return loaders
+def _packaged_default() -> Settings:
+    """The embedded default file loaded as a settings file (environment secrets added)."""
+    return engine.load_settings(str(resources.files("s2o_kernel.engine").joinpath("default.toml")))
 
 
-def _wrap_load_error(exc: BaseException, source: str) -> CellError:
-    if is_coded(exc):
-        code = str(exc.code)  # type: ignore[attr-defined]
-        message = str(exc.message)  # type: ignore[attr-defined]
-    else:
-        code = "settings"
-        message = f"{type(exc).__name__}: {exc}"
-    err = CellError(
+#: Settings to fall back on, tried in order: the embedded default with the environment's secrets,
+#: then without them.
+_DEFAULTS: tuple[Callable[[], Settings], ...] = (_packaged_default, engine.default_settings)
+
+
+def _wrap_load_error(exc: BaseException, source: str) -> S2OError:
+    """The first cell's error when the settings could not be used (the kernel runs on the default)."""
+    code, message, details = "settings", f"{type(exc).__name__}: {exc}", None
+    if isinstance(exc, S2OError):
+        code, message, details = exc.code, exc.message, exc.details
+    err = S2OError(
         code,
-        f"{message} (settings from {source}; the kernel started with the embedded "
-        "default settings instead)",
+        f"{message} (settings from {source}; the kernel started with the embedded default settings instead)",
         stage="load",
-        details=getattr(exc, "details", None),
+        details=details,
     )
-    for sub in getattr(exc, "errors", None) or []:
-        if is_coded(sub):
-            err.add_note(f"  {sub.code}: {sub.message}")
+    for sub in exc.errors if isinstance(exc, ErrorGroup) else []:
+        err.add_note(f"  {sub.code}: {sub.message}")
     err.add_note(
         "Fix the settings file and restart the kernel; this cell was not run. "
         "Later cells run with the default settings."
@@ -141,42 +131,32 @@ def _wrap_load_error(exc: BaseException, source: str) -> CellError:
     return err
 
 
-def start_session(logger: logging.Logger | logging.LoggerAdapter[Any] | None = None) -> Startup:
-    """Import the engine, load settings and create the session; never raises."""
-    log = logger or logging.getLogger(__name__)
-    try:
-        import s2o_kernel.engine as api
-    except BaseException as exc:  # noqa: BLE001 - the kernel must still start
-        log.error("s2o: the engine could not be imported", exc_info=exc)
-        return Startup(None, None, startup_error=exc)
+def start_session(logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None) -> Startup:
+    """Load settings and create the session; never raises.
 
+    Settings come from ``engine.load_settings()``; when they cannot be used the
+    session runs on the embedded default and the load error waits for the
+    first cell; when not even that works there is no session.
+    """
+    log = logger or logging.getLogger(__name__)
     source = _settings_source()
     pending: BaseException | None = None
     try:
-        settings = api.load_settings()
-        fallback: list[str] = []
-        session = make_session(api, settings, fallback)
-        return Startup(
-            session, api, settings_source=source, warnings=fallback + session_warnings(session)
-        )
-    except BaseException as exc:  # noqa: BLE001
+        warnings: list[str] = []
+        session = make_session(engine.load_settings(), warnings)
+        return Startup(session, settings_source=source, warnings=warnings)
+    except BaseException as exc:  # the kernel must start whatever the settings do
         log.error("s2o: settings from %s could not be used: %s", source, exc, exc_info=exc)
         pending = _wrap_load_error(exc, source)
 
     last: BaseException | None = None
-    for loader in _default_loaders(api):
-        fallback = []
+    for loader in _DEFAULTS:
+        warnings = []
         try:
-            session = make_session(api, loader(), fallback)
-        except BaseException as exc:  # noqa: BLE001
+            session = make_session(loader(), warnings)
+        except BaseException as exc:  # the kernel must start whatever the settings do
             last = exc
             continue
-        return Startup(
-            session,
-            api,
-            pending_error=pending,
-            settings_source="default",
-            warnings=fallback + session_warnings(session),
-        )
+        return Startup(session, pending_error=pending, settings_source="default", warnings=warnings)
     log.error("s2o: even the embedded default settings could not be used", exc_info=last)
-    return Startup(None, api, startup_error=last or pending)
+    return Startup(None, startup_error=last or pending)

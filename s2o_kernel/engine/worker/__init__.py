@@ -1,0 +1,13 @@
+"""Containment by process (SPEC 6, 12): a session run in a supervised child process.
+
+* :mod:`.wire`: the wire format, the one place that knows the JSON shapes of
+  requests, replies, events, values and errors;
+* :mod:`.client`: :class:`IsolatedSession`, which spawns, supervises, kills and
+  restarts the worker;
+* :mod:`.server`: the :class:`~.server.Worker` in the child and its table of
+  operations; ``python -m s2o_kernel.engine.worker`` starts it.
+"""
+
+from .client import IsolatedSession
+
+__all__ = ["IsolatedSession"]

@@ -1,0 +1,468 @@
+"""Containment by process: :class:`IsolatedSession` runs a session in a supervised worker (SPEC 6, 12).
+
+Some work cannot be stopped from inside the interpreter: a C-level loop
+(``max(itertools.count())``, ``collections.deque(itertools.count(), 0)``) or
+one huge allocation. ``IsolatedSession`` has the same interface as
+:class:`~..session.Session`, but every run happens in a child process
+(:mod:`.server`) that
+
+* caps its own address space at its start-up size plus ``limits.memory``
+  (a memory bomb ends as ``memory-limit`` inside the child), and
+* is killed by this parent when a run goes past ``limits.time`` plus
+  :data:`KILL_GRACE` seconds (pure-Python work is already stopped in the
+  child at the limit by its watchdog), then restarted from the last good
+  state: agent and conversation variables and every JSON-serialisable local.
+
+An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`)
+reaches the child, which ends the run with ``stopped``; a child that does not
+answer within :data:`INTERRUPT_GRACE` seconds is killed and restarted.
+
+The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an
+id that every reply and event must echo, and every message has a size cap.
+Any fault while reading (a timeout, a dead worker, a message cut short, over
+the cap, not JSON, of the wrong shape or for another request) kills the
+worker, restarts it from the last good state and ends the call with a coded
+error whose ``details["restarted"]`` says so (``worker-protocol`` for the
+protocol's own faults; see :meth:`IsolatedSession._fault_error`). A worker
+that has sent anything since its last reply is restarted before the next
+request, so no call ever reads an earlier call's reply.
+
+Values come back as JSON: a JSON value that round-trips exactly is returned
+as is; anything else is a :class:`~..scopes.RemoteValue` holding its ``repr``
+and JSON form. Every message is decoded and type-checked by :mod:`.wire`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import confine
+from ..engine import Validation
+from ..errors import S2OError
+from ..session import RunResult
+from ..settings import Settings, make_settings, merge
+from . import wire
+from .framing import LineReader, Oversized
+
+#: Seconds past ``limits.time`` before a silent worker is killed.
+KILL_GRACE = 1.0
+#: Seconds an interrupted worker has to answer before it is killed.
+INTERRUPT_GRACE = 1.0
+#: ``details["restarted"]`` of an error after which the worker was restarted.
+#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
+#: (its threads and their stacks exist before the size is measured).
+MEMORY_MARGIN = 64 << 20
+RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables "
+             "and every JSON-serialisable local")
+#: Seconds a new worker has to start and load the settings.
+START_TIMEOUT = 30.0
+#: Message of an interrupted run (the kernel shows it as its evalue).
+INTERRUPTED = "the run was interrupted; the session keeps its variables"
+
+
+class _Interrupted(Exception):
+    """An interrupted worker did not answer within :data:`INTERRUPT_GRACE` seconds."""
+
+
+OnEvent = Callable[[wire.Event], None]
+
+
+class _Channel:
+    """One running worker: its process, the writer of its stdin, the reader of its stdout, and the
+    scratch folder, the one place the confined worker may write (removed with the worker)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], scratch: str) -> None:
+        if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
+            raise OSError("the worker has no pipes")
+        self.proc = proc
+        self.scratch = scratch
+        self.stdin = proc.stdin
+        self.reader = LineReader(proc.stdout.fileno())
+        #: The worker's address space after ``init``, in bytes (0 until measured).
+        self.baseline = 0
+
+    def cap_memory(self, limit: int) -> None:
+        """Cap the worker's address space at its size after ``init`` + ``limit`` + :data:`MEMORY_MARGIN` bytes.
+
+        The parent does it (``prlimit``), since the confined worker may not change its own limits
+        (SPEC 12); the size is measured once, when the worker has loaded its settings and started its
+        threads.
+        """
+        if not self.baseline:
+            self.baseline = confine.vm_size(self.proc.pid)
+        if self.baseline:
+            with contextlib.suppress(OSError):  # the worker is gone: the next call restarts it
+                confine.cap_address_space(self.proc.pid, self.baseline + limit + MEMORY_MARGIN)
+
+    def in_step(self) -> bool:
+        """The worker is alive and has sent nothing since its last reply."""
+        return self.proc.poll() is None and not self.reader.readable()
+
+    def send(self, line: bytes) -> None:
+        """Write one request line; raises ``OSError`` when the worker is gone."""
+        self.stdin.write(line)
+        self.stdin.flush()
+
+    def receive(self, request_id: int, deadline: float) -> wire.Event | wire.Reply:
+        """The next message for request ``request_id``.
+
+        Raises ``TimeoutError`` at the deadline, ``EOFError`` when the worker is gone and
+        ``S2OError`` (``worker-protocol``) for a message over the cap or not of the protocol.
+        """
+        try:
+            line = self.reader.read_line(deadline)
+        except Oversized as exc:
+            raise wire.fault(f"a message of more than {exc.size / 2**20:.1f} MiB, over the cap of "
+                             f"{exc.limit / 2**20:g} MiB") from None
+        return wire.decode_message(line, request_id)
+
+    def exit_status(self) -> int | None:
+        """The worker's exit status once it has ended (waiting up to a second), else ``None``."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.proc.wait(timeout=1)
+        return None
+
+    def close(self) -> None:
+        """Kill the worker and close its pipes."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _death(status: int | None, partial: bool) -> tuple[str, str]:
+    """Code and message for a worker that ended during a request with exit ``status``
+    (``partial``: in the middle of a message)."""
+    if status in (-signal.SIGKILL, -signal.SIGSEGV):
+        return "memory-limit", "the evaluation worker ended during the run (out of memory?)"
+    if partial:
+        return wire.FAULT_CODE, f"the evaluation worker ended in the middle of a message (exit status {status})"
+    return "unexpected", f"the evaluation worker ended during the run (exit status {status})"
+
+
+class IsolatedSession:
+    """A :class:`~..session.Session` whose runs happen in a supervised child process.
+
+    ``IsolatedSession(settings)`` starts the worker at once; raises
+    ``S2OError`` (stage ``load``) when the settings do not load. The public
+    methods are those of ``Session``; each call is one round trip to the
+    worker. Not thread-safe: one call at a time (``interrupt`` excepted).
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings if settings is not None else Settings()
+        self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
+        self._channel: _Channel | None = None
+        self._ids = itertools.count(1)
+        #: The id of an ``init`` request sent to a restarted worker whose reply is not read yet.
+        self._init_pending: int | None = None
+        #: How many times the worker was killed and started again.
+        self.restarts = 0
+        #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
+        #: in order with the run's output parts; ``None`` drops it.
+        self.on_print: Callable[[str], None] | None = None
+        try:
+            self.warnings = self._start()
+        except BaseException:
+            self._kill()  # refused settings: no worker is left behind
+            raise
+
+    # -- worker lifecycle ----------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """The process id of the running worker, or ``None`` when there is none (after :meth:`close`)."""
+        channel = self._channel
+        return channel.proc.pid if channel is not None else None
+
+    def _spawn(self) -> _Channel:
+        env = dict(os.environ)
+        env.setdefault("MALLOC_ARENA_MAX", "2")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        scratch = env[confine.SCRATCH_ENV] = tempfile.mkdtemp(prefix="s2o-worker-")
+        try:
+            return _Channel(subprocess.Popen(
+                [sys.executable, "-m", "s2o_kernel.engine.worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
+            ), scratch)
+        except OSError:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+
+    def _init_request(self, request_id: int) -> bytes:
+        return wire.encode_request(request_id, "init", {"settings": self._settings.to_dict(), "state": self._state})
+
+    def _start(self) -> list[str]:
+        channel = self._channel = self._spawn()
+        request_id = next(self._ids)
+        result = self._exchange(channel, request_id, self._init_request(request_id),
+                                time.monotonic() + START_TIMEOUT, None)
+        channel.cap_memory(self._settings.limits.memory)
+        return wire.decode_warnings(result)
+
+    def _kill(self) -> None:
+        channel, self._channel, self._init_pending = self._channel, None, None
+        if channel is not None:
+            channel.close()
+
+    def _restart(self) -> None:
+        """Kill the worker and start a new one from the last good state (:attr:`_state`).
+
+        The new worker's ``init`` request is sent now and its reply read
+        before the next request, so a killed run reports back without
+        waiting for the new worker to start.
+        """
+        self._kill()
+        self.restarts += 1
+        channel = self._channel = self._spawn()
+        request_id = next(self._ids)
+        channel.send(self._init_request(request_id))
+        self._init_pending = request_id
+
+    def _restart_quietly(self) -> None:
+        try:
+            self._restart()
+        except OSError:
+            self._kill()
+
+    def _finish_init(self) -> None:
+        """Read the reply to a restarted worker's ``init``; a worker that fails it is killed."""
+        request_id, channel, self._init_pending = self._init_pending, self._channel, None
+        if request_id is None or channel is None:
+            return
+        try:
+            reply = self._read_until_reply(channel, request_id, time.monotonic() + START_TIMEOUT, None)
+        except (TimeoutError, EOFError, S2OError):
+            self._kill()
+            return
+        if reply.error is not None:
+            self._kill()
+            return
+        channel.cap_memory(self._settings.limits.memory)
+
+    def _ready_channel(self) -> _Channel:
+        """The worker, in step: a dead worker, or one that sent what nobody asked for, is restarted."""
+        if self._init_pending is not None:
+            self._finish_init()
+        channel = self._channel
+        if channel is not None and channel.in_step():
+            return channel
+        self._restart_quietly()
+        self._finish_init()
+        if self._channel is None:
+            raise S2OError("unexpected", "the evaluation worker could not be started")
+        return self._channel
+
+    def close(self) -> None:
+        """Stop the worker."""
+        self._kill()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        with contextlib.suppress(Exception):
+            self._kill()
+
+    # -- protocol -------------------------------------------------------------
+    def _call(self, op: str, fields: dict[str, Any] | None = None, *, timeout: float | None = None,
+              on_event: OnEvent | None = None) -> Any:
+        """Send one request and return its result; raises ``S2OError`` for an error reply or a fault.
+
+        The reply must come within ``timeout`` seconds (default ``limits.time`` + :data:`KILL_GRACE`).
+        """
+        channel = self._ready_channel()
+        request_id = next(self._ids)
+        request = wire.encode_request(request_id, op, fields or {})
+        wait = timeout if timeout is not None else self._settings.limits.time + KILL_GRACE
+        return self._exchange(channel, request_id, request, time.monotonic() + wait, on_event)
+
+    def _exchange(self, channel: _Channel, request_id: int, request: bytes, deadline: float,
+                  on_event: OnEvent | None) -> Any:
+        """Send ``request`` and read up to its reply. On any fault the worker is restarted from the
+        last good state and a coded error is raised (see :meth:`_fault_error`)."""
+        try:
+            channel.send(request)
+        except OSError:
+            self._restart_quietly()
+            raise S2OError("unexpected",
+                           "the evaluation worker stopped; it was restarted with the last good state") from None
+        try:
+            reply = self._receive_reply(channel, request_id, deadline, on_event)
+        except BaseException as exc:
+            error = self._fault_error(channel, exc)
+            if error is None:
+                raise
+            raise error from None
+        if reply.error is not None:
+            raise reply.error
+        return reply.result
+
+    def _receive_reply(self, channel: _Channel, request_id: int, deadline: float,
+                       on_event: OnEvent | None) -> wire.Reply:
+        try:
+            return self._read_until_reply(channel, request_id, deadline, on_event)
+        except KeyboardInterrupt:
+            pass
+        # the worker got the same SIGINT; give it a moment to answer 'stopped'
+        try:
+            return self._read_until_reply(channel, request_id, time.monotonic() + INTERRUPT_GRACE, on_event)
+        except (TimeoutError, EOFError, KeyboardInterrupt):
+            raise _Interrupted from None
+
+    def _read_until_reply(self, channel: _Channel, request_id: int, deadline: float,
+                          on_event: OnEvent | None) -> wire.Reply:
+        """Hand each event to :attr:`on_print` or ``on_event`` until the reply arrives."""
+        while True:
+            message = channel.receive(request_id, deadline)
+            if isinstance(message, wire.Reply):
+                return message
+            if message.kind == "print":
+                if self.on_print is not None:
+                    self.on_print(message.payload)
+            elif on_event is not None:
+                on_event(message)
+
+    def _fault_error(self, channel: _Channel, exc: BaseException) -> S2OError | None:
+        """Restart the worker after ``exc`` broke an exchange; the coded error that ends the call,
+        or ``None`` to re-raise ``exc`` (an exception of a callback, not of the worker)."""
+        status = channel.exit_status() if isinstance(exc, EOFError) else None
+        partial = channel.reader.partial
+        self._restart_quietly()
+        if isinstance(exc, _Interrupted):
+            code, message = "stopped", INTERRUPTED
+        elif isinstance(exc, TimeoutError):
+            code = "timedOut"
+            message = f"the run took longer than the time limit (limits.time = {self._settings.limits.time:g} s)"
+        elif isinstance(exc, EOFError):
+            code, message = _death(status, partial)
+        elif isinstance(exc, S2OError) and exc.code == wire.FAULT_CODE:
+            code, message = exc.code, exc.message
+        else:
+            return None
+        return S2OError(code, message, details={"restarted": RESTARTED})
+
+    # -- the Session interface ----------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        """The settings in use."""
+        return self._settings
+
+    def settings_dict(self) -> dict[str, Any]:
+        """The settings as a SPEC-10-shaped dict (secret values masked)."""
+        return self._settings.masked_dict()
+
+    def evaluate(self, expr: str) -> Any:
+        """See :meth:`Session.evaluate`."""
+        return wire.decode_value(self._call("evaluate", {"expr": expr}))
+
+    def evaluate_dynamic(self, text: str) -> Any:
+        """See :meth:`Session.evaluate_dynamic`."""
+        return wire.decode_value(self._call("evaluate_dynamic", {"text": text}))
+
+    async def evaluate_async(self, expr: str) -> Any:
+        """See :meth:`Session.evaluate_async`; the round trip runs in a thread."""
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(None, self.evaluate, expr)
+
+    def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
+                     inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
+        """See :meth:`Session.run_fragment`; a stopped or killed worker gives the matching result code.
+
+        ``on_output`` is called with each output part as the worker produces it.
+        """
+        def on_event(event: wire.Event) -> None:
+            if on_output is not None and event.kind == "output":
+                on_output(event.payload)
+
+        try:
+            data = self._call("run_fragment", {"fragment": fragment, "inputs": inputs, "function": function},
+                              on_event=on_event)
+            run, self._state = wire.decode_run(data)
+        except S2OError as exc:
+            code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
+            return RunResult(code=code, error=exc)
+        return run
+
+    def validate(self, expr: str) -> Validation:
+        """See :meth:`Session.validate`."""
+        return wire.decode_validation(self._call("validate", {"expr": expr}))
+
+    def update_settings(self, patch: dict[str, Any]) -> list[str]:
+        """See :meth:`Session.update_settings` (all or nothing)."""
+        new = make_settings(merge(self._settings.to_dict(), patch))
+        warnings = wire.decode_warnings(self._call("update_settings", {"patch": patch}))
+        self._settings = new
+        if self._channel is not None:
+            self._channel.cap_memory(new.limits.memory)
+        self.warnings = list(warnings)
+        return warnings
+
+    def set_vars(self, *, locals: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
+                 conv: dict[str, Any] | None = None) -> None:
+        """Set locals, agent and conversation variables to the given values (JSON), taken literally."""
+        result = self._call("set_vars", {"locals": locals, "agent": agent, "conv": conv})
+        self._state = wire.decode_state(wire.decode_object(result).get("state"))
+
+    def reset(self) -> None:
+        """See :meth:`Session.reset`."""
+        self._state = wire.decode_state(wire.decode_object(self._call("reset")).get("state"))
+
+    def _vars(self) -> dict[str, Any]:
+        return wire.decode_vars(self._call("vars"))
+
+    @property
+    def locals(self) -> dict[str, Any]:
+        """Local variables (values that are not JSON come back as :class:`~..scopes.RemoteValue`)."""
+        return {k: wire.decode_value(v) for k, v in self._vars()["locals"].items()}
+
+    @property
+    def agent_vars(self) -> dict[str, Any]:
+        """Agent variables."""
+        agent: dict[str, Any] = self._vars()["agent"]
+        return agent
+
+    @property
+    def conv_vars(self) -> dict[str, Any]:
+        """Conversation variables."""
+        conv: dict[str, Any] = self._vars()["conv"]
+        return conv
+
+    def completion_names(self) -> dict[str, str]:
+        """See :meth:`Session.completion_names`."""
+        return wire.decode_names(self._call("completion_names", timeout=5))
+
+    def member_names(self, dotted: str) -> list[str]:
+        """See :meth:`Session.member_names`."""
+        return wire.decode_strings(self._call("member_names", {"dotted": dotted}, timeout=5))
+
+    def describe(self, dotted: str) -> str | None:
+        """See :meth:`Session.describe`."""
+        return wire.decode_text(self._call("describe", {"dotted": dotted}, timeout=5))
+
+    def take_printed(self) -> str:
+        """Printed text not yet handed to :attr:`on_print` (always empty: it is delivered as it comes)."""
+        return ""
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value replaced by ``***``."""
+        return self._settings.redact(text)
+
+    def interrupt(self) -> None:
+        """Stop the run in progress (from another thread): SIGINT to the worker."""
+        channel = self._channel
+        if channel is not None and channel.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                channel.proc.send_signal(signal.SIGINT)

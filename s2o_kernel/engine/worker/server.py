@@ -1,0 +1,313 @@
+"""The containment worker: a child process that runs a :class:`Session` for an :class:`IsolatedSession` (SPEC 12).
+
+``python -m s2o_kernel.engine.worker`` reads one request per line on stdin
+and writes its events and one reply per line on stdout, in the shapes of
+:mod:`.wire`. It caps its own address space with ``RLIMIT_AS`` (its size
+after start-up plus ``limits.memory``), so a memory bomb ends in
+``MemoryError`` (code ``memory-limit``) inside the worker and never takes the
+parent over the limit. Work that Python cannot interrupt in-process is
+stopped by the parent killing this process (see :mod:`.client`).
+
+Operations (:data:`OPERATIONS`: ``op`` → handler, the way ipykernel maps
+``msg_type`` to ``do_*``); an unknown ``op`` is a ``worker-protocol`` error reply:
+
+=================  ======================================  ==========================================
+op                 request fields                          result
+=================  ======================================  ==========================================
+init               settings (SPEC 10 dict), state          ``{"warnings": [TEXT]}``
+evaluate           expr                                    ``DISPLAY``
+evaluate_dynamic   text                                    ``DISPLAY``
+run_fragment       fragment, inputs, function              ``{code, value, outputs, logs, error, state}``
+                                                           (``output`` events while it runs)
+validate           expr                                    ``{errors, allowlist_names, local_names,
+                                                           secrets}``
+update_settings    patch                                   ``{"warnings": [TEXT]}``
+set_vars           locals, agent, conv (objects or null)   ``{"state": STATE}``
+reset                                                      ``{"state": STATE}``
+vars                                                       ``{"locals": {NAME: DISPLAY}, agent, conv}``
+completion_names                                           ``{NAME: KIND}``
+member_names       dotted                                  ``[NAME]``
+describe           dotted                                  ``TEXT`` or ``null``
+ping                                                       ``"pong"``
+=================  ======================================  ==========================================
+
+Every reply and event carries the id of its request (see :mod:`.wire`);
+text that evaluated code prints travels as ``print`` events, in order with
+the other events of the request (see :class:`PrintEvents`). A request line
+over the cap, or one that is not a request, gets a ``worker-protocol`` error
+reply without an id.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO, Any
+
+from ..errors import S2OError
+from ..scopes import as_json
+from . import wire
+from .framing import CHUNK, MAX_MESSAGE
+
+Request = dict[str, Any]
+#: Operations served before ``init`` has made the session.
+SESSIONLESS = frozenset({"init", "ping"})
+
+
+def _interruptible(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` with SIGINT raising ``KeyboardInterrupt`` (the engine turns it into ``stopped``)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return fn(*args)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Worker:
+    """Serves requests for one session in this process; ``stdout`` is the binary reply pipe.
+
+    :attr:`request_id` is the id of the request being answered, ``None`` between
+    requests. Every event and reply carries it; output parts that arrive between
+    requests are dropped (their run is over) and printed text is held (at most
+    :data:`~.wire.PRINT_CHUNK` characters) until the next request, so the
+    parent never reads a message it did not ask for.
+    """
+
+    def __init__(self, stdout: IO[bytes]) -> None:
+        self.session: Any = None
+        #: What the OS confinement could not put in force (:attr:`..confine.Report.warnings`).
+        self.confinement_warnings: list[str] = []
+        self.stdout = stdout
+        self.write_lock = threading.Lock()
+        self.request_id: int | None = None
+        self.pending_print: list[str] = []
+        self.pending_chars = 0
+
+    # -- the reply pipe ----------------------------------------------------------------------
+    def begin(self, request_id: int) -> None:
+        """Start answering request ``request_id``."""
+        with self.write_lock:
+            self.request_id = request_id
+
+    def reply(self, line: bytes) -> None:
+        """Write the encoded reply that ends the current request (printed text waiting goes first)."""
+        with self.write_lock:
+            self._flush_printed()
+            self.stdout.write(line)
+            self.stdout.flush()
+            self.request_id = None
+
+    def send_output(self, part: dict[str, Any]) -> None:
+        """Send an ``output`` event for the current request (thread-safe: it comes from the loop thread).
+
+        Printed text waiting for its end of line goes first, so the parent sees
+        everything in the order it happened. Raises ``worker-protocol`` for a
+        part over the message cap, which ends the run.
+        """
+        with self.write_lock:
+            if self.request_id is None:
+                return
+            line = wire.encode_output(self.request_id, part)
+            self._flush_printed()
+            self.stdout.write(line)
+            self.stdout.flush()
+
+    def printed(self, text: str) -> None:
+        """Text printed by evaluated code: sent as ``print`` events at each end of line."""
+        with self.write_lock:
+            if self.request_id is None and self.pending_chars >= wire.PRINT_CHUNK:
+                return  # printed between requests by work that outlived its run: the rest is dropped
+            self.pending_print.append(text)
+            self.pending_chars += len(text)
+            if "\n" in text or self.pending_chars >= wire.PRINT_CHUNK:
+                self._flush_printed()
+                self.stdout.flush()
+
+    def _flush_printed(self) -> None:
+        if self.pending_print and self.request_id is not None:
+            text = "".join(self.pending_print)
+            self.pending_print, self.pending_chars = [], 0
+            self.stdout.write(wire.encode_print(self.request_id, text))
+
+    # -- state -------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """``STATE``: agent, conversation and the JSON-serialisable locals (what survives a restart)."""
+        s = self.session
+        locs = {}
+        for name, value in s.locals.items():
+            data = as_json(value)
+            if data is not None or value is None:
+                locs[name] = data
+        return {"locals": locs, "agent": s.agent_vars, "conv": s.conv_vars}
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def handle(self, op: str, req: Request) -> Any:
+        """The result of one request (see the table in the module docstring); raises ``S2OError``."""
+        handler = OPERATIONS.get(op)
+        if handler is None:
+            raise wire.fault(f"an unknown operation {op[:80]!r}", wire.PARENT)
+        if self.session is None and op not in SESSIONLESS:
+            raise wire.fault(f"the operation {op!r} before init", wire.PARENT)
+        return handler(self, req)
+
+    def do_init(self, req: Request) -> Any:
+        from ..engine import Engine
+        from ..session import Session
+        from ..settings import make_settings
+
+        settings = make_settings(req["settings"])
+        state = req.get("state") or {}
+        self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
+                               conv=state.get("conv"))
+        # start the threads a run uses before the parent measures: the memory cap is for the evaluation alone
+        self.session.warm_up()
+        return {"warnings": [*self.confinement_warnings, *self.session.engine.warnings]}
+
+    def do_evaluate(self, req: Request) -> Any:
+        return wire.encode_value(_interruptible(self.session.evaluate, req["expr"]))
+
+    def do_evaluate_dynamic(self, req: Request) -> Any:
+        return wire.encode_value(_interruptible(self.session.evaluate_dynamic, req["text"]))
+
+    def do_run_fragment(self, req: Request) -> Any:
+        run = _interruptible(lambda: self.session.run_fragment(
+            req["fragment"], on_output=self.send_output, inputs=req.get("inputs"), function=req.get("function")))
+        return wire.encode_run(run, self.state())
+
+    def do_validate(self, req: Request) -> Any:
+        return wire.encode_validation(self.session.validate(req["expr"]))
+
+    def do_update_settings(self, req: Request) -> Any:
+        return {"warnings": self.session.update_settings(req["patch"])}
+
+    def do_set_vars(self, req: Request) -> Any:
+        s = self.session
+        for name, value in (req.get("locals") or {}).items():
+            s.set_local(name, value)
+        for name, value in (req.get("agent") or {}).items():
+            s.set_agent(name, value)
+        for name, value in (req.get("conv") or {}).items():
+            s.set_conv(name, value)
+        return {"state": self.state()}
+
+    def do_reset(self, req: Request) -> Any:
+        self.session.reset()
+        return {"state": self.state()}
+
+    def do_vars(self, req: Request) -> Any:
+        s = self.session
+        return {"locals": {k: wire.encode_value(v) for k, v in s.locals.items()}, "agent": s.agent_vars,
+                "conv": s.conv_vars}
+
+    def do_completion_names(self, req: Request) -> Any:
+        return self.session.completion_names()
+
+    def do_member_names(self, req: Request) -> Any:
+        return self.session.member_names(req["dotted"])
+
+    def do_describe(self, req: Request) -> Any:
+        return self.session.describe(req["dotted"])
+
+    def do_ping(self, req: Request) -> Any:
+        return "pong"
+
+
+#: The worker's operations: ``op`` → handler (documented in the module docstring).
+OPERATIONS: dict[str, Callable[[Worker, Request], Any]] = {
+    "init": Worker.do_init,
+    "evaluate": Worker.do_evaluate,
+    "evaluate_dynamic": Worker.do_evaluate_dynamic,
+    "run_fragment": Worker.do_run_fragment,
+    "validate": Worker.do_validate,
+    "update_settings": Worker.do_update_settings,
+    "set_vars": Worker.do_set_vars,
+    "reset": Worker.do_reset,
+    "vars": Worker.do_vars,
+    "completion_names": Worker.do_completion_names,
+    "member_names": Worker.do_member_names,
+    "describe": Worker.do_describe,
+    "ping": Worker.do_ping,
+}
+
+
+class PrintEvents:
+    """``sys.stdout`` of the worker: what host code prints becomes ``print`` events on the reply pipe,
+    in order with the other events of the request, so it can never corrupt the protocol."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def write(self, text: str) -> int:
+        """Queue ``text`` for a ``print`` event; returns its length."""
+        if text:
+            self.worker.printed(str(text))
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do: events are sent at each end of line and before every reply."""
+
+    def isatty(self) -> bool:
+        """Never a terminal."""
+        return False
+
+
+def answer(worker: Worker, line: bytes) -> bytes:
+    """The encoded reply to one request line; never raises (every failure becomes an error reply)."""
+    try:
+        request_id, op, req = wire.decode_request(line)
+    except S2OError as exc:
+        return wire.encode_error_reply(None, exc)
+    worker.begin(request_id)
+    try:
+        return wire.encode_result(request_id, worker.handle(op, req))
+    except S2OError as exc:
+        return wire.encode_error_reply(request_id, exc)
+    except MemoryError:
+        return wire.encode_error_reply(request_id, S2OError("memory-limit", "the evaluation ran out of memory"))
+    except KeyboardInterrupt:
+        return wire.encode_error_reply(
+            request_id, S2OError("stopped", "the run was interrupted; the session keeps its variables"))
+    except BaseException as exc:  # never let the worker die on one request
+        return wire.encode_error_reply(request_id, S2OError("unexpected", f"{type(exc).__name__}: {exc}"))
+
+
+def read_request(stdin: IO[bytes]) -> bytes | None:
+    """The next request line (at most :data:`~.framing.MAX_MESSAGE` bytes), ``None`` at the end of input.
+
+    A line over the cap is read to its end and dropped; raises ``worker-protocol`` for it.
+    """
+    line = stdin.readline(MAX_MESSAGE + 1)
+    if line.endswith(b"\n"):
+        return line
+    if len(line) <= MAX_MESSAGE:
+        return None  # stdin closed (a last line without its newline is not a request)
+    size = len(line)
+    while line and not line.endswith(b"\n"):
+        line = stdin.readline(CHUNK)
+        size += len(line)
+    raise wire.too_large("the request", size)
+
+
+def main() -> int:
+    """Serve requests until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
+    from .. import confine
+
+    stdin = sys.stdin.buffer
+    worker = Worker(sys.stdout.buffer)
+    worker.confinement_warnings = confine.apply(confine.scratch_folder()).warnings  # before the first request
+    sys.stdout = PrintEvents(worker)  # printed text travels as events, never as raw bytes
+    while True:
+        try:
+            line = read_request(stdin)
+        except S2OError as exc:
+            worker.reply(wire.encode_error_reply(None, exc))
+            continue
+        if line is None:
+            return 0
+        worker.reply(answer(worker, line))

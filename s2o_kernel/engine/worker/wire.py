@@ -1,0 +1,376 @@
+"""The worker's wire format: the one place that knows the JSON shapes crossing the pipe (SPEC 12).
+
+Only JSON crosses between :class:`~.client.IsolatedSession` (the parent) and
+:class:`~.server.Worker` (the child), never pickles, so a compromised worker
+cannot make the parent run code. Every message is one line of at most
+:data:`~.framing.MAX_MESSAGE` bytes (see :mod:`.framing`).
+
+Messages (``ID`` is the request's id, an integer the parent never reuses)::
+
+    request   {"id": ID, "op": NAME, FIELD: …}                  parent → worker
+    reply     {"id": ID, "ok": true,  "result": RESULT}         worker → parent; ends request ID
+              {"id": ID, "ok": false, "error": ERROR}
+    event     {"id": ID, "event": "print",  "text": TEXT}       worker → parent, before the reply
+              {"id": ID, "event": "output", "part": PART}
+
+    ERROR     {"code", "message", "line", "col", "path", "stage", "source",
+               "details", "python_type", "errors"?: [ERROR, …]}
+    DISPLAY   {"repr": TEXT, "json": JSON or null}               a value
+    STATE     {"locals": {NAME: JSON}, "agent": {…}, "conv": {…}}
+    PART      {"type": "text" | "html" | "image", FIELD: TEXT, …}    an output part (text fields only)
+
+The operations and their ``RESULT`` shapes are listed in :mod:`.server`.
+Printed text is cut into events of at most :data:`PRINT_CHUNK` characters.
+
+Decoding trusts nothing: every field of every message is checked for its
+exact JSON type, a message must carry the id of the request being answered,
+and a message that does not fit raises :func:`fault`, an
+:class:`~..errors.S2OError` with code ``worker-protocol``. An error's
+``code`` goes through the code registry (:mod:`..codes`): a code the registry
+does not know becomes ``unexpected``, so a compromised worker can neither
+crash the parent nor make it show a code that does not exist.
+
+Encoding never writes a line over the cap: :func:`encode_result` turns a
+reply that is too large into a ``worker-protocol`` error reply, and
+:func:`encode_output` raises that error for an output part that is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..codes import CODES, RESULT, STAGES
+from ..engine import Validation
+from ..errors import ErrorGroup, S2OError
+from ..scopes import RemoteValue, as_json
+from ..session import RunResult
+from .framing import MAX_MESSAGE
+
+#: Longest ``repr`` sent back for a value, in characters.
+MAX_REPR = 1_000_000
+#: Deepest nesting of error groups accepted from the worker.
+MAX_ERROR_DEPTH = 8
+#: The code of an error that stands for a message which breaks the protocol (or would).
+FAULT_CODE = "worker-protocol"
+#: Most characters of printed text in one ``print`` event (at most 6 bytes each once escaped).
+PRINT_CHUNK = 1 << 20
+#: Longest text of a faulty message quoted in an error, in characters.
+QUOTE = 80
+
+JSONDict = dict[str, Any]
+
+
+WORKER = "the evaluation worker"
+PARENT = "the parent of the evaluation worker"
+
+
+def fault(reason: str, sender: str = WORKER) -> S2OError:
+    """The coded error for a message that breaks the protocol: ``reason`` says how, ``sender`` who sent it."""
+    return S2OError(FAULT_CODE, f"{sender} broke the protocol: {reason}")
+
+
+def too_large(what: str, size: int) -> S2OError:
+    """The coded error for a message that would be over :data:`~.framing.MAX_MESSAGE` (``size`` bytes)."""
+    return S2OError(FAULT_CODE, f"{what} is too large to send: {size / 2**20:.1f} MiB, over the worker's "
+                                f"message cap of {MAX_MESSAGE / 2**20:g} MiB")
+
+
+def _quote(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= QUOTE else text[:QUOTE] + "…"
+
+
+# -- encoding (either side) -----------------------------------------------------------------
+
+
+def _line(message: JSONDict, what: str) -> bytes:
+    data = json.dumps(message).encode()  # ASCII: json.dumps escapes newlines and non-ASCII characters
+    if len(data) > MAX_MESSAGE:
+        raise too_large(what, len(data))
+    return data + b"\n"
+
+
+def encode_request(request_id: int, op: str, fields: JSONDict) -> bytes:
+    """One request line: ``{"id": request_id, "op": op, **fields}``; raises ``worker-protocol`` when too large."""
+    return _line({**fields, "id": request_id, "op": op}, "the request")
+
+
+def encode_result(request_id: int | None, result: Any) -> bytes:
+    """A successful reply line; a result JSON cannot hold becomes an ``unexpected`` error reply,
+    one over the cap a ``worker-protocol`` error reply."""
+    try:
+        return _line({"id": request_id, "ok": True, "result": result}, "the reply")
+    except S2OError as exc:
+        return encode_error_reply(request_id, exc)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return encode_error_reply(request_id, S2OError("unexpected", f"the reply could not be sent: {exc}"))
+
+
+def encode_error_reply(request_id: int | None, exc: S2OError) -> bytes:
+    """A failed reply line carrying ``exc`` (an error too large to send is cut to its code and message)."""
+    try:
+        return _line({"id": request_id, "ok": False, "error": encode_error(exc)}, "the error")
+    except (S2OError, TypeError, ValueError, RecursionError):
+        short = S2OError(exc.code, exc.message[:PRINT_CHUNK], stage=exc.stage)
+        return _line({"id": request_id, "ok": False, "error": encode_error(short)}, "the error")
+
+
+def encode_print(request_id: int | None, text: str) -> bytes:
+    """``print`` event lines for text printed by evaluated code, :data:`PRINT_CHUNK` characters each."""
+    return b"".join(_line({"id": request_id, "event": "print", "text": text[i:i + PRINT_CHUNK]}, "printed text")
+                    for i in range(0, len(text), PRINT_CHUNK))
+
+
+def encode_output(request_id: int | None, part: JSONDict) -> bytes:
+    """An ``output`` event line: one output part of a running fragment; raises ``worker-protocol``
+    when the part is over the cap."""
+    return _line({"id": request_id, "event": "output", "part": part}, "an output part")
+
+
+def encode_error(exc: S2OError) -> JSONDict:
+    """An :class:`S2OError` (or :class:`ErrorGroup`) as ``ERROR``."""
+    out: JSONDict = {"code": exc.code, "message": exc.message, "line": exc.line, "col": exc.col, "path": exc.path,
+                     "stage": exc.stage, "source": exc.source, "details": exc.details,
+                     "python_type": exc.python_type}
+    errors = getattr(exc, "errors", None)
+    if errors:
+        out["errors"] = [encode_error(e) for e in errors]
+    return out
+
+
+def encode_value(value: Any) -> JSONDict:
+    """``DISPLAY`` of a value, never raising: its ``repr`` (cut at :data:`MAX_REPR`) and JSON form."""
+    try:
+        text = repr(value)
+    except Exception as exc:  # e.g. an int too large to convert to text
+        text = f"<{type(value).__name__} object: repr failed with {type(exc).__name__}>"
+    if len(text) > MAX_REPR:
+        return {"repr": text[:MAX_REPR] + " … (truncated)", "json": None}
+    data = as_json(value)
+    if data is not None:
+        try:
+            json.dumps(data)
+        except (ValueError, TypeError, RecursionError):
+            data = None
+    return {"repr": text, "json": data}
+
+
+def encode_optional_value(value: Any) -> JSONDict | None:
+    """``DISPLAY`` of a value, or ``null`` for ``None``."""
+    return None if value is None else encode_value(value)
+
+
+def encode_run(run: RunResult, state: JSONDict) -> JSONDict:
+    """The result of ``run_fragment``: the run's code, value, outputs, logs, error and the ``STATE`` after it."""
+    return {"code": run.code, "value": encode_optional_value(run.value), "outputs": run.outputs, "logs": run.logs,
+            "error": encode_error(run.error) if run.error is not None else None, "state": state}
+
+
+def encode_validation(v: Validation) -> JSONDict:
+    """The result of ``validate``."""
+    return {"errors": [encode_error(e) for e in v.errors], "allowlist_names": sorted(v.allowlist_names),
+            "local_names": sorted(v.local_names), "secrets": sorted(v.secrets)}
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+
+def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
+    """``(id, op, fields)`` of a request line; raises :func:`fault` for anything else."""
+    message = _loads(line, PARENT)
+    request_id, op = message.get("id"), message.get("op")
+    if type(request_id) is not int or type(op) is not str:
+        raise fault("a request without an integer id or an op", PARENT)
+    return request_id, op, message
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event: ``kind`` is ``print`` (``payload`` a str) or ``output`` (``payload`` a dict)."""
+
+    kind: str
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A reply: ``error`` is ``None`` for success, when ``result`` holds the op's result."""
+
+    result: Any
+    error: S2OError | None
+
+
+def _loads(line: bytes, sender: str = WORKER) -> JSONDict:
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise fault(f"a line that is not JSON: {_quote(line)}", sender) from None
+    if type(message) is not dict:
+        raise fault(f"a message that is not a JSON object: {_quote(message)}", sender)
+    return message
+
+
+def decode_message(line: bytes, request_id: int) -> Event | Reply:
+    """An :class:`Event` or :class:`Reply` for request ``request_id`` from one line; raises
+    :func:`fault` for anything else, a message for another request included."""
+    message = _loads(line)
+    got = message.get("id")
+    if type(got) is not int or got != request_id:
+        raise fault(f"a message for request {_quote(got)} while request {request_id} was waiting")
+    if "event" in message:
+        kind = message["event"]
+        if kind == "print" and type(message.get("text")) is str:
+            return Event("print", message["text"])
+        if kind == "output" and _is_part(message.get("part")):
+            return Event("output", message["part"])
+        raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
+    ok = message.get("ok")
+    if ok is True and "result" in message:
+        return Reply(message["result"], None)
+    if ok is False:
+        return Reply(None, decode_error(message.get("error")))
+    raise fault("a message that is neither an event nor a reply")
+
+
+def _object(data: object, what: str) -> JSONDict:
+    if type(data) is not dict:
+        raise fault(f"{what} is not a JSON object")
+    return data
+
+
+def _strings(data: object, what: str) -> list[str]:
+    if type(data) is not list or any(type(item) is not str for item in data):
+        raise fault(f"{what} is not a list of strings")
+    return data
+
+
+def _is(value: object, kind: type) -> bool:
+    """``value`` is ``None`` or exactly of ``kind`` (``bool`` is not an ``int``)."""
+    return value is None or type(value) is kind
+
+
+#: The optional fields of ``ERROR`` and their types.
+_ERROR_FIELDS: dict[str, type] = {"line": int, "col": int, "path": str, "source": str, "details": dict,
+                                  "python_type": str}
+
+
+def _is_part(data: object) -> bool:
+    """``data`` is a ``PART``: a JSON object of text fields, one of them its ``type``."""
+    return type(data) is dict and type(data.get("type")) is str and all(type(v) is str for v in data.values())
+
+
+def decode_error(data: object, depth: int = 0) -> S2OError:
+    """An :class:`S2OError` (an :class:`ErrorGroup` when ``errors`` is given) from ``ERROR``.
+
+    A ``code`` the registry does not know becomes ``unexpected`` and the message names it;
+    any field of the wrong type raises :func:`fault`.
+    """
+    d = _object(data, "an error")
+    code, message, stage = d.get("code"), d.get("message", ""), d.get("stage") or "run"
+    if type(code) is not str or type(message) is not str:
+        raise fault("an error whose code or message is not text")
+    if stage not in STAGES:
+        raise fault(f"an error of an unknown stage: {_quote(stage)}")
+    for name, kind in _ERROR_FIELDS.items():
+        if not _is(d.get(name), kind):
+            raise fault(f"an error whose {name} is not {kind.__name__} or null")
+    if code not in CODES:
+        message = f"{message} (the worker sent the unregistered code {_quote(code)})"
+        code = "unexpected"
+    errors = d.get("errors")
+    if errors:
+        if type(errors) is not list or depth >= MAX_ERROR_DEPTH:
+            raise fault("an error group that is not a list or is nested too deep")
+        group = ErrorGroup([decode_error(e, depth + 1) for e in errors])
+        group.code, group.message, group.stage = code, message, stage
+        group.path, group.line, group.col = d.get("path"), d.get("line"), d.get("col")
+        return group
+    return S2OError(code, message, line=d.get("line"), col=d.get("col"), path=d.get("path"), stage=stage,
+                    source=d.get("source"), details=d.get("details"), python_type=d.get("python_type"))
+
+
+def decode_value(data: object) -> Any:
+    """The value a ``DISPLAY`` (or ``null``) stands for: a JSON value that round-trips exactly,
+    ``None``, or a :class:`~..scopes.RemoteValue` holding the ``repr`` and JSON form."""
+    if data is None:
+        return None
+    d = _object(data, "a value")
+    text, value = d.get("repr"), d.get("json")
+    if type(text) is not str:
+        raise fault("a value without its repr text")
+    if value is not None and repr(value) == text:
+        return value
+    if text == "None":
+        return None
+    return RemoteValue(text, value)
+
+
+def decode_state(data: object) -> JSONDict:
+    """``STATE``: locals, agent and conversation variables, each a JSON object."""
+    d = _object(data, "the state")
+    return {key: _object(d.get(key), f"the state's {key}") for key in ("locals", "agent", "conv")}
+
+
+def decode_run(data: object) -> tuple[RunResult, JSONDict]:
+    """The :class:`RunResult` and ``STATE`` of a ``run_fragment`` result.
+
+    A result code the registry does not list as a result becomes ``unexpected``.
+    """
+    d = _object(data, "a run's result")
+    code = d.get("code")
+    if type(code) is not str or code not in CODES or RESULT not in CODES[code].stages:
+        code = "unexpected"
+    outputs = d.get("outputs")
+    if type(outputs) is not list or not all(_is_part(part) for part in outputs):
+        raise fault("a run's outputs are not a list of output parts")
+    logs = _strings(d.get("logs"), "a run's logs")
+    error = decode_error(d["error"]) if d.get("error") is not None else None
+    run = RunResult(code=code, value=decode_value(d.get("value")), outputs=outputs, logs=logs, error=error)
+    return run, decode_state(d.get("state"))
+
+
+def decode_validation(data: object) -> Validation:
+    """The :class:`Validation` of a ``validate`` result."""
+    d = _object(data, "a validation")
+    errors = d.get("errors")
+    if type(errors) is not list:
+        raise fault("a validation's errors are not a list")
+    return Validation([decode_error(e) for e in errors], set(_strings(d.get("allowlist_names"), "allowlist names")),
+                      set(_strings(d.get("local_names"), "local names")), set(_strings(d.get("secrets"), "secrets")))
+
+
+def decode_warnings(data: object) -> list[str]:
+    """The ``warnings`` of an ``init`` or ``update_settings`` result."""
+    return _strings(_object(data, "a result").get("warnings"), "warnings")
+
+
+def decode_vars(data: object) -> JSONDict:
+    """The result of ``vars``: ``{"locals": {NAME: DISPLAY}, "agent": {…}, "conv": {…}}``."""
+    return decode_state(data)
+
+
+def decode_names(data: object) -> dict[str, str]:
+    """The result of ``completion_names``: name → kind."""
+    d = _object(data, "completion names")
+    if any(type(v) is not str for v in d.values()):
+        raise fault("completion names whose kinds are not text")
+    return d
+
+
+def decode_object(data: object) -> JSONDict:
+    """A result that is a JSON object (``set_vars``, ``reset``: ``{"state": STATE}``)."""
+    return _object(data, "a result")
+
+
+def decode_strings(data: object) -> list[str]:
+    """A result that is a list of strings (``member_names``)."""
+    return _strings(data, "a result")
+
+
+def decode_text(data: object) -> str | None:
+    """A result that is a string or ``null`` (``describe``)."""
+    if not _is(data, str):
+        raise fault("a result that is not text")
+    return data  # type: ignore[return-value]

@@ -1,0 +1,87 @@
+"""Bounded operations by class (SPEC 6, 12; issue 8): every operation whose output size comes from an argument."""
+
+from __future__ import annotations
+
+import pytest
+
+from s2o_kernel.engine import Engine, S2OError, Session, make_settings
+
+OPERATORS = {"**": "bounded_pow", "*": "bounded_mult", "<<": "bounded_lshift", "%": "bounded_mod"}
+ALLOWLIST = """
+str
+list
+map
+getattr
+format
+operator
+decimal.Decimal as Decimal
+fractions.Fraction as Fraction
+"""
+
+
+@pytest.fixture
+def session() -> Session:
+    return Session(Engine(make_settings({"allowlist": ALLOWLIST, "rules": {"operators": OPERATORS}})))
+
+
+REFUSED = [
+    "'%(a)999999999d' % {'a': 1}",
+    "'%(a).999999999f' % {'a': 1.5}",
+    "b'%(a)999999999d' % {b'a': 1}",
+    "'x'.zfill(10**9)",
+    "'x'.center(10**9)",
+    "'x'.ljust(10**9, '-')",
+    "'x'.rjust(width=10**9)",
+    "('\\t' * 100).expandtabs(10**8)",
+    "(5).to_bytes(10**9, 'big')",
+    "str.zfill('x', 10**9)",
+    "list(map(str.zfill, ['a'], [10**9]))",
+    "list(map(getattr('x', 'zfill'), [10**9]))",
+    "f'{Decimal(\"1e999999999\"):f}'",
+    "format(Decimal('1e999999999'), 'f')",
+    "'%f' % Decimal('1e999999999')",
+    "Fraction(3) ** 10**8",
+    "Fraction(1, 3) ** -10**8",
+    "operator.pow(10, 10**8)",
+    "operator.mul('a', 10**9)",
+    "operator.lshift(1, 10**8)",
+    "operator.mod('%999999999d', 1)",
+]
+
+
+@pytest.mark.parametrize("expr", REFUSED)
+def test_sized_operations_are_refused_before_they_build(session: Session, expr: str) -> None:
+    with pytest.raises(S2OError) as err:
+        session.evaluate(expr)
+    assert err.value.code == "runtime"
+    assert err.value.python_type == "OverflowError", err.value.message
+
+
+ALLOWED = [
+    ("'7'.zfill(3)", "007"),
+    ("'ab'.center(6, '*')", "**ab**"),
+    ("'a\\tb'.expandtabs(4)", "a   b"),
+    ("(5).to_bytes(2, 'big')", b"\x00\x05"),
+    ("str.rjust('x', 3)", "  x"),
+    ("list(map(str.zfill, ['a'], [2]))", ["0a"]),
+    ("list(map(getattr('x', 'ljust'), [2]))", ["x "]),
+    ("'%(a)5d' % {'a': 1}", "    1"),
+    ("operator.pow(2, 10)", 1024),
+    ("operator.mul('ab', 2)", "abab"),
+    ("Fraction(1, 2) ** 2 == Fraction(1, 4)", True),
+    ("f'{Decimal(\"1.5\"):f}'", "1.5"),
+]
+
+
+@pytest.mark.parametrize(("expr", "value"), ALLOWED)
+def test_sized_operations_within_bounds_behave_as_python(session: Session, expr: str, value: object) -> None:
+    assert session.evaluate(expr) == value
+
+
+def test_a_host_objects_own_method_of_a_sized_name_is_not_touched() -> None:
+    class Pad:
+        def zfill(self, n: int) -> str:
+            return f"pad {n}"
+
+    s = Session(Engine(make_settings({"allowlist": ""})), locals={"p": Pad()})
+    assert s.evaluate("p.zfill(10**9)") == "pad 1000000000"
