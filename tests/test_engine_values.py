@@ -232,3 +232,17 @@ def test_expression_results_are_checked_deeply():
             s.evaluate(expr)
         assert info.value.code == "not-allowed", expr
     assert s.evaluate("[{(1, 2): 3}.items()]")[0] == {(1, 2): 3}.items()
+
+
+class RefusingHolder:
+    """A host object whose item assignment fails with an exception whose message cannot be built."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        raise BadMessage(key)
+
+
+def test_a_var_item_target_whose_holder_fails_oddly_is_a_coded_error():
+    s = session(locals={"h": RefusingHolder()})
+    run = s.run_fragment({"var": {"h['k']": 1}})
+    assert (run.code, run.error.code, run.error.path) == ("errorInAgent", "runtime", "var.h['k']")
+    assert run.error.message == "BadMessage: cannot set h['k']: <the BadMessage message could not be shown>"

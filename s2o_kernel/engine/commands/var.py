@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import S2OError
 from ..fragments.tree import join
 from ..rules import RESERVED_NAMES
+from ..values import exception_text
 from .spec import CommandSpec
 
 if TYPE_CHECKING:
@@ -119,8 +120,11 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
                 if isinstance(holder, list) and not -len(holder) <= items[-1] < len(holder):
                     raise IndexError("list index out of range")
                 holder[items[-1]] = value
-        except (KeyError, IndexError, TypeError) as exc:
-            raise S2OError("runtime", f"{type(exc).__name__}: cannot set {target}: {exc}") from None
+        except S2OError:
+            raise
+        except Exception as exc:  # a missing key, an index out of range, a holder that refuses items
+            raise S2OError("runtime", f"{type(exc).__name__}: cannot set {target}: {exception_text(exc)}",
+                           python_type=type(exc).__name__) from None
         value = root
     session.set_variable(scope, name, value)
 
