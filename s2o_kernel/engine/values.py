@@ -101,6 +101,8 @@ def _lazy_iterator_types() -> frozenset[type]:
 LAZY_ITERATOR_TYPES = _lazy_iterator_types()
 
 _DICT_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, collections.Counter})
+#: Exact built-in containers, read by their own C iteration (nothing of theirs can be overridden).
+_PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _ITERABLE_TYPES = frozenset({
     list, tuple, set, frozenset, collections.deque,
     type({}.keys()), type({}.values()), type({}.items()),
@@ -233,6 +235,21 @@ def check_value(value: Any, what_holds: str) -> None:
             continue
         if visited > SCAN_LIMIT:
             raise S2OError("not-allowed", f"{what_holds} holds more than {SCAN_LIMIT:,} items: too many to check")
+        if t in _PLAIN_CONTAINERS:  # the common case, by exact type: no module, metaclass or reduce to ask about
+            if id(v) in seen:
+                continue
+            seen[id(v)] = v
+            if t is dict:
+                if set(map(type, v)) <= PLAIN_TYPES and set(map(type, v.values())) <= PLAIN_TYPES:
+                    visited += 2 * len(v)
+                    continue
+                stack.extend(v)
+                stack.extend(v.values())
+            elif set(map(type, v)) <= PLAIN_TYPES:
+                visited += len(v)
+            else:
+                stack.extend(v)
+            continue
         _forbidden(v, t, what_holds)
         if id(v) in seen:
             continue
@@ -240,9 +257,6 @@ def check_value(value: Any, what_holds: str) -> None:
         if parts is None:
             continue
         seen[id(v)] = v
-        if (t is list or t is tuple) and set(map(type, v)) <= PLAIN_TYPES:
-            visited += len(v)
-            continue
         stack.extend(parts)
 
 
