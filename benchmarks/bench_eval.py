@@ -90,15 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     for key, src in SUITE.items():
         code = compile(src, "<raw>", "eval")
         assert eval(code, g) == session.evaluate(src) == iso.evaluate(src), key
-        raw = _time_per_call(lambda: eval(code, g), budget)
-        hot = _time_per_call(lambda: session.evaluate(src), budget)
+        raw = _time_per_call(lambda code=code: eval(code, g), budget)
+        hot = _time_per_call(lambda src=src: session.evaluate(src), budget)
 
-        def cold():
+        def cold(src: str = src) -> None:
             counter[0] += 1
             session.evaluate(f"({src}) if {counter[0]} else None")
 
         cold_ns = _time_per_call(cold, budget)
-        isolated = _time_per_call(lambda: iso.evaluate(src), budget)
+        isolated = _time_per_call(lambda src=src: iso.evaluate(src), budget)
         rows.append((key, raw, hot, cold_ns, isolated))
     iso.close()
 

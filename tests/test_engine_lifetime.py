@@ -26,9 +26,12 @@ async def fail() -> None:
     raise ValueError("boom")
 
 
+STARTED: list[asyncio.Future[None]] = []
+
+
 async def spawn() -> str:
     """Host code that starts a task and returns before it ends."""
-    asyncio.ensure_future(burn())
+    STARTED.append(asyncio.ensure_future(burn()))
     return "started"
 
 

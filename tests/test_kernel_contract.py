@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol
 import pytest
 from test_kernel_units import FakeSession
 
-import s2o_kernel.engine as engine
+from s2o_kernel import engine
 from s2o_kernel.engine import IsolatedSession, Session
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, SessionLike
 
