@@ -5,6 +5,9 @@ Prints, per expression, the median nanoseconds per evaluation of
 * ``raw``: ``eval(code, g)`` with ``code`` compiled once and ``g`` built once
   (the floor of ``../shared/notes/perf-anchors.md``);
 * ``session``: ``Session.evaluate(source)`` on the compile cache (hot path);
+* ``guarded``: the same with guarded compilation (every value reached through
+  an attribute, call, item, operator or iteration checked, as when the
+  allowlist grants a host object; SPEC 12);
 * ``cold``: ``Engine(...).compile`` of a new source every time + run;
 * ``isolated``: ``IsolatedSession.evaluate`` (worker round trip, what the
   kernel pays per cell for containment);
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
              for n in ALLOW.split()}
     g = {"__builtins__": allow, **DATA}
     session = Session(Engine(settings), locals=DATA)
+    guarded = Session(Engine(settings, guard=True), locals=DATA)
     iso = IsolatedSession(settings)
     iso.run_fragment({"var": {k: v for k, v in DATA.items()}})
     counter = [0]
@@ -90,28 +94,32 @@ def main(argv: list[str] | None = None) -> int:
     for key, src in SUITE.items():
         code = compile(src, "<raw>", "eval")
         assert eval(code, g) == session.evaluate(src) == iso.evaluate(src), key
-        raw = _time_per_call(lambda: eval(code, g), budget)
-        hot = _time_per_call(lambda: session.evaluate(src), budget)
+        raw = _time_per_call(lambda code=code: eval(code, g), budget)
+        hot = _time_per_call(lambda src=src: session.evaluate(src), budget)
+        assert guarded.evaluate(src) == session.evaluate(src), key
+        reached = _time_per_call(lambda src=src: guarded.evaluate(src), budget)
 
-        def cold():
+        def cold(src: str = src) -> None:
             counter[0] += 1
             session.evaluate(f"({src}) if {counter[0]} else None")
 
         cold_ns = _time_per_call(cold, budget)
-        isolated = _time_per_call(lambda: iso.evaluate(src), budget)
-        rows.append((key, raw, hot, cold_ns, isolated))
+        isolated = _time_per_call(lambda src=src: iso.evaluate(src), budget)
+        rows.append((key, raw, hot, cold_ns, isolated, reached))
     iso.close()
 
     print(f"Python {sys.version.split()[0]}; ns per evaluation (median of 5); ratio = / raw eval")
-    print(f"{'expr':10} {'raw':>9} {'session':>9} {'×':>6} {'cold':>10} {'×':>7} {'isolated':>10} {'×':>7}")
-    for key, raw, hot, cold_ns, isolated in rows:
+    print(f"{'expr':10} {'raw':>9} {'session':>9} {'×':>6} {'cold':>10} {'×':>7} {'isolated':>10} {'×':>7} "
+          f"{'guarded':>9} {'×':>6}")
+    for key, raw, hot, cold_ns, isolated, reached in rows:
         print(f"{key:10} {raw:9.0f} {hot:9.0f} {hot / raw:6.2f} {cold_ns:10.0f} {cold_ns / raw:7.1f} "
-              f"{isolated:10.0f} {isolated / raw:7.1f}")
+              f"{isolated:10.0f} {isolated / raw:7.1f} {reached:9.0f} {reached / raw:6.2f}")
 
     def geo(i):
         return math.exp(statistics.fmean(math.log(r[i] / r[1]) for r in rows))
 
-    print(f"geomean ratio to raw: session ×{geo(2):.2f}, cold ×{geo(3):.1f}, isolated ×{geo(4):.1f}")
+    print(f"geomean ratio to raw: session ×{geo(2):.2f}, cold ×{geo(3):.1f}, isolated ×{geo(4):.1f}, "
+          f"guarded ×{geo(5):.2f}")
     return 0
 
 

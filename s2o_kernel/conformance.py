@@ -278,10 +278,14 @@ def containment_problems(case: dict[str, Any], got: dict[str, Any]) -> list[str]
     problems = []
     if got["outcome"] == "error" and got["code"] == "unexpected":
         problems.append(f"not a coded outcome: {got['code']}: {got['message']}")
-    after = got.get(_CONTAINMENT) or {}
-    if after.get("elapsed", 0.0) > after.get("time_limit", 0.0) + TIME_GRACE:
-        problems.append(f"the run took {after['elapsed']:.1f} s, over the time limit + {TIME_GRACE:g} s")
-    texts = [got.get("message") or "", got.get("repr") or "", json.dumps(got.get("value"))]
+    problems += _text_problems(case, [got.get("message") or "", got.get("repr") or "", json.dumps(got.get("value"))])
+    after = got.get(_CONTAINMENT)
+    return problems + _after_problems(after) if after else problems  # no record: refused when the settings loaded
+
+
+def _text_problems(case: dict[str, Any], texts: list[str]) -> list[str]:
+    """Secret values, host texts and forbidden reprs that show in ``texts`` (a repr the expression wrote is its own)."""
+    problems = []
     secrets = [v for v in (case.get("secrets") or {}).values() if isinstance(v, str) and v]
     for needle in [*secrets, *(host_texts(helpers_dir(case["_dir"])) if case.get("helpers") else [])]:
         if any(_shows(text, needle) for text in texts):
@@ -289,8 +293,14 @@ def containment_problems(case: dict[str, Any], got: dict[str, Any]) -> list[str]
     for needle in FORBIDDEN_REPRS:
         if needle not in case.get("expr", "") and any(needle in text for text in texts):
             problems.append(f"a forbidden repr shows: {needle!r}")
-    if not after:  # refused when the settings loaded: nothing ran
-        return problems
+    return problems
+
+
+def _after_problems(after: dict[str, Any]) -> list[str]:
+    """What :func:`_run_payload` recorded around the payload: time, the session afterwards, new files."""
+    problems = []
+    if after.get("elapsed", 0.0) > after.get("time_limit", 0.0) + TIME_GRACE:
+        problems.append(f"the run took {after['elapsed']:.1f} s, over the time limit + {TIME_GRACE:g} s")
     if "unusable" in after:
         problems.append(f"the session is not usable afterwards: {after['unusable']}")
     elif after.get("two") != "2" or after.get("kept") != (1, 2):
@@ -328,34 +338,46 @@ def judge(case: dict[str, Any], got: dict[str, Any]) -> str | None:
         return f"not contained ({_describe(got)}): " + "; ".join(problems) if problems else None
     if "fragment" in case:
         return _judge_run(expect, got)
-    if "value" in expect:
-        if got["outcome"] != "value":
-            return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
-        if got.get(_MASKED):
-            masked = repr(_mask(expect["value"], case))
-            return None if got["repr"] == masked else f"expected (masked) {masked}, got {_describe(got)}"
-        value = got.get(_REVEALED, got["value"])
-        if (value is None and expect["value"] is not None) or not _same_json(value, expect["value"]):
-            return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
-        return None
-    if "repr" in expect:
-        if got["outcome"] != "value" or got["repr"] != expect["repr"]:
-            return f"expected repr {expect['repr']}, got {_describe(got)}"
-        return None
-    if "error" in expect:
-        if got["outcome"] != "error" or got["code"] != expect["error"]:
-            return f"expected error {expect['error']}, got {_describe(got)}"
-        for key in ("stage", "line", "col"):
-            if key in expect and got.get(key) != expect[key]:
-                return f"expected {key} {expect[key]!r}, got {got.get(key)!r} ({_describe(got)})"
-        if "message_contains" in expect and expect["message_contains"] not in got["message"]:
-            return f"expected message containing {expect['message_contains']!r}, got {got['message']!r}"
-        return None
-    if "allowlist_errors" in expect:
-        if got["outcome"] != "allowlist" or got["errors"] != expect["allowlist_errors"]:
-            return f"expected allowlist errors {json.dumps(expect['allowlist_errors'])}, got {_describe(got)}"
-        return None
+    for key, judge_kind in (("value", _judge_value), ("repr", _judge_repr), ("error", _judge_error),
+                            ("allowlist_errors", _judge_allowlist)):
+        if key in expect:
+            return judge_kind(case, expect, got)
     return f"the case has no known expectation: {json.dumps(expect)}"
+
+
+def _judge_value(case: dict[str, Any], expect: dict[str, Any], got: dict[str, Any]) -> str | None:
+    if got["outcome"] != "value":
+        return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
+    if got.get(_MASKED):
+        masked = repr(_mask(expect["value"], case))
+        return None if got["repr"] == masked else f"expected (masked) {masked}, got {_describe(got)}"
+    value = got.get(_REVEALED, got["value"])
+    if (value is None and expect["value"] is not None) or not _same_json(value, expect["value"]):
+        return f"expected value {json.dumps(expect['value'])}, got {_describe(got)}"
+    return None
+
+
+def _judge_repr(case: dict[str, Any], expect: dict[str, Any], got: dict[str, Any]) -> str | None:
+    if got["outcome"] != "value" or got["repr"] != expect["repr"]:
+        return f"expected repr {expect['repr']}, got {_describe(got)}"
+    return None
+
+
+def _judge_error(case: dict[str, Any], expect: dict[str, Any], got: dict[str, Any]) -> str | None:
+    if got["outcome"] != "error" or got["code"] != expect["error"]:
+        return f"expected error {expect['error']}, got {_describe(got)}"
+    for key in ("stage", "line", "col"):
+        if key in expect and got.get(key) != expect[key]:
+            return f"expected {key} {expect[key]!r}, got {got.get(key)!r} ({_describe(got)})"
+    if "message_contains" in expect and expect["message_contains"] not in got["message"]:
+        return f"expected message containing {expect['message_contains']!r}, got {got['message']!r}"
+    return None
+
+
+def _judge_allowlist(case: dict[str, Any], expect: dict[str, Any], got: dict[str, Any]) -> str | None:
+    if got["outcome"] != "allowlist" or got["errors"] != expect["allowlist_errors"]:
+        return f"expected allowlist errors {json.dumps(expect['allowlist_errors'])}, got {_describe(got)}"
+    return None
 
 
 def _mask(value: Any, case: dict[str, Any]) -> Any:
@@ -379,25 +401,31 @@ def _judge_run(expect: dict[str, Any], got: dict[str, Any]) -> str | None:
         if key in expect and not _same_json(have, expect[key]):
             return f"expected {key} {json.dumps(expect[key])}, got {json.dumps(got[key], default=repr)}"
     if "error" in expect:
-        want = expect["error"]
-        err = got["error"]
-        if err is None:
-            return f"expected error {want}, got none (code {got['code']})"
-        if isinstance(want, str):
-            want = {"code": want}
-        if want.get("code") is not None and err["code"] != want["code"]:
-            return f"expected error {want['code']}, got {err['code']}: {err['message']}"
-        for key in ("path", "stage", "line", "col"):
-            if key in want and err.get(key) != want[key]:
-                return f"expected error {key} {want[key]!r}, got {err.get(key)!r} ({err['code']}: {err['message']})"
-        if "message_contains" in want and want["message_contains"] not in err["message"]:
-            return f"expected message containing {want['message_contains']!r}, got {err['message']!r}"
-        if "all" in want:
-            got_all = [{"code": x["code"], "path": x["path"]} for x in err["all"]]
-            if got_all != want["all"]:
-                return f"expected errors {json.dumps(want['all'])}, got {json.dumps(got_all)}"
-    elif got["error"] is not None and "code" not in expect:
+        return _judge_run_error(expect["error"], got)
+    if got["error"] is not None and "code" not in expect:
         return f"unexpected error {got['error']['code']}: {got['error']['message']}"
+    return None
+
+
+def _judge_run_error(want: str | dict[str, Any], got: dict[str, Any]) -> str | None:
+    """A fragment case's expected ``error``: a code, or ``code``, ``path``, ``stage``, ``line``, ``col``,
+    ``message_contains`` and ``all`` (every error's code and path, in order)."""
+    err = got["error"]
+    if err is None:
+        return f"expected error {want}, got none (code {got['code']})"
+    if isinstance(want, str):
+        want = {"code": want}
+    if want.get("code") is not None and err["code"] != want["code"]:
+        return f"expected error {want['code']}, got {err['code']}: {err['message']}"
+    for key in ("path", "stage", "line", "col"):
+        if key in want and err.get(key) != want[key]:
+            return f"expected error {key} {want[key]!r}, got {err.get(key)!r} ({err['code']}: {err['message']})"
+    if "message_contains" in want and want["message_contains"] not in err["message"]:
+        return f"expected message containing {want['message_contains']!r}, got {err['message']!r}"
+    if "all" in want:
+        got_all = [{"code": x["code"], "path": x["path"]} for x in err["all"]]
+        if got_all != want["all"]:
+            return f"expected errors {json.dumps(want['all'])}, got {json.dumps(got_all)}"
     return None
 
 

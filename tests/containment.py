@@ -19,6 +19,7 @@ Everything here is Linux-specific (``/proc``), like the containment worker.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import json
 import os
@@ -26,8 +27,9 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 # -- codes (SPEC 3, 6, 10) -----------------------------------------------------------------------
 
@@ -218,10 +220,8 @@ def value_text(value: Any, limit: int = 2_000_000) -> tuple[str, str]:
     else:
         text = _safe_repr(value, limit)
         data = None
-        try:
+        with contextlib.suppress(Exception):
             data = json.loads(json.dumps(value))
-        except Exception:
-            pass
     try:
         jtext = json.dumps(data)
     except Exception:
@@ -418,7 +418,7 @@ class PeakMemory:
             self.peak_kib = max(self.peak_kib, hwm)
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 

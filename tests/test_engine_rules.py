@@ -193,3 +193,11 @@ def test_a_node_kind_nobody_admitted_is_refused():
     Validator(RuleContext(), checked).walk(tree)
     assert [(e.code, e.line, e.col) for e in checked.errors] == [("node", 1, 4)]
     assert "TemplateLike" in checked.errors[0].message
+
+
+def test_calling_a_granted_module_is_checked_without_raising():
+    # fuzz finding: the not-awaited rule asked inspect whether a Namespace is a coroutine function,
+    # and inspect's probe of __name__ raised the Namespace's not-allowed error out of validate()
+    engine = Engine(make_settings({"allowlist": "json"}))
+    assert engine.validate("json(1)").errors == []
+    assert engine.validate("[x for x in json(1)]").errors == []

@@ -64,17 +64,18 @@ import os
 import re
 import resource
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+import containment as C
 import pytest
-from hypothesis import Phase, HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import InvalidArgument
 
-import containment as C
 from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, make_settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -257,7 +258,7 @@ def grammar(draw: Any, depth: int = 0) -> str:
     if kind == "comprehension":
         clauses = []
         for _ in range(draw(st.integers(1, 4))):
-            target = draw(st.sampled_from(TARGETS + ["k, v", "x, gi_frame", "(a, b)"]))
+            target = draw(st.sampled_from([*TARGETS, "k, v", "x, gi_frame", "(a, b)"]))
             asyn = "async " if draw(st.integers(0, 4)) == 0 else ""
             clause = f"{asyn}for {target} in {atom(sub())}"
             if draw(st.booleans()):
@@ -426,10 +427,8 @@ def _isolated_elapsed(src: str) -> tuple[float, str]:
 
 def _event(text: str) -> None:
     """``hypothesis.event`` inside a Hypothesis test; nothing in a plain test."""
-    try:
+    with contextlib.suppress(InvalidArgument):
         event(text)
-    except InvalidArgument:
-        pass
 
 
 def check_expression(engine: Engine, session: Session, fuzz_dir: Path, src: str, *, evaluate: bool) -> None:
@@ -444,7 +443,7 @@ def check_expression(engine: Engine, session: Session, fuzz_dir: Path, src: str,
     overtime: list[str] = []
     try:
         validation = engine.validate(src)
-    except BaseException as exc:  # noqa: BLE001 - anything at all is a finding
+    except BaseException as exc:
         validation = None
         validate_crash.append(f"Engine.validate raised {type(exc).__name__}: {str(exc)[:300]}")
     if validation is not None:
@@ -467,7 +466,7 @@ def check_expression(engine: Engine, session: Session, fuzz_dir: Path, src: str,
                     outcome = ("value", value)
                 except S2OError as exc:
                     outcome = ("error", exc)
-                except BaseException as exc:  # noqa: BLE001
+                except BaseException as exc:
                     outcome = ("exception", exc)
         finally:
             elapsed = time.monotonic() - start

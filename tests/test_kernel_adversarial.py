@@ -57,17 +57,18 @@ must not be weakened to pass.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from queue import Empty
-from typing import Any, Callable, Iterator
-
-import pytest
+from typing import Any
 
 import containment as C
+import pytest
 from _kernel_harness import (
     PACKAGE_ROOT,
     drain,
@@ -151,14 +152,10 @@ class KernelBox:
 
     def restart(self) -> None:
         self.restarts += 1
-        try:
+        with contextlib.suppress(Exception):
             self.kc.stop_channels()
-        except Exception:
-            pass
-        try:
+        with contextlib.suppress(Exception):
             self.km.shutdown_kernel(now=True)
-        except Exception:
-            pass
         self.start()
 
     def stop(self) -> None:
@@ -356,10 +353,8 @@ def file_problems(box: KernelBox) -> list[str]:
     files = [f for f in C.files_under(box.cwd) if f != "s2o-markers"]
     for f in sorted(files, reverse=True):  # clean up, so the next payload is judged on its own
         p = box.cwd / f
-        try:
+        with contextlib.suppress(OSError):
             p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
-        except OSError:
-            pass
     return [f"files appeared in the kernel's working directory: {files}"] if files else []
 
 

@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol
 import pytest
 from test_kernel_units import FakeSession
 
-import s2o_kernel.engine as engine
+from s2o_kernel import engine
 from s2o_kernel.engine import IsolatedSession, Session
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, SessionLike
 
@@ -149,6 +149,9 @@ ACCEPTED = [
     {"fail": "no"},
     {"end": {}},
     {"output": "x"},
+    {"output": {"text": "x"}},
+    {"output": {"html": "<b>x</b>"}},
+    {"output": {"image": "aGk=", "mime": "image/png"}},
     {"log": "x"},
     {"parallel": [{"log": "a"}, {"log": "b"}]},
     {"functions": {"main": {"args": {}, "commands": [{"call": {"function": "f", "args": {}}}], "onError": []},

@@ -15,11 +15,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from s2o_kernel.kernel.render import INTERRUPTED
 from _kernel_harness import (
     collect_iopub,
     drain,
@@ -30,6 +30,8 @@ from _kernel_harness import (
     start_kernel,
     stop_kernel,
 )
+
+from s2o_kernel.kernel.render import INTERRUPTED
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -156,9 +158,9 @@ def test_dynamic_string_cell(kc: Any) -> None:
 
 
 def test_braces_cell_is_dynamic_string_form(kc: Any) -> None:
-    reply, outputs = execute(kc, "{ 6 * 7 }")
+    _, outputs = execute(kc, "{ 6 * 7 }")
     assert result_data(outputs)["text/plain"] == "42"
-    reply, outputs = execute(kc, '{"a": 1}')
+    _reply, outputs = execute(kc, '{"a": 1}')
     assert result_data(outputs) == {"text/plain": "{'a': 1}", "application/json": {"a": 1}}
 
 
@@ -389,7 +391,7 @@ def test_interrupt_while_awaiting(manager_and_client: Any) -> None:
 
 
 def test_time_limit_stops_endless_work(manager_and_client: Any) -> None:
-    km, kc = manager_and_client
+    _km, kc = manager_and_client
     reply, _ = execute(kc, '%limits {"time": 1}')
     assert reply["status"] == "ok"
     try:
@@ -472,7 +474,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_contained_c_level_loop_times_out_and_keeps_state(contained: Any) -> None:
-    km, kc = contained
+    _km, kc = contained
     reply, _ = execute(kc, '{"var": {"kept": 41, "agent.visits": 3, "conv.turns": 2}}')
     assert reply["status"] == "ok", reply
     reply, _ = execute(kc, "%%allowlist\nmax\nitertools\ns2o_kernel.examples.endless as endless")

@@ -106,7 +106,7 @@ class FakeSession:
         if expr.strip() == "crash":
             raise TypeError("internal bug")
         try:
-            return eval(expr, {"__builtins__": {}, "len": len}, dict(self.locals))  # noqa: S307
+            return eval(expr, {"__builtins__": {}, "len": len}, dict(self.locals))
         except SyntaxError as exc:
             raise S2OError("syntax", exc.msg, line=exc.lineno, col=(exc.offset or 1) - 1,
                             source=expr, stage="validate") from None  # fmt: skip

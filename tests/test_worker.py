@@ -26,10 +26,9 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import IsolatedSession, S2OError, default_settings, make_settings
+from s2o_kernel.engine import IsolatedSession, RunResult, S2OError, Validation, default_settings, make_settings
 from s2o_kernel.engine.codes import CODES
 from s2o_kernel.engine.errors import ErrorGroup
-from s2o_kernel.engine import RunResult, Validation
 from s2o_kernel.engine.scopes import RemoteValue
 from s2o_kernel.engine.settings import merge
 from s2o_kernel.engine.worker import framing, server, wire

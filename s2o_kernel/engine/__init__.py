@@ -16,12 +16,13 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 ``col``, ``path`` and ``stage``.
 """
 
+from .commands import fragment_words
 from .engine import Compiled, Engine, Validation
 from .errors import ErrorGroup, S2OError
-from .fragments import fragment_kind
+from .fragments.parser import fragment_kind
 from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
-from .settings import Settings, default_settings, load_settings, make_settings
+from .settings import Settings, default_settings, load_settings, make_settings, read_toml
 from .worker import IsolatedSession
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "as_json",
     "default_settings",
     "fragment_kind",
+    "fragment_words",
     "load_settings",
     "make_settings",
+    "read_toml",
 ]

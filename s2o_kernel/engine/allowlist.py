@@ -59,6 +59,10 @@ class Namespace:
         self.__dict__.update(members)
 
     def __getattr__(self, name: str) -> Any:
+        if type(name) is str and name.startswith("_"):
+            # Python's own machinery probes dunders (inspect, copy, pickle) and expects AttributeError;
+            # expressions cannot name these (the underscore rule), so nothing is given away
+            raise AttributeError(name)
         raise S2OError("not-allowed", f"'{self.__path}.{name}' is not in the allowlist")
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -206,7 +210,7 @@ class Allowlist:
     def is_async(self, dotted: str) -> bool:
         """Whether ``dotted`` is a granted async function (for ``not-awaited``)."""
         obj = self.lookup(dotted)
-        return obj is not None and _inspect.iscoroutinefunction(obj)
+        return obj is not None and type(obj) is not Namespace and _inspect.iscoroutinefunction(obj)
 
 
 def _own_members(module: types.ModuleType, left_out: dict[str, str], unsafe_ok: bool) -> dict[str, Any]:

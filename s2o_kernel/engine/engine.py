@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import reach, rules
+from . import reach, rewrites, rules
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
-from .guards import FSTRING_HELPER, format_string, guard_kwargs, guarded_call, guarded_import
+from .guards import format_string, guard_kwargs, guarded_call, guarded_import
 from .settings import Settings
 
 #: File name given to compiled expressions (how run-time errors find their position).
@@ -144,10 +144,10 @@ class Engine:
         if self.guarded:
             table.update(reach.HELPERS)
         table["__import__"] = guarded_import
-        table[FSTRING_HELPER] = format_string
-        table[rules.KWARGS_GUARD] = guard_kwargs
-        table[rules.SIZED_HELPER] = sized_attribute
-        table[rules.CALL_GUARD] = guarded_call
+        table[rewrites.FSTRING_HELPER] = format_string
+        table[rewrites.KWARGS_GUARD] = guard_kwargs
+        table[rewrites.SIZED_HELPER] = sized_attribute
+        table[rewrites.CALL_GUARD] = guarded_call
         for symbol, setting in self.settings.rules.operators.items():
             if setting in ("on", "off"):
                 continue
@@ -160,7 +160,7 @@ class Engine:
                     f"rules.operators['{symbol}'] = '{setting}': a rewrite must name an allowlist function "
                     f"taking two values or one of {', '.join(sorted(BOUNDED_OPERATORS))}",
                     path=f"rules.operators.{symbol}", stage="load")
-            table[rules.operator_helper_name(symbol)] = target
+            table[rewrites.operator_helper_name(symbol)] = target
         return table
 
     # -- validation and compilation ---------------------------------------

@@ -74,22 +74,6 @@ class S2OError(Exception):
             self.source = source
         return self
 
-    def as_dict(self) -> dict[str, Any]:
-        """The error as a JSON-ready dict (keys: code, message, line, col, path, stage)."""
-        out: dict[str, Any] = {
-            "code": self.code,
-            "message": self.message,
-            "line": self.line,
-            "col": self.col,
-            "path": self.path,
-            "stage": self.stage,
-        }
-        if self.python_type is not None:
-            out["type"] = self.python_type
-        if self.details:
-            out["details"] = self.details
-        return out
-
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 import types
+import weakref
 from collections.abc import Coroutine
 from typing import Any
 
@@ -52,9 +54,30 @@ class LoopThread:
         while not self.loop.is_closed():
             try:
                 self.loop.run_forever()
-                return
+                break
             except BaseException:  # a limit exception that landed in the loop itself: keep serving
                 continue
+        with contextlib.suppress(RuntimeError):
+            self.loop.close()
+
+    def stop(self) -> None:
+        """End the loop and its thread (when the session that owns it is gone)."""
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+async def end_leftovers(grace: float = 1.0) -> None:
+    """Cancel every task on the running loop but the caller's, and wait up to ``grace`` seconds for them.
+
+    A run ends with everything it started (SPEC 12): the children of a granted ``asyncio.gather``
+    whose sibling failed, tasks a granted host function created, and their callbacks.
+    """
+    current = asyncio.current_task()
+    left = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        await asyncio.wait(left, timeout=grace)
 
 
 def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
@@ -188,6 +211,7 @@ class Execution:
         """Schedule ``coro`` on the session's loop thread with what is left of the time limit."""
         if self._loop_thread is None or self._loop_thread.loop.is_closed():
             self._loop_thread = LoopThread()
+            weakref.finalize(self, self._loop_thread.stop)
         remaining = max(self.engine.settings.limits.time - (time.monotonic() - start), 0.0)
 
         async def step() -> Any:
@@ -198,6 +222,8 @@ class Execution:
             finally:
                 self._token = None
                 WATCHDOG.disarm(token)
+                with contextlib.suppress(BaseException):  # the run's own outcome is already decided
+                    await end_leftovers()
 
         self._pending = asyncio.run_coroutine_threadsafe(step(), self._loop_thread.loop)
         return self._pending

@@ -168,9 +168,6 @@ async def guarded_gather(*aws: Any, return_exceptions: bool = False) -> list[Any
     return await asyncio.gather(*aws)
 
 
-#: Hidden global that every f-string is rewritten to call (see :func:`format_string`).
-FSTRING_HELPER = "__s2o_fstring"
-
 _CONVERSIONS: dict[int, Callable[[Any], str]] = {115: str, 114: repr, 97: ascii}
 
 

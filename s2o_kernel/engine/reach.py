@@ -34,7 +34,10 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .allowlist import Namespace, namespace_path
+from .bounded import SIZED_METHODS, sized_attribute
 from .errors import S2OError
+from .guards import SafeIterator, guard_kwargs
 from .stdlib_audit import object_refusal
 
 #: Hidden globals the rewritten code calls.
@@ -46,6 +49,7 @@ MAPPING = "__s2o_mapping"
 
 _PLAIN = frozenset({str, int, float, bool, type(None), bytes, complex, bytearray, range, slice})
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
+_PLAIN_OWNERS = _PLAIN | _CONTAINERS
 _VIEWS = frozenset({type({}.keys()), type({}.values()), type({}.items())})
 #: Most values one deep check visits.
 _SCAN_LIMIT = 100_000
@@ -98,9 +102,9 @@ def reach(value: Any) -> Any:
     t = type(value)
     if t in _PLAIN:
         return value
+    if t is types.BuiltinMethodType and type(value.__self__) in _PLAIN_OWNERS:
+        return value  # a method of a plain value: 'x'.upper
     if t is types.GeneratorType:
-        from .guards import SafeIterator
-
         return SafeIterator(_checked_items(value), "generator")
     check(value)
     return value
@@ -109,16 +113,15 @@ def reach(value: Any) -> Any:
 def reach_attribute(obj: Any, name: str) -> Any:
     """``obj.<name>`` (``name`` is a literal the compile rules passed), its value checked by :func:`reach`.
 
-    Allowlist namespaces answer for themselves: they hand out granted members only. Sized methods
-    are bounded as in unguarded code.
+    Allowlist namespaces answer for themselves: they hand out granted members only; the attributes
+    of plain built-in values and containers are their own methods and numbers, so they pass
+    unchecked. Sized methods are bounded as in unguarded code.
     """
-    from .allowlist import Namespace
-    from .bounded import SIZED_METHODS, sized_attribute
-
-    if type(obj) is Namespace:
-        return getattr(obj, name)
     if name in SIZED_METHODS:
         return reach(sized_attribute(obj, name))
+    t = type(obj)
+    if t in _PLAIN or t in _CONTAINERS or t is Namespace:
+        return getattr(obj, name)
     return reach(getattr(obj, name))
 
 
@@ -147,8 +150,6 @@ def reach_aiter(iterable: Any) -> Any:
 
 def reach_mapping(mapping: Any) -> Any:
     """A ``**mapping`` argument: its keys checked by the name rules, its values by :func:`reach`."""
-    from .guards import guard_kwargs
-
     guard_kwargs(mapping)
     if type(mapping) is dict:
         check(mapping)
@@ -238,8 +239,6 @@ def guard_tree(tree: ast.Expression) -> ast.Expression:
 def is_host_object(obj: Any) -> bool:
     """Whether ``obj`` comes from outside the standard library and this project: a host object whose
     attributes and results must be guarded. Allowlist namespaces of host packages count."""
-    from .allowlist import Namespace, namespace_path
-
     t = type(obj)
     if t in _PLAIN or t in _CONTAINERS:
         return False

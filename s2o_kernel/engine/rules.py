@@ -37,14 +37,15 @@ rewrites to apply before compiling (operator rewriting, guarded ``**``).
 from __future__ import annotations
 
 import ast
-import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .bounded import SIZED_METHODS
 from .denylist import name_violation
 from .errors import S2OError
+from .parsing import check_text, parse
+from .rewrites import CALL_GUARD, FSTRING_HELPER, KWARGS_GUARD, SIZED_HELPER, apply_rewrites, operator_helper_name
 
 #: Names that are namespaces of the runtime, never locals (SPEC 5).
 RESERVED_NAMES = frozenset({"agent", "conv", "sys", "const", "command", "result", "exc"})
@@ -68,23 +69,6 @@ OPERATOR_SYMBOLS: dict[type, str] = {
     ast.BitOr: "|",
     ast.BitXor: "^",
 }
-
-#: Name under which the compiled code finds a rewritten operator's function.
-def operator_helper_name(symbol: str) -> str:
-    """The hidden global that holds the rewrite target of ``symbol``."""
-    names = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
-             "**": "pow", "<<": "lshift", ">>": "rshift", "@": "matmul", "&": "and", "|": "or", "^": "xor"}
-    return f"__s2o_op_{names[symbol]}"
-
-
-#: Hidden global that checks the keys of a ``**mapping`` argument at run time.
-KWARGS_GUARD = "__s2o_kwargs"
-#: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).
-FSTRING_HELPER = "__s2o_fstring"
-#: Hidden global that reads an attribute named in ``bounded.SIZED_METHODS`` (sizes bounded, SPEC 12).
-SIZED_HELPER = "__s2o_sized"
-#: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
-CALL_GUARD = "__s2o_call"
 
 _SECRET_KEY = "sys.secret must be subscripted with a literal string: sys.secret['NAME']"
 
@@ -480,144 +464,6 @@ _RULES: dict[type, Callable[[Validator, _Item], bool]] = {
 }
 
 
-def check_text(source: str, ctx: RuleContext) -> S2OError | None:
-    """Checks on the raw text: ``too-long`` and ``non-ascii`` (SPEC 3, 12)."""
-    if len(source) > ctx.definition_length:
-        return S2OError("too-long", f"the expression is {len(source)} characters long; "
-                        f"the limit is {ctx.definition_length}", stage="validate", source=None)
-    for index, ch in enumerate(source):
-        o = ord(ch)
-        if 32 <= o <= 126 or ch in "\t\n\r":
-            continue
-        line = source.count("\n", 0, index) + 1
-        col = index - (source.rfind("\n", 0, index) + 1)
-        return S2OError("non-ascii",
-                        f"the character {ch!r} is not printable ASCII; write it as '\\u{o:04x}'"
-                        if o <= 0xFFFF else
-                        f"the character {ch!r} is not printable ASCII; write it as '\\U{o:08x}'",
-                        line=line, col=col, stage="validate", source=source)
-    return None
-
-
-def parse(source: str) -> ast.Expression:
-    """Parse one expression (top-level ``await`` allowed); errors are ``syntax``/``too-deep``."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarnings of odd literals must not reach the host's stderr
-            return ast.parse(source, mode="eval", type_comments=False)
-    except SyntaxError as exc:
-        line = exc.lineno
-        lines = source.splitlines() or [""]
-        if exc.offset:
-            col = exc.offset - 1
-        else:  # the input ended too early: point just past its end
-            line = len(lines)
-            col = len(lines[-1])
-        msg = exc.msg
-        if msg.startswith("too many nested parentheses"):
-            raise S2OError("too-deep", "the expression nests too deeply (too many nested parentheses)",
-                           line=line, col=col, stage="validate", source=source) from None
-        raise S2OError("syntax", msg + _statement_hint(source), line=line, col=col, stage="validate",
-                       source=source) from None
-    except (MemoryError, RecursionError):
-        raise S2OError("too-deep", "the expression nests too deeply for the parser",
-                       stage="validate", source=source) from None
-    except ValueError as exc:  # e.g. NUL bytes on older versions
-        raise S2OError("syntax", str(exc), stage="validate", source=source) from None
-
-
-def _statement_hint(source: str) -> str:
-    """A hint when ``source`` is a Python statement rather than an expression (``x = 1``, ``import os``)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            body = ast.parse(source, mode="exec").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return ""
-    if any(isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) for node in body):
-        return ("; an expression cannot assign: set variables with a var command, "
-                'for example {"var": {"x": 1}}')
-    if len(body) > 1 or (body and not isinstance(body[0], ast.Expr)):
-        return "; only one expression is allowed, not statements"
-    return ""
-
-
-Rewrite = tuple[Any, str, int | None, Any, str]
-
-
-def _call(helper: str, args: list[ast.expr], where: ast.AST) -> ast.Call:
-    call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=args, keywords=[])
-    for n in (call, call.func, *args):
-        if not hasattr(n, "lineno"):
-            ast.copy_location(n, where)
-    return call
-
-
-def _rewrite_kwargs(parent: Any, node: Any, helper: str) -> None:
-    """``f(**m)`` → ``f(**__s2o_kwargs(m))``: the keyword names are checked at run time."""
-    parent.value = _call(helper, [parent.value], node)
-
-
-def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
-    """``f'a{x:>4}'`` → ``__s2o_fstring('a', (x, -1, '>4'))``: bounded widths, secrets stay secret."""
-    args: list[ast.expr] = []
-    for value in node.values:
-        if isinstance(value, ast.FormattedValue):
-            spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
-            args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
-        else:
-            args.append(value)
-    call = _call(helper, args, node)
-    for n in args:
-        ast.copy_location(n, node)
-    ast.fix_missing_locations(call)
-    _replace_child(parent, node, call)
-
-
-def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:
-    """``s.zfill`` → ``__s2o_sized(s, 'zfill')``: the method checks its output size first."""
-    _replace_child(parent, node, _call(helper, [node.value, ast.Constant(node.attr)], node))
-
-
-def _rewrite_call_guard(parent: Any, node: Any, helper: str) -> None:
-    """``f(a, b, c)`` → ``__s2o_call(f, a, b, c)``, in place: the callee is checked (no metaclass calls)."""
-    node.args = [node.func, *node.args]
-    node.func = ast.copy_location(ast.Name(id=helper, ctx=ast.Load()), node)
-
-
-def _rewrite_operator(parent: Any, node: Any, helper: str) -> None:
-    """``a ** b`` → ``helper(a, b)``: operator rewriting of SPEC 3."""
-    _replace_child(parent, node, _call(helper, [node.left, node.right], node))
-
-
-#: How each kind of recorded rewrite is applied, by helper name; operator helpers are the default.
-_REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
-    KWARGS_GUARD: _rewrite_kwargs,
-    FSTRING_HELPER: _rewrite_fstring,
-    SIZED_HELPER: _rewrite_sized,
-    CALL_GUARD: _rewrite_call_guard,
-}
-
-
-def _apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
-    """Apply recorded rewrites, innermost first (the walk recorded them outer first)."""
-    for parent, _attr, _index, node, helper in reversed(list(rewrites)):
-        _REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
-
-
-def _replace_child(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:
-    for name, value in ast.iter_fields(parent):
-        if value is old:
-            setattr(parent, name, new)
-            return
-        if isinstance(value, list):
-            for i, v in enumerate(value):
-                if v is old:
-                    value[i] = new
-                    return
-    raise AssertionError("rewrite target not found in its parent")  # pragma: no cover
-
-
 def check_expression(source: str, ctx: RuleContext) -> Checked:
     """Check one expression against every compile rule (SPEC 3).
 
@@ -627,7 +473,7 @@ def check_expression(source: str, ctx: RuleContext) -> Checked:
     becomes a coded error in ``errors``.
     """
     out = Checked(source=source)
-    err = check_text(source, ctx)
+    err = check_text(source, ctx.definition_length)
     if err is not None:
         out.errors.append(err)
         return out
@@ -644,6 +490,6 @@ def check_expression(source: str, ctx: RuleContext) -> Checked:
     if out.errors:
         out.errors.sort(key=lambda e: (e.line or 0, e.col or 0))
         return out
-    _apply_rewrites(tree, validator.rewrites)
+    apply_rewrites(tree, validator.rewrites)
     out.tree = tree
     return out

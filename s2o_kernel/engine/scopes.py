@@ -268,8 +268,6 @@ class SecretStore:
         return "<secrets>"
 
 
-#: Optional members of ``sys`` (SPEC 5), present only when configured.
-OPTIONAL_SYS_MEMBERS = ("userEmail", "userSession", "serverIp", "cookies")
 #: Scopes ``sys.exists`` accepts.
 EXISTS_SCOPES = ("local", "agent", "conv", "const", "allowlist")
 

@@ -142,6 +142,11 @@ class Session:
         return self._run.engine.settings.masked_dict()
 
     @property
+    def warnings(self) -> list[str]:
+        """What the settings in use loaded with a warning (one message per allowlist entry)."""
+        return list(self._run.engine.warnings)
+
+    @property
     def functions(self) -> dict[str, Any]:
         """Functions of the last agent definition, name → parsed function (``call`` reaches them)."""
         return dict(self._functions)
@@ -352,7 +357,8 @@ class Session:
         whose declared arguments come from ``inputs`` (also ``sys.inputs`` during the run).
         ``on_output`` is called with each output part as it is produced.
         """
-        from .fragments import fragment_kind, parse_fragment, run_program
+        from .fragments.interpreter import run_program
+        from .fragments.parser import fragment_kind, parse_fragment
 
         start = time.monotonic()
         if function is not None and fragment_kind(fragment) != "agent":

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from s2o_kernel.engine import fragment_words
 from s2o_kernel.kernel.cells import is_comment_line, looks_like_json, strip_comments
 from s2o_kernel.kernel.contract import SessionLike
 
@@ -22,14 +23,10 @@ _IDENT_CHARS = re.compile(r"[A-Za-z0-9_.]")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MAGIC_PREFIX = re.compile(r"^(\s*)(%%?)([A-Za-z0-9_-]*)$")
 
-#: Words offered inside a JSON fragment: the command names and structural field names the engine
-#: accepts (SPEC 7). ``api``, ``db``, ``llm`` and ``ask`` are left out while the engine refuses them
-#: (they need outside systems), and ``outputPath`` because no command of this version takes it.
-FRAGMENT_KEYWORDS = (
-    "var", "if", "for", "while", "break", "continue", "return", "fail", "end", "output",
-    "log", "call", "parallel", "onError", "commands", "args",
-    "functions", "main", "then", "else", "condition", "item", "in", "index", "function",
-)  # fmt: skip
+#: Words offered inside a JSON fragment: the command names and field names the engine accepts
+#: (SPEC 7), from its command registry; commands it refuses (``api``, ``db``, ``llm``, ``ask`` need
+#: outside systems) and fields no command takes (``outputPath``) are not offered.
+FRAGMENT_KEYWORDS = tuple(sorted(fragment_words()))
 
 #: The inspect_reply content when nothing applies.
 NOT_FOUND: dict[str, Any] = {"status": "ok", "found": False, "data": {}, "metadata": {}}

@@ -86,10 +86,10 @@ def make_session(settings: Settings, warnings: list[str] | None = None) -> Sessi
             f"the containment worker could not be started ({problem}); cells run in the "
             "kernel process, where C-level loops and memory bombs are not stopped"
         )
-    in_process = engine.Engine(settings)
+    in_process = engine.Session(engine.Engine(settings))
     if warnings is not None:
         warnings.extend([*found, *in_process.warnings])
-    return engine.Session(in_process)
+    return in_process
 
 
 def _settings_source() -> str:

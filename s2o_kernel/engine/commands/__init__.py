@@ -33,4 +33,18 @@ OUTSIDE = frozenset({"api", "db", "llm", "ask"})
 #: Every command name of SPEC 7.
 COMMAND_NAMES = frozenset(REGISTRY) | OUTSIDE
 
-__all__ = ["COMMAND_NAMES", "OUTSIDE", "REGISTRY", "CommandSpec"]
+#: Keys of function objects and agent definitions (SPEC 7).
+STRUCTURE_WORDS = frozenset({"onError", "functions", "main", "args", "commands"})
+
+
+def fragment_words() -> frozenset[str]:
+    """The words a fragment this version runs may use as keys: the names of the registered commands,
+    their fields (by their JSON names, ``in`` and ``else`` included) and :data:`STRUCTURE_WORDS`."""
+    words = set(REGISTRY) | STRUCTURE_WORDS
+    for spec in REGISTRY.values():
+        if spec.fields is not None:
+            words.update(f.alias or name for name, f in spec.fields.model_fields.items())
+    return frozenset(words)
+
+
+__all__ = ["COMMAND_NAMES", "OUTSIDE", "REGISTRY", "STRUCTURE_WORDS", "CommandSpec", "fragment_words"]

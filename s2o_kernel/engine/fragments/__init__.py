@@ -1,8 +1,6 @@
-"""Fragments (SPEC 7): parsed whole by :mod:`.parser`, run by :mod:`.interpreter`, commands in :mod:`..commands`."""
+"""Fragments (SPEC 7): :mod:`.tree` (the parsed form), :mod:`.parser` (checked whole before anything
+runs) and :mod:`.interpreter` (one run on the session's loop); the commands live in :mod:`..commands`.
 
-from .interpreter import Interpreter, run_program
-from .parser import Parser, fragment_kind, parse_fragment
-from .tree import Command, Function, Program
-
-__all__ = ["Command", "Function", "Interpreter", "Parser", "Program", "fragment_kind", "parse_fragment",
-           "run_program"]
+The package imports nothing itself, so a command module can import :mod:`.tree` without importing the
+parser that imports the command registry (no import cycle).
+"""

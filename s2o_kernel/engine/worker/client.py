@@ -452,10 +452,6 @@ class IsolatedSession:
         """See :meth:`Session.describe`."""
         return wire.decode_text(self._call("describe", {"dotted": dotted}, timeout=5))
 
-    def take_printed(self) -> str:
-        """Printed text not yet handed to :attr:`on_print` (always empty: it is delivered as it comes)."""
-        return ""
-
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***``."""
         return self._settings.redact(text)

@@ -183,13 +183,7 @@ class Worker:
         return {"warnings": self.session.update_settings(req["patch"])}
 
     def do_set_vars(self, req: Request) -> Any:
-        s = self.session
-        for name, value in (req.get("locals") or {}).items():
-            s.set_local(name, value)
-        for name, value in (req.get("agent") or {}).items():
-            s.set_agent(name, value)
-        for name, value in (req.get("conv") or {}).items():
-            s.set_conv(name, value)
+        self.session.set_vars(locals=req.get("locals"), agent=req.get("agent"), conv=req.get("conv"))
         return {"state": self.state()}
 
     def do_reset(self, req: Request) -> Any:

@@ -10,7 +10,7 @@ is refused nothing changes.
 
 from __future__ import annotations
 
-from s2o_kernel.engine.settings import read_toml
+from s2o_kernel.engine import read_toml
 from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
 from s2o_kernel.kernel.magics.base import Magic, MagicCall
 from s2o_kernel.kernel.magics.files import resolve

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from s2o_kernel.engine import S2OError, Session
+from s2o_kernel.engine import S2OError
 from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
 from s2o_kernel.kernel.magics.base import Magic, MagicCall
 from s2o_kernel.kernel.magics.files import read_json, write_text
@@ -47,10 +47,6 @@ def _load(call: MagicCall, path: str) -> None:
     state = _saved_state(path)
     session = call.ctx.require_session()
     try:
-        # All or nothing: the variables are first set on a scratch session, which refuses exactly
-        # what the session would (names the rules refuse, values that are not JSON), because the
-        # engine's set_vars sets them one by one. Drop this step once set_vars is all or nothing.
-        Session().set_vars(agent=state["agent"], conv=state["conv"])
         session.set_vars(agent=state["agent"], conv=state["conv"])
     except S2OError as exc:
         exc.add_note(f"Nothing was loaded from {path}.")

@@ -1,0 +1,109 @@
+"""The rewrites the compile rules record, and the hidden helpers rewritten code calls (SPEC 3, 12).
+
+The validator (:mod:`.rules`) records a rewrite as ``(parent, field, index, node, helper)`` while it
+walks; :func:`apply_rewrites` applies them innermost first, each by the rewriter the helper's name
+selects in :data:`REWRITERS` (tables as data; operator helpers are the default). The helper names are
+hidden globals of compiled code: the engine binds each in the expression's builtins
+(:meth:`~.engine.Engine._make_builtins`), and no expression can name them (underscore rule).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+#: Name under which the compiled code finds a rewritten operator's function.
+def operator_helper_name(symbol: str) -> str:
+    """The hidden global that holds the rewrite target of ``symbol``."""
+    names = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
+             "**": "pow", "<<": "lshift", ">>": "rshift", "@": "matmul", "&": "and", "|": "or", "^": "xor"}
+    return f"__s2o_op_{names[symbol]}"
+
+
+#: Hidden global that checks the keys of a ``**mapping`` argument at run time.
+KWARGS_GUARD = "__s2o_kwargs"
+#: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).
+FSTRING_HELPER = "__s2o_fstring"
+#: Hidden global that reads an attribute named in ``bounded.SIZED_METHODS`` (sizes bounded, SPEC 12).
+SIZED_HELPER = "__s2o_sized"
+#: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
+CALL_GUARD = "__s2o_call"
+
+
+#: A recorded rewrite: (parent node, field, index, node to rewrite, helper name).
+Rewrite = tuple[Any, str, int | None, Any, str]
+
+
+def _call(helper: str, args: list[ast.expr], where: ast.AST) -> ast.Call:
+    call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=args, keywords=[])
+    for n in (call, call.func, *args):
+        if not hasattr(n, "lineno"):
+            ast.copy_location(n, where)
+    return call
+
+
+def _rewrite_kwargs(parent: Any, node: Any, helper: str) -> None:
+    """``f(**m)`` → ``f(**__s2o_kwargs(m))``: the keyword names are checked at run time."""
+    parent.value = _call(helper, [parent.value], node)
+
+
+def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
+    """``f'a{x:>4}'`` → ``__s2o_fstring('a', (x, -1, '>4'))``: bounded widths, secrets stay secret."""
+    args: list[ast.expr] = []
+    for value in node.values:
+        if isinstance(value, ast.FormattedValue):
+            spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
+            args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
+        else:
+            args.append(value)
+    call = _call(helper, args, node)
+    for n in args:
+        ast.copy_location(n, node)
+    ast.fix_missing_locations(call)
+    _replace_child(parent, node, call)
+
+
+def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:
+    """``s.zfill`` → ``__s2o_sized(s, 'zfill')``: the method checks its output size first."""
+    _replace_child(parent, node, _call(helper, [node.value, ast.Constant(node.attr)], node))
+
+
+def _rewrite_call_guard(parent: Any, node: Any, helper: str) -> None:
+    """``f(a, b, c)`` → ``__s2o_call(f, a, b, c)``, in place: the callee is checked (no metaclass calls)."""
+    node.args = [node.func, *node.args]
+    node.func = ast.copy_location(ast.Name(id=helper, ctx=ast.Load()), node)
+
+
+def _rewrite_operator(parent: Any, node: Any, helper: str) -> None:
+    """``a ** b`` → ``helper(a, b)``: operator rewriting of SPEC 3."""
+    _replace_child(parent, node, _call(helper, [node.left, node.right], node))
+
+
+#: How each kind of recorded rewrite is applied, by helper name; operator helpers are the default.
+REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
+    KWARGS_GUARD: _rewrite_kwargs,
+    FSTRING_HELPER: _rewrite_fstring,
+    SIZED_HELPER: _rewrite_sized,
+    CALL_GUARD: _rewrite_call_guard,
+}
+
+
+def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
+    """Apply recorded rewrites, innermost first (the walk recorded them outer first)."""
+    for parent, _attr, _index, node, helper in reversed(list(rewrites)):
+        REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
+
+
+def _replace_child(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:
+    for name, value in ast.iter_fields(parent):
+        if value is old:
+            setattr(parent, name, new)
+            return
+        if isinstance(value, list):
+            for i, v in enumerate(value):
+                if v is old:
+                    value[i] = new
+                    return
+    raise AssertionError("rewrite target not found in its parent")  # pragma: no cover
