@@ -1,7 +1,7 @@
 """The typed contract between the kernel and the engine: what the kernel needs of a session (issue 7).
 
 The kernel reaches the engine only through these protocols, so its needs are written in one place
-and checked, statically by mypy and at run time by ``tests/test_kernel_contract.py``:
+and checked, statically by mypy and at run time by ``tests/kernel/test_contract.py``:
 
 * :class:`SessionLike`: the session cells run in. The engine's in-process ``Session`` and its
   contained ``IsolatedSession`` (SPEC 12) implement it, and so does the stand-in session of the

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kernel_harness import (
+from kernel_harness import (
     collect_iopub,
     drain,
     execute,
