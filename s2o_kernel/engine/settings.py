@@ -56,8 +56,19 @@ class Rules(_Strict):
         return value
 
 
+#: Largest ``limits.output_part_bytes`` accepted, in bytes: a part this size, written as JSON (at most six
+#: bytes a byte, ``\u0000``), still fits one message of the worker's pipe (64 MiB, SPEC 12).
+MAX_OUTPUT_PART = 8 << 20
+
+
 class Limits(_Strict):
-    """``limits.*``: run-time limits (SPEC 6, 10). ``time`` in seconds, ``memory`` in bytes."""
+    """``limits.*``: run-time limits (SPEC 6, 10, 12). ``time`` in seconds; ``memory`` and the
+    ``output_*_bytes`` caps in bytes (UTF-8 bytes of an output part's text, html or image data).
+
+    ``output_part_bytes`` (1 MiB), ``output_parts`` (1,000) and ``output_bytes`` (16 MiB) cap one
+    run's ``output`` parts (SPEC 12; see :mod:`.commands.output`); a part over a cap stops the
+    run with ``output-limit``. ``output_part_bytes`` is at most :data:`MAX_OUTPUT_PART`.
+    """
 
     time: float = Field(default=30.0, gt=0)
     loop_iterations: int = Field(default=10_000, ge=1)
@@ -65,6 +76,9 @@ class Limits(_Strict):
     llm_cost: float = Field(default=0.50, ge=0)
     definition_length: int = Field(default=20_480, ge=1)
     memory: int = Field(default=1 << 30, ge=1 << 20)
+    output_part_bytes: int = Field(default=1 << 20, ge=1, le=MAX_OUTPUT_PART)
+    output_parts: int = Field(default=1_000, ge=1)
+    output_bytes: int = Field(default=16 << 20, ge=1)
 
 
 class SysSettings(BaseModel):
