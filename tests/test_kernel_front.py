@@ -1,5 +1,5 @@
 """The front end through a real kernel (issue 8): output caps and the kernel's memory, sanitised html,
-image types and lone surrogates (SPEC 9, 12).
+image types, lone surrogates, and magics that never quote a file that is not valid input (SPEC 9, 12).
 
 Each test drives a real s2o kernel process (``tests/_kernel_harness.py``): contained (the default)
 and, where the kernel's own memory is measured, in-process too.
@@ -18,14 +18,17 @@ from _kernel_harness import execute, install_spec, result_data, shell_reply, sta
 from containment import status_kib
 
 from s2o_kernel import engine
-from s2o_kernel.engine import Engine, Session, default_settings
+from s2o_kernel.engine import Engine, S2OError, Session, default_settings
 from s2o_kernel.kernel import render
+from s2o_kernel.kernel.magics import files
 from s2o_kernel.kernel.runner import CellRunner
 
 pytestmark = pytest.mark.timeout(300)
 
 #: ``S2O_KERNEL_ISOLATED`` for each kind of kernel ("" is the default: contained).
 MODES = {"contained": "", "in-process": "0"}
+#: The first line of a file that must never show in a notebook.
+SECRET_LINE = "root:$6$hunter2-hash:19000:0:99999:7:::"
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +197,77 @@ def test_a_lone_surrogate_is_shown_escaped_never_dropped(kc: Any) -> None:
     assert reply["traceback"][1:4] == ["  at output.text", "    'x\\udc80y'", "      ^"]
 
 
-# -- units: rendering -----------------------------------------------------------------------
+# -- magics never quote a file that is not valid input (SPEC 9.1) -----------------------------------
+
+
+@pytest.fixture
+def secret_files(kernel_cwd: Path) -> Path:
+    (kernel_cwd / "shadow").write_text(f"{SECRET_LINE}\nbin:*:19000:0:99999:7:::\n")
+    (kernel_cwd / "release.toml").write_text(f'NAME = "{SECRET_LINE}"\nVERSION_ID = "24.04"\n')
+    (kernel_cwd / "quoted.toml").write_text("[hunter2]\n[hunter2]\n")  # tomllib's message quotes the key
+    return kernel_cwd
+
+
+def _no_secret(reply: dict[str, Any]) -> None:
+    text = json.dumps(reply)
+    assert "hunter2" not in text and "root:" not in text, reply
+
+
+@pytest.mark.parametrize(("magic", "ename", "where"), [
+    ("%run shadow", "syntax", "(line 1, column 1)"),
+    ("%state load shadow", "syntax", "(line 1, column 1)"),
+    ("%config shadow", "settings", "(line 1, column 5)"),
+    ("%config release.toml", "settings", "2 of its 2 top-level keys are not settings"),
+    ("%config quoted.toml", "settings", "(line 2, column 9)"),
+], ids=["run", "state-load", "config-not-toml", "config-not-settings", "config-toml-error"])
+def test_a_file_that_is_not_valid_input_is_not_quoted(kc: Any, secret_files: Path, magic: str, ename: str,
+                                                      where: str) -> None:
+    reply, outputs = execute(kc, magic)
+    assert (reply["status"], reply["ename"]) == ("error", ename), reply
+    assert where in reply["evalue"]
+    _no_secret(reply)
+    for message in outputs:
+        _no_secret(message["content"])
+    assert result_data(execute(kc, "%limits")[1])["application/json"]["time"] == 30
+
+
+def test_state_save_writes_strict_json(kc: Any, kernel_cwd: Path) -> None:
+    (kernel_cwd / "nan.json").unlink(missing_ok=True)
+    ok(execute(kc, '{"var": {"agent.fine": 1, "agent.ratio": "{ [1.5, float(\'nan\')] }"}}')[0])
+    reply, _ = execute(kc, "%state save nan.json")
+    assert (reply["status"], reply["ename"]) == ("error", "not-json"), reply
+    assert "agent.ratio[1]" in reply["evalue"] and "Nothing was saved to nan.json." in reply["traceback"]
+    assert not (kernel_cwd / "nan.json").exists()
+    ok(execute(kc, '{"var": {"agent.ratio": "{ float(\'inf\') }"}}')[0])
+    assert execute(kc, "%state save nan.json")[0]["ename"] == "not-json"
+    ok(execute(kc, '{"var": {"agent.ratio": 0.5, "conv.text": "a\\udc80"}}')[0])
+    ok(execute(kc, "%state save nan.json")[0])
+    saved = json.loads((kernel_cwd / "nan.json").read_text(encoding="utf-8"))
+    assert saved["agent"]["ratio"] == 0.5 and saved["conv"]["text"] == "a\udc80"
+    ok(execute(kc, "%reset")[0])
+
+
+@pytest.mark.parametrize(("state", "ename"), [
+    ({"agent": {"ok": 1, "None": 2}}, "fragment"),
+    ({"agent": {"ok": 1, "if": 2}}, "fragment"),
+    ({"agent": {"ok": 1}, "conv": {"x[0]": 2}}, "fragment"),
+    ({"agent": {"ok": 1, " ok": 2}}, "fragment"),
+    ({"agent": {"ok": 1, "a.b": 2}}, "fragment"),
+    ({"conv": {"ok": 1, "_p": 2}}, "underscore"),
+    ({"agent": {"ok": 1, "ratio": float("nan")}}, "not-json"),
+], ids=["None", "keyword", "item", "space", "dotted", "underscore", "nan"])
+def test_state_load_refuses_the_whole_file_for_one_bad_name(kc: Any, kernel_cwd: Path, state: dict[str, Any],
+                                                             ename: str) -> None:
+    ok(execute(kc, "%reset")[0])
+    (kernel_cwd / "state.json").write_text(json.dumps(state))
+    reply, _ = execute(kc, "%state load state.json")
+    assert (reply["status"], reply["ename"]) == ("error", ename), reply
+    assert "Nothing was loaded from state.json." in reply["traceback"]
+    for scope in ("agent", "conv"):
+        assert execute(kc, f"{scope}.ok")[0]["ename"] == "not-set"
+
+
+# -- units: rendering and files -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("payload", [
@@ -231,6 +304,15 @@ def test_escape_text_writes_every_surrogate_and_keeps_everything_else() -> None:
         "data": {"text/plain": "x\\udc80", "application/json": ["\\ud800", 1, {"k\\udfff": None}]}}
     same = {"a": ["b", 1]}
     assert render.escape_surrogates(same) is same
+
+
+def test_magic_files_are_read_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(files, "MAX_FILE", 10)
+    (tmp_path / "big.json").write_text("[" + "1," * 20 + "1]")
+    with pytest.raises(S2OError) as exc:
+        files.read_json("big.json")
+    assert exc.value.code == "magic" and "larger than" in exc.value.message
 
 
 def test_a_silent_cell_keeps_no_output() -> None:

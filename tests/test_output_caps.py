@@ -4,7 +4,7 @@ A run's ``output`` parts are capped: ``limits.output_part_bytes`` per part, ``li
 and ``limits.output_bytes`` per run; past a cap the run stops with ``output-limit``, which
 ``onError`` does not handle. With an output sink the parts go to the sink alone (nothing keeps
 them); the worker sends each as an event and its reply never carries them again. Image parts are
-``image/png`` or ``image/jpeg`` only (SPEC 9).
+``image/png`` or ``image/jpeg`` only (SPEC 9). Settings files are never quoted in errors.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from s2o_kernel.engine import (
     Session,
     default_settings,
     make_settings,
+    read_toml,
 )
+from s2o_kernel.engine import settings as settings_module
 from s2o_kernel.engine.commands.output import OutputBudget, part_bytes
 from s2o_kernel.engine.settings import MAX_OUTPUT_PART, merge
 
@@ -186,3 +188,40 @@ def test_a_worker_that_sends_parts_past_the_caps_is_restarted() -> None:
         assert session.evaluate("len('abc')") == 3
     finally:
         session.close()
+
+
+# -- settings files are never quoted ---------------------------------------------------------------
+
+
+SECRET = "admin:$6$hunter2"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (f"{SECRET}\n", "is not valid TOML: a syntax error (line 1, column 6)"),
+    ("[hunter2]\n[hunter2]\n", "is not valid TOML: a syntax error (line 2, column 9)"),
+    ('a = "hunter2\x01"\n', "is not valid TOML: a syntax error (line 1, column 13)"),
+    ("a = 1\na = 2\n", "is not valid TOML: Cannot overwrite a value (line 2, column 6)"),
+    ('a = ["hunter2",\n', "is not valid TOML: Invalid value (at its end)"),
+])
+def test_a_settings_file_that_is_not_toml_is_not_quoted(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    with pytest.raises(S2OError) as exc:
+        read_toml(path)
+    assert (exc.value.code, exc.value.stage) == ("settings", "load")
+    assert exc.value.message == f"{path} {message}"  # nothing of the file's text
+    assert exc.value.source is None
+
+
+def test_a_settings_file_that_is_not_utf8_or_too_large_is_refused(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.toml"
+    path.write_bytes(b'a = "\xff\xfe"\n')
+    with pytest.raises(S2OError) as exc:
+        read_toml(path)
+    assert exc.value.code == "settings" and "not UTF-8" in exc.value.message
+    monkeypatch.setattr(settings_module, "MAX_SETTINGS_FILE", 10)
+    path.write_text("a = 1\nb = 2\n")
+    with pytest.raises(S2OError) as exc:
+        read_toml(path)
+    assert exc.value.code == "settings" and "too large" in exc.value.message
