@@ -283,9 +283,14 @@ def test_sanitised_html_holds_no_script(payload: str) -> None:
     assert "steal" not in data["text/plain"] and data["text/plain"].startswith("ok")
 
 
-def test_the_text_of_html_keeps_its_blocks_and_entities() -> None:
-    assert render.html_text("<h1>Cart</h1><ul><li>a &amp; b</li><li>c</li></ul>x<br>y") == "Cart\na & b\nc\nx\ny"
-    assert render.html_text("") == ""
+def test_the_text_of_html_keeps_its_blocks_cells_and_entities() -> None:
+    def text(html: str) -> str:
+        return render.html_text(render.sanitise_html(html))
+
+    assert text("<h1>Cart</h1><ul><li>a &amp; b &lt;c&gt;</li><li>c</li></ul>x<br>y") == "Cart\na & b <c>\nc\nx\ny"
+    assert text("<table><tr><td>1</td><td>2</td></tr><tr><th>3</th></tr></table>") == "1 2\n3"
+    assert text('<a href="https://x.org/?a>b" title="q>r">link</a> and <b>bold</b>') == "link and bold"
+    assert text("") == ""
 
 
 def test_an_image_of_another_type_or_not_base64_is_shown_as_text_only() -> None:

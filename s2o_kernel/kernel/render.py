@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from typing import Any
 
 import nh3
@@ -260,29 +260,14 @@ def json_bundle(value: Any, redact: Redactor | None = None) -> dict[str, Any]:
 
 #: The image types an ``output`` part may show as (SPEC 9).
 IMAGE_TYPES = ("image/png", "image/jpeg")
-#: Elements after which the text fallback of html starts a new line.
+#: Elements around which the text fallback of html starts a new line.
 _BLOCKS = frozenset({"address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt",
                      "figcaption", "figure", "footer", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li",
                      "ol", "p", "pre", "section", "summary", "table", "tr", "ul"})
 
 
-class _TextOfHtml(HTMLParser):
-    """The text of (sanitised) html: character data in order, a line break after each block element."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "br":
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _BLOCKS:
-            self.parts.append("\n")
+#: A tag as nh3 (html5ever's serialiser) writes it: attribute values in double quotes, which may hold ``>``.
+_TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^">]|"[^"]*")*>')
 
 
 def sanitise_html(text: str) -> str:
@@ -292,12 +277,19 @@ def sanitise_html(text: str) -> str:
     return nh3.clean(escape_text(text))
 
 
-def html_text(text: str) -> str:
-    """The ``text/plain`` fallback of sanitised html: its text, a line a block, blank lines collapsed."""
-    reader = _TextOfHtml()
-    reader.feed(text)
-    reader.close()
-    lines = [line.strip() for line in "".join(reader.parts).splitlines()]
+def html_text(clean: str) -> str:
+    """The ``text/plain`` fallback of html that :func:`sanitise_html` wrote: its text (entities
+    decoded), a line break around each block element and at ``<br>``, a space after each table
+    cell, blank lines collapsed. Only for sanitised html, whose tags are well formed and which
+    holds no script, style or comment."""
+
+    def tag(found: re.Match[str]) -> str:
+        name = found.group(2).lower()
+        if name in _BLOCKS:
+            return "\n"
+        return " " if found.group(1) and name in ("td", "th") else ""
+
+    lines = [line.strip() for line in html.unescape(_TAG.sub(tag, clean)).splitlines()]
     return "\n".join(line for line in lines if line)
 
 
