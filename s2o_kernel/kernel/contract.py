@@ -77,7 +77,11 @@ class SessionLike(Protocol):
         inputs: dict[str, Any] | None = None,
         function: str | None = None,
     ) -> RunResult:
-        """Check then run a fragment as one run (SPEC 7); never raises for bad input."""
+        """Check then run a fragment as one run (SPEC 7); never raises for bad input.
+
+        With ``on_output``, each output part goes to it alone as it is produced and nothing keeps
+        it (``RunResult.outputs`` stays empty); without it, the parts are in ``RunResult.outputs``.
+        """
         ...
 
     def set_vars(

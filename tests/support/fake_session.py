@@ -121,10 +121,11 @@ class FakeSession:
                         scope, _, short = k.rpartition(".")
                         {"agent": self.agent_vars, "conv": self.conv_vars}.get(scope, self.locals)[
                             short] = value  # fmt: skip
-                elif name == "output":
-                    run.outputs.append(arg)
+                elif name == "output":  # like the engine: a sink alone gets the parts, else they are kept
                     if on_output is not None:
                         on_output(arg)
+                    else:
+                        run.outputs.append(arg)
                 elif name == "log":
                     run.logs.append(arg)
                 elif name == "return":
