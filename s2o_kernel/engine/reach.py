@@ -11,12 +11,21 @@ by class, what must never reach an expression, and guards every such path:
   ``getattr`` …), a function, class or instance whose home is a standard-library module the table
   does not grant (``os``, ``subprocess``, ``socket``, ``io``, ``threading``, ``logging`` …), a member
   the table leaves out (``string.Formatter``, ``operator.attrgetter`` …), a metaclass, or a method or
-  ``partial`` bound to any of those. Plain built-in values, containers of them and host objects pass;
-  generators are handed on as opaque :class:`~.guards.SafeIterator` objects.
+  ``partial`` bound to any of those. An object that holds a function to call later (a ``map``,
+  ``filter``, ``iter(f, sentinel)``, ``itertools`` or ``functools`` wrapper, a ``staticmethod``, a
+  closure made by the standard library) is judged by everything it holds. Plain built-in values,
+  containers of them and host objects pass; every other iterator is handed on as an opaque
+  :class:`~.guards.SafeIterator` whose items are checked one by one.
 * :class:`ReachRewriter` rewrites a compiled expression so that every attribute read, call result,
   item, operator result and awaited value passes :func:`reach` (attribute reads through
   :func:`reach_attribute`, which lets allowlist namespaces answer for themselves), and every
   iteration (comprehensions, ``*args``) and ``**kwargs`` mapping is checked item by item.
+
+The checks sit where compiled code receives a value, and that is enough even for values C code passes
+to C code (``list(map(list, map(map, it, args)))``, where the inner ``map`` objects are built and
+consumed inside C): C code can only get a value from its arguments, and every argument is a value
+compiled code received (checked), an iterator (its items checked as they are pulled) or a lazy caller
+(judged by what it holds); a lazy caller C code builds from items is itself such an item.
 
 Guarding costs a Python call per operation, so the engine applies it only where a host object can
 be reached: when the allowlist grants an entry from outside the audited standard library (or
@@ -29,6 +38,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
+import itertools
 import sys
 import types
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,6 +47,7 @@ from typing import Any
 
 from .allowlist import Namespace, namespace_path
 from .bounded import SIZED_METHODS, sized_attribute
+from .denylist import type_name
 from .errors import S2OError
 from .guards import SafeIterator, guard_kwargs
 from .stdlib_audit import object_refusal
@@ -51,6 +63,15 @@ _PLAIN = frozenset({str, int, float, bool, type(None), bytes, complex, bytearray
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 _PLAIN_OWNERS = _PLAIN | _CONTAINERS
 _VIEWS = frozenset({type({}.keys()), type({}.values()), type({}.items())})
+#: Types of the granted standard library whose objects hold a function they call later, from C code
+#: (SPEC 12): judged by everything they hold, read with ``gc.get_referents`` (their own traversal, which
+#: neither calls nor consumes anything).
+_LAZY_CALLERS = frozenset({
+    map, filter, type(iter(int, 0)), functools.partial, staticmethod, classmethod,
+    type(functools.cmp_to_key(int)), type(functools.lru_cache(int)),
+    itertools.starmap, itertools.accumulate, itertools.takewhile, itertools.dropwhile, itertools.filterfalse,
+    itertools.groupby,
+})
 #: Most values one deep check visits.
 _SCAN_LIMIT = 100_000
 
@@ -68,15 +89,38 @@ def refusal(value: Any) -> str | None:
         return None
     if t is types.ModuleType:
         return "a module can only be reached through the allowlist"
-    if t is functools.partial:
-        return refusal(value.func)
     if t is types.MethodType:
         return refusal(value.__func__) or refusal(value.__self__)
+    if t in _LAZY_CALLERS:
+        return _held_refusal(value)
+    if t is types.FunctionType and value.__closure__ and not is_host_object(value):
+        return _held_refusal(value) or object_refusal(value)
     return object_refusal(value)
 
 
-def check(value: Any, what: str = "a value reached through a granted object") -> None:
-    """Raise ``S2OError`` ``not-allowed`` when ``value``, or anything a container of it holds, is refused."""
+def _held_refusal(value: Any) -> str | None:
+    """Why something ``value`` holds (a lazy caller's function and arguments, a closure's cells) is refused."""
+    if type(value) is types.FunctionType:
+        held = [cell.cell_contents for cell in value.__closure__ or () if cell_filled(cell)]
+    else:
+        held = [r for r in gc.get_referents(value) if type(r) is not type]
+    why = first_refusal(held)
+    if why is None or why.startswith("it holds"):
+        return why
+    return f"it holds a value that is refused: {why}"
+
+
+def cell_filled(cell: types.CellType) -> bool:
+    """Whether a closure cell holds a value (an empty cell raises ``ValueError`` when read)."""
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def first_refusal(value: Any) -> str | None:
+    """Why ``value``, or anything a container of it holds, is refused (:func:`refusal`), or ``None``."""
     stack = [value]
     seen = 0
     while stack and seen < _SCAN_LIMIT:
@@ -94,7 +138,15 @@ def check(value: Any, what: str = "a value reached through a granted object") ->
             continue
         why = refusal(v)
         if why is not None:
-            raise S2OError("not-allowed", f"{what} is not allowed: {why}")
+            return why
+    return None
+
+
+def check(value: Any, what: str = "a value reached through a granted object") -> None:
+    """Raise ``S2OError`` ``not-allowed`` when ``value``, or anything a container of it holds, is refused."""
+    why = first_refusal(value)
+    if why is not None:
+        raise S2OError("not-allowed", f"{what} is not allowed: {why}")
 
 
 def reach(value: Any) -> Any:
@@ -107,7 +159,19 @@ def reach(value: Any) -> Any:
     if t is types.GeneratorType:
         return SafeIterator(_checked_items(value), "generator")
     check(value)
+    if t is not SafeIterator and _is_iterator(t):
+        return SafeIterator(_checked_items(value), type_name(value))
     return value
+
+
+def _is_iterator(t: type) -> bool:
+    """Whether instances of ``t`` are iterators (``__next__`` in the class dict of a class on its C-level MRO)."""
+    mro: tuple[type, ...] = _MRO.__get__(t)
+    return any("__next__" in _CLASS_DICT.__get__(k) for k in mro)
+
+
+_MRO = type.__dict__["__mro__"]
+_CLASS_DICT = type.__dict__["__dict__"]
 
 
 def reach_attribute(obj: Any, name: str) -> Any:

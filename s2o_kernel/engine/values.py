@@ -75,7 +75,7 @@ FORBIDDEN_VALUE_TYPES: dict[type, str] = {
     types.TracebackType: "a traceback",
     types.ModuleType: "a module",
     types.CellType: "a cell",
-    SafeIterator: "an iterator of a granted generator",
+    SafeIterator: "an iterator (of a granted generator, or reached through a granted object)",
     SafeAsyncIterator: "an async iterator of a granted generator",
     **_async_generator_awaitable_types(),
 }

@@ -25,8 +25,17 @@ next
 iter
 sorted
 map
+zip
+bool
+staticmethod
+filter
+getattr
+operator
+itertools
+functools
 {HOSTS}.thing as thing
 {HOSTS}.c as c
+{HOSTS}.registry as registry
 {HOSTS}.get_evil as get_evil
 {HOSTS}.get_module as get_module
 {HOSTS}.double as double
@@ -61,6 +70,29 @@ PAYLOADS = [
     "[get_evil()] and 1",
     "get_module().os.popen('id').read()",
 ]
+
+#: The escape of the red-team pass: a value C code gets from one granted function and hands to
+#: another, never passing compiled code (an iterator, a lazy ``map``, a host iterable, a key wrapper).
+#: Each of these ran ``exec`` or ``eval`` on a string before the fix, in-process and in the worker.
+C_CHAINS = [
+    "list(map(list, map(map, c.iterate(), [['1']])))",
+    "list(map(list, map(map, iter(get_evil, 1), [['1']])))",
+    "list(map(list, map(map, map(operator.getitem, [c], ['exec']), [['1']])))",
+    "list(map(list, map(map, map(getattr, [thing], ['e']), [['1']])))",
+    "list(map(list, map(map, registry, [['1'], ['1']])))",
+    "list(itertools.chain.from_iterable(map(map, registry, [['1'], ['1']])))",
+    "list(map(list, itertools.starmap(map, zip(registry, [['1'], ['1']]))))",
+    "list(map(list, map(functools.partial(map), registry, [['1'], ['1']])))",
+    "[list(f()) for f in map(functools.partial, [map, map], registry, [['1'], ['1']])]",
+    "[f(['1']) for f in map(functools.partial, [map, map], registry)]",
+    "sorted([{}, '1'], key=next(map(functools.cmp_to_key, registry)))",
+    "list(map(list, map(iter, map(functools.partial, registry, ['1', 'None']), [None, None])))",
+    "list(map(list, filter(bool, map(map, registry, [['1'], ['1']]))))",
+    "[f('1') for f in map(staticmethod, registry)]",
+    "[f('1') for f in map(functools.lru_cache, registry)]",
+    "[f('1') for f in map(functools.singledispatch, registry)]",
+]
+PAYLOADS += C_CHAINS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -98,6 +130,51 @@ def test_through_the_worker(payload: str, isolated: IsolatedSession) -> None:
     with pytest.raises(S2OError) as err:
         isolated.evaluate(payload)
     assert err.value.code == "not-allowed", err.value
+
+
+def test_a_c_chain_runs_no_code_and_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The escape itself: ``exec`` reached through C code walks to the real ``open`` and writes a marker."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s2o-markers").mkdir()
+    walk = ("[k for k in ().__class__.__base__.__subclasses__() if k.__name__ == 'catch_warnings'][0]()"
+            "._module.__builtins__['open']('s2o-markers/c-chain', 'w').write('escaped')")
+    session = Session(Engine(make_settings(_settings())))
+    with pytest.raises(S2OError) as err:
+        session.evaluate(f"list(map(list, map(map, c.iterate(), [[{walk!r}]])))")
+    assert err.value.code == "not-allowed", err.value
+    assert not (tmp_path / "s2o-markers" / "c-chain").exists()
+
+
+def test_c_chains_of_harmless_values_still_work() -> None:
+    session = Session(Engine(make_settings(_settings())))
+    assert session.evaluate("list(map(list, map(map, [str, len], [['a'], ['bc']])))") == [["a"], [2]]
+    assert session.evaluate("list(itertools.chain.from_iterable(map(map, [str], [[1, 2]])))") == ["1", "2"]
+    assert session.evaluate("sorted([3, 1, 2], key=functools.cmp_to_key(operator.sub))") == [1, 2, 3]
+    assert session.evaluate("[x for x in zip([1, 2], 'ab')]") == [(1, "a"), (2, "b")]
+    assert session.evaluate("list(map(double, c.iterate_numbers()))") == [2, 4]
+
+
+def test_a_c_chain_is_refused_through_a_real_kernel(tmp_path: Path) -> None:
+    """The same escape in a notebook: the cell ends with ``not-allowed`` and the worker survives it."""
+    import json
+    import os
+
+    from kernel_harness import execute, install_spec, start_kernel, stop_kernel
+
+    config = tmp_path / "hosts.toml"
+    config.write_text(f"allowlist = {json.dumps(ALLOWLIST)}\n[limits]\ntime = 5\n")
+    pythonpath = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    km, kc = start_kernel(install_spec(tmp_path / "prefix"), tmp_path,
+                          env={"S2O_CONFIG": str(config), "PYTHONPATH": pythonpath, "S2O_KERNEL_ISOLATED": ""})
+    try:
+        walk = "len(().__class__.__base__.__subclasses__())"
+        reply, _ = execute(kc, f"list(map(list, map(map, registry, [['1'], [{walk!r}]])))")
+        assert reply["status"] == "error", reply
+        assert reply["ename"] == "not-allowed", reply
+        reply, _ = execute(kc, "list(map(list, map(map, [str, len], [['a'], ['bc']])))")
+        assert reply["status"] == "ok", reply
+    finally:
+        stop_kernel(km, kc)
 
 
 def test_host_objects_still_work() -> None:

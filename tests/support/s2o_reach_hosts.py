@@ -60,6 +60,9 @@ class Container:
     def iterate(self) -> Any:
         return iter([exec])
 
+    def iterate_numbers(self) -> Any:
+        return iter([1, 2])
+
     def generate(self) -> Any:
         yield os
 
@@ -92,8 +95,16 @@ class _Lookup:
         return exec
 
 
+class Registry:
+    """A host iterable (not an iterator) of plugins: C code that iterates it gets ``exec`` and ``eval``."""
+
+    def __iter__(self) -> Any:
+        return iter([exec, eval])
+
+
 thing = Thing()
 c = Container()
+registry = Registry()
 
 
 def get_evil() -> Any:
