@@ -37,7 +37,9 @@ from .. import commands as registry
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
+from ..references import has_reference, parse_reference
 from ..values import error_message, runtime_error
+from . import wiring
 from .depth import MAX_NESTING
 from .tree import Break, Command, Continue, End, Fail, Function, Program, Return
 
@@ -107,13 +109,20 @@ class Interpreter:
         if isinstance(raw, str):
             found = expression_of(raw)
             if found is None:
-                return raw
+                return self.reference(raw, path) if has_reference(raw) else raw
             return await self.expression(found[0], path, fields)
         if isinstance(raw, list):
             return [await self.value(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
         if isinstance(raw, dict):
             return {k: await self.value(v, f"{path}.{k}", fields) for k, v in raw.items()}
         return raw
+
+    def reference(self, text: str, path: str) -> Any:
+        """The value of the reference expression ``text`` at ``path`` (SPEC 8; :func:`.wiring.read`)."""
+        try:
+            return wiring.read(self.session, parse_reference(text), text)
+        except S2OError as exc:
+            raise exc.with_context(path=path) from None
 
     async def expression(self, source: str, path: str, fields: dict[str, Any] | None) -> Any:
         """Run one expression of the fragment at ``path``; errors carry ``path``."""

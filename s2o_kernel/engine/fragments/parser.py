@@ -27,6 +27,7 @@ from .. import commands as registry
 from ..commands.spec import FieldsModel
 from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
+from ..references import Expr, has_reference, parse_reference
 from ..rules import RESERVED_NAMES
 from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
 from .tree import ARG_TYPES, Command, Function, Program, join
@@ -167,6 +168,8 @@ class Parser:
         if isinstance(raw, str):
             found = expression_of(raw)
             if found is None:
+                if has_reference(raw):
+                    self.reference(raw, path)
                 return
             checked = self.engine.check(found[0], locals=known, command_fields=fields or [])
             self.errors.extend(e.with_context(path=path) for e in checked.errors)
@@ -176,6 +179,15 @@ class Parser:
         elif isinstance(raw, dict):
             for k, v in raw.items():
                 self.value(v, join(path, k), known, fields)
+
+    def reference(self, text: str, path: str) -> Expr | None:
+        """The reference expression ``text`` of the field at ``path`` (SPEC 8), or ``None`` after recording
+        its problem (codes of :mod:`..references`, with the column and the field's path)."""
+        try:
+            return parse_reference(text)
+        except S2OError as exc:
+            self.errors.append(exc.with_context(path=path))
+            return None
 
     def name(self, name: str | None, path: str) -> None:
         """Check a variable name a command or function declares (loop item, index, argument)."""
