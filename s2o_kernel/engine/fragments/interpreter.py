@@ -10,6 +10,10 @@ Semantics:
 
 * A command that fails leaves locals, agent and conversation variables as they were before it; when
   it carries ``onError``, ``exc`` holds the error while the handler runs and the run goes on after it.
+* ``outputPath`` (SPEC 8; :meth:`Interpreter.write_output`): after a result-producing command succeeds,
+  its ``result`` is written to every success target; when it fails, ``{"code", "message"}`` of the
+  error is written to the failure alternative (``ok || failed``) and the run goes on; its ``onError``,
+  if any, runs after that write.
   An error inside the handler propagates. Limits (``timedOut``, ``stopped``, ``loop-limit``, …) and
   ``fail`` are not handled by ``onError``: they end the run.
 * ``call`` runs a function with fresh locals holding its arguments, each checked against its
@@ -41,7 +45,7 @@ from ..references import has_reference, parse_reference
 from ..values import error_message, runtime_error
 from . import wiring
 from .depth import MAX_NESTING
-from .tree import Break, Command, Continue, End, Fail, Function, Program, Return
+from .tree import Break, Command, Continue, End, Fail, Function, Program, Return, join
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -183,6 +187,7 @@ class Interpreter:
         snap = self.session.snapshot() if self.parallel_depth == 0 else None
         try:
             await registry.REGISTRY[cmd.name].run(self, cmd)
+            self.write_output(cmd, self.session.namespace().get("result"), failed=False)
         except (asyncio.CancelledError, RunTimeout, RunInterrupt, KeyboardInterrupt):
             if snap is not None:  # a limit or an interrupt: nothing of this command stays
                 self.session.restore(snap)
@@ -194,11 +199,37 @@ class Interpreter:
                 exc.stage = "run"
             if snap is not None:
                 self.session.restore(snap)
-            if cmd.on_error is None or exc.code in UNHANDLED:
+            if exc.code in UNHANDLED:
+                raise exc from None
+            try:
+                wrote = self.write_output(cmd, {"code": exc.code, "message": exc.message}, failed=True)
+            except S2OError:
+                if snap is not None:
+                    self.session.restore(snap)
+                raise
+            if cmd.on_error is None:
+                if wrote:
+                    return
                 raise exc from None
             await self.handle(cmd.on_error, exc)
         finally:
             self.session.set_command_fields({})
+
+    def write_output(self, cmd: Command, value: Any, *, failed: bool) -> bool:
+        """Write ``value`` to ``cmd``'s ``outputPath`` targets (SPEC 8): on success every target of the
+        fan-out (or of the first alternative), on failure those of the second alternative. Returns whether
+        any target was written; a failing write is an error at ``<command>.outputPath``."""
+        if cmd.output_path is None:
+            return False
+        on_success, on_failure = wiring.targets(cmd.output_path)
+        chosen = on_failure if failed else on_success
+        for ref in chosen:
+            try:
+                wiring.write(self.session, ref, value)
+            except S2OError as exc:
+                exc.stage = "run"
+                raise exc.with_context(path=join(cmd.path, "outputPath")) from None
+        return bool(chosen)
 
     async def handle(self, handler: list[Command], error: S2OError) -> None:
         """Run an ``onError`` handler with ``exc`` reading ``error``."""

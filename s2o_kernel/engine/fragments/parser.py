@@ -27,7 +27,7 @@ from .. import commands as registry
 from ..commands.spec import FieldsModel
 from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
-from ..references import Expr, has_reference, parse_reference
+from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
 from ..rules import RESERVED_NAMES
 from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
 from .tree import ARG_TYPES, Command, Function, Program, join
@@ -265,7 +265,36 @@ class Parser:
             cmd.on_error = self.commands(fields["onError"], join(path, "onError"), known, in_loop)
             fields = {k: v for k, v in fields.items() if k != "onError"}
             cmd.fields = fields
-        return spec.parse(self, cmd, fields, known, in_loop)
+        if spec.fields is not None and isinstance(fields, dict) and "outputPath" in fields:
+            out_path = join(path, "outputPath")
+            if spec.produces_result:
+                cmd.output_path = self.output_path(fields["outputPath"], out_path)
+            else:
+                self.error("ref-output", f"'{name}' produces no result, so it takes no outputPath", out_path)
+            fields = {k: v for k, v in fields.items() if k != "outputPath"}
+            cmd.fields = fields
+        parsed = spec.parse(self, cmd, fields, known, in_loop)
+        if cmd.output_path is not None:  # local targets are known to the commands after this one
+            known.update(str(r.items[0]) for r in refs_of(cmd.output_path) if r.scope == "local")
+        return parsed
+
+    def output_path(self, raw: Any, path: str) -> Expr | None:
+        """Check an ``outputPath`` (SPEC 8): a reference expression whose targets are ``local``, ``agent``
+        or ``conv`` variables, either a fan-out ``a && b && …`` or two alternatives ``ok || failed``
+        (each side a reference or a fan-out). Code ``ref-output``."""
+        if not isinstance(raw, str) or not has_reference(raw) or expression_of(raw) is not None:
+            self.error("ref-output", "outputPath is a reference expression such as \u2020agent.total, "
+                       "\u2020agent.a && \u2020conv.b or \u2020agent.ok || \u2020agent.failed", path)
+            return None
+        expr = self.reference(raw, path)
+        if expr is None:
+            return None
+        problem = output_shape_problem(expr)
+        if problem is not None:
+            self.errors.append(S2OError("ref-output", problem[0], line=1, col=problem[1], path=path,
+                                        stage="validate"))
+            return None
+        return expr
 
     # -- functions ----------------------------------------------------------------------------------
     def function(self, name: str, raw: Any, path: str, extra_known: set[str] | None = None) -> Function | None:
@@ -337,6 +366,33 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
     if p.errors:
         raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
     return Program(kind, body, funcs)
+
+
+def output_shape_problem(expr: Expr) -> tuple[str, int] | None:
+    """``(message, column)`` of what makes ``expr`` no ``outputPath`` (SPEC 8), or ``None`` when it is one."""
+    sides = expr.operands if isinstance(expr, Or) else (expr,)
+    if isinstance(expr, Or) and len(sides) != 2:
+        return ("an outputPath's || names two alternatives: the path on success || the path on failure",
+                refs_of(sides[2])[0].col)
+    for side in sides:
+        inner = _first_or(side)
+        if inner is not None:
+            return "|| may only separate the two alternatives of an outputPath", refs_of(inner)[0].col
+    for ref in refs_of(expr):
+        if ref.scope not in ("local", "agent", "conv"):
+            return (f"an outputPath writes to local, agent or conv variables; {ref.scope} is read-only", ref.col)
+        if ref.scope == "local" and ref.items[0] in RESERVED_NAMES:
+            return f"'{ref.items[0]}' is a runtime namespace, not a variable", ref.col
+    return None
+
+
+def _first_or(expr: Expr) -> Or | None:
+    """The first ``||`` group inside ``expr`` (itself included), or ``None``."""
+    if isinstance(expr, Or):
+        return expr
+    if isinstance(expr, And):
+        return next((found for op in expr.operands if (found := _first_or(op)) is not None), None)
+    return None
 
 
 def _parse_body(p: Parser, kind: str, fragment: Any, funcs: dict[str, Function], known: set[str] | None) -> Function:

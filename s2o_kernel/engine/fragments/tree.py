@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import S2OError
+from ..references import Expr
 
 #: Argument types a function may declare (SPEC 7).
 ARG_TYPES = ("str", "int", "float", "bool", "list", "dict", "any")
@@ -28,6 +29,7 @@ class Command:
         branches: ``parallel``'s command lists.
         on_error: the ``onError`` command list, or ``None``.
         model: what the command's parser made of its fields (a pydantic model, a target table, …).
+        output_path: the parsed ``outputPath`` (SPEC 8) of a command that produces a result, or ``None``.
     """
 
     name: str
@@ -37,6 +39,7 @@ class Command:
     branches: list[list[Command]] = field(default_factory=list)
     on_error: list[Command] | None = None
     model: Any = None
+    output_path: Expr | None = None
 
 
 @dataclass
