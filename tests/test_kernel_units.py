@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s2o_kernel.engine import ErrorGroup, RunResult, S2OError, Validation
+from s2o_kernel.engine import Access, Dataflow, ErrorGroup, RunResult, S2OError, Validation
 from s2o_kernel.kernel import cells, completion, install, magics, render
 from s2o_kernel.kernel.render import INTERRUPTED
 from s2o_kernel.kernel.runner import CellRunner
@@ -173,6 +173,10 @@ class FakeSession:
             local_names={"x"} if "x" in expr else set(),
             secrets={"KEY"} if "secret" in expr else set(),
         )
+
+    def dataflow(self, fragment: Any) -> Dataflow:
+        self.run_args = {"fragment": fragment}
+        return Dataflow([Access("read", "conv.a", "var", "var.x", "reference")])
 
     # settings
     def update_settings(self, patch: dict[str, Any]) -> list[str]:

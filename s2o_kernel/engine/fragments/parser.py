@@ -29,8 +29,10 @@ from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
 from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
 from ..rules import RESERVED_NAMES
+from .dataflow import Access, Dataflow, expression_reads
 from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
 from .tree import ARG_TYPES, Command, Function, Program, join
+from .wiring import targets
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -110,6 +112,8 @@ class Parser:
         calls: function name → ``[(callee, JSON path)]``, for ``unknown-function`` and ``recursion``.
         current: the name of the function being parsed.
         nesting: how many command lists enclose the one being parsed (bounded by ``MAX_NESTING``).
+        flow: every path read and written, in document order (:mod:`.dataflow`).
+        command_path: the JSON path of the command being parsed.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -118,6 +122,12 @@ class Parser:
         self.calls: dict[str, list[tuple[str, str]]] = {}
         self.current: str = ""
         self.nesting = 0
+        self.flow: list[Access] = []
+        self.command_path = ""
+
+    def access(self, mode: str, data: str, path: str, via: str, when: str = "") -> None:
+        """Record that the field at ``path`` of the command being parsed reads or writes ``data`` (SPEC 8)."""
+        self.flow.append(Access(mode, data, self.command_path, path, via, when))
 
     def error(self, code: str, message: str, path: str) -> None:
         """Record a validation error at ``path``."""
@@ -173,6 +183,9 @@ class Parser:
                 return
             checked = self.engine.check(found[0], locals=known, command_fields=fields or [])
             self.errors.extend(e.with_context(path=path) for e in checked.errors)
+            if not checked.errors:
+                for data in expression_reads(found[0], checked.local_names):
+                    self.access("read", data, path, "expression")
         elif isinstance(raw, list):
             for i, v in enumerate(raw):
                 self.value(v, f"{path}[{i}]", known, fields)
@@ -183,6 +196,12 @@ class Parser:
     def reference(self, text: str, path: str) -> Expr | None:
         """The reference expression ``text`` of the field at ``path`` (SPEC 8), or ``None`` after recording
         its problem (codes of :mod:`..references`, with the column and the field's path)."""
+        expr = self._parse_reference(text, path)
+        for ref in refs_of(expr) if expr is not None else ():
+            self.access("read", ref.text(), path, "reference")
+        return expr
+
+    def _parse_reference(self, text: str, path: str) -> Expr | None:
         try:
             return parse_reference(text)
         except S2OError as exc:
@@ -256,6 +275,13 @@ class Parser:
 
     def command(self, name: str, fields: Any, path: str, known: set[str], in_loop: bool) -> Command | None:
         """Parse one command through its registry entry; ``None`` after recording a problem."""
+        outer, self.command_path = self.command_path, path
+        try:
+            return self._command(name, fields, path, known, in_loop)
+        finally:
+            self.command_path = outer
+
+    def _command(self, name: str, fields: Any, path: str, known: set[str], in_loop: bool) -> Command | None:
         cmd = Command(name, fields, path)
         spec = registry.REGISTRY.get(name)
         if spec is None:
@@ -274,7 +300,11 @@ class Parser:
             fields = {k: v for k, v in fields.items() if k != "outputPath"}
             cmd.fields = fields
         parsed = spec.parse(self, cmd, fields, known, in_loop)
-        if cmd.output_path is not None:  # local targets are known to the commands after this one
+        if cmd.output_path is not None:  # written after the fields are read; local targets known after
+            on_success, on_failure = targets(cmd.output_path)
+            for refs, when in ((on_success, "on success" if on_failure else ""), (on_failure, "on failure")):
+                for ref in refs:
+                    self.access("write", ref.text(), join(path, "outputPath"), "outputPath", when)
             known.update(str(r.items[0]) for r in refs_of(cmd.output_path) if r.scope == "local")
         return parsed
 
@@ -286,7 +316,7 @@ class Parser:
             self.error("ref-output", "outputPath is a reference expression such as \u2020agent.total, "
                        "\u2020agent.a && \u2020conv.b or \u2020agent.ok || \u2020agent.failed", path)
             return None
-        expr = self.reference(raw, path)
+        expr = self._parse_reference(raw, path)
         if expr is None:
             return None
         problem = output_shape_problem(expr)
@@ -365,7 +395,7 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
         p.errors.extend(nesting_errors(funcs, body))
     if p.errors:
         raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
-    return Program(kind, body, funcs)
+    return Program(kind, body, funcs, Dataflow(p.flow))
 
 
 def output_shape_problem(expr: Expr) -> tuple[str, int] | None:

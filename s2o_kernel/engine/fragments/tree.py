@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import S2OError
 from ..references import Expr
+from .dataflow import Dataflow
 
 #: Argument types a function may declare (SPEC 7).
 ARG_TYPES = ("str", "int", "float", "bool", "list", "dict", "any")
@@ -57,11 +58,12 @@ class Function:
 @dataclass
 class Program:
     """A parsed fragment: its kind (``command``, ``commands``, ``function``, ``agent``), the function to
-    run, and the functions ``call`` can reach."""
+    run, the functions ``call`` can reach, and its data flow (SPEC 8)."""
 
     kind: str
     body: Function
     functions: dict[str, Function]
+    dataflow: Dataflow = field(default_factory=Dataflow)
 
 
 class Break(Exception):
