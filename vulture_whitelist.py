@@ -30,7 +30,7 @@ _.whitespace_split, _.commenters, _.tempdir
 # exception chaining cleared on purpose (execution.map_error)
 _.__cause__, _.__context__
 # public data read by tests and tools
-_.restarts, _.secret, _.settings_source, KINDS
+_.restarts, _.secret, _.settings_source, _.published, KINDS
 # module-level __getattr__ of s2o_kernel.kernel (lazy attributes)
 __getattr__
 # reprlib.Repr settings and the methods it dispatches to by type name (values._BoundedRepr)

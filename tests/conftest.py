@@ -10,8 +10,12 @@ import pytest
 from s2o_kernel.engine import Engine, Session, default_settings, make_settings
 
 HELPERS_DIR = Path(__file__).parent / "conformance"
-if str(HELPERS_DIR) not in sys.path:
-    sys.path.insert(0, str(HELPERS_DIR))
+#: Helpers shared by the test groups (engine/, kernel/, security/, conformance/): the kernel harness,
+#: the containment judge, host objects for the reach tests, the confinement probe.
+SUPPORT_DIR = Path(__file__).parent / "support"
+for _folder in (HELPERS_DIR, SUPPORT_DIR):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 def make_session(**settings) -> Session:

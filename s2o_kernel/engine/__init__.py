@@ -18,6 +18,7 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 """
 
 from .commands import fragment_words
+from .commands.var import parse_target
 from .engine import Compiled, Engine, Validation
 from .errors import ErrorGroup, S2OError
 from .fragments.dataflow import Access, Dataflow
@@ -46,5 +47,6 @@ __all__ = [
     "fragment_words",
     "load_settings",
     "make_settings",
+    "parse_target",
     "read_toml",
 ]

@@ -90,6 +90,7 @@ CODES: dict[str, Code] = _table(
     ("row-limit", "run", "6", "a db command returned more rows than the row limit"),
     ("cost-limit", "run", "6", "the run's LLM spend passed the cost limit"),
     ("memory-limit", "run", "6", "an evaluation held more memory than the memory limit"),
+    ("output-limit", "run", "12", "a run's output parts passed a cap: bytes per part, parts or bytes per run"),
     ("stopped", "run result", "9", "the run was interrupted; the session keeps its variables"),
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------
     ("settings", "load", "10", "a setting that cannot be used"),

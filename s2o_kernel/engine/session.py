@@ -52,7 +52,8 @@ class RunResult:
         code: a result code of the registry: ``success``, ``ask``, ``failCommand``, ``errorInAgent``,
             ``callFailed``, ``timedOut``, ``stopped`` or ``unexpected``.
         value: the value returned (``return``) or of the last command, or ``None``.
-        outputs: output parts in order, each ``{"type": "text"|"html"|"image", …}``.
+        outputs: output parts in order, each ``{"type": "text"|"html"|"image", …}``; empty when the run had an
+            ``on_output`` sink, which alone gets them (nothing keeps a run's output, SPEC 12).
         logs: ``log`` lines.
         error: the :class:`S2OError` that ended the run, or ``None``.
     """

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -56,8 +57,22 @@ class Rules(_Strict):
         return value
 
 
+#: Largest settings file read, in bytes (a file named by ``%config`` may be any file).
+MAX_SETTINGS_FILE = 16 << 20
+
+#: Largest ``limits.output_part_bytes`` accepted, in bytes: a part this size, written as JSON (at most six
+#: bytes a byte, ``\u0000``), still fits one message of the worker's pipe (64 MiB, SPEC 12).
+MAX_OUTPUT_PART = 8 << 20
+
+
 class Limits(_Strict):
-    """``limits.*``: run-time limits (SPEC 6, 10). ``time`` in seconds, ``memory`` in bytes."""
+    """``limits.*``: run-time limits (SPEC 6, 10, 12). ``time`` in seconds; ``memory`` and the
+    ``output_*_bytes`` caps in bytes (UTF-8 bytes of an output part's text, html or image data).
+
+    ``output_part_bytes`` (1 MiB), ``output_parts`` (1,000) and ``output_bytes`` (16 MiB) cap one
+    run's ``output`` parts (SPEC 12; see :mod:`.commands.output`); a part over a cap stops the
+    run with ``output-limit``. ``output_part_bytes`` is at most :data:`MAX_OUTPUT_PART`.
+    """
 
     time: float = Field(default=30.0, gt=0)
     loop_iterations: int = Field(default=10_000, ge=1)
@@ -65,6 +80,9 @@ class Limits(_Strict):
     llm_cost: float = Field(default=0.50, ge=0)
     definition_length: int = Field(default=20_480, ge=1)
     memory: int = Field(default=1 << 30, ge=1 << 20)
+    output_part_bytes: int = Field(default=1 << 20, ge=1, le=MAX_OUTPUT_PART)
+    output_parts: int = Field(default=1_000, ge=1)
+    output_bytes: int = Field(default=16 << 20, ge=1)
 
 
 class SysSettings(BaseModel):
@@ -178,15 +196,46 @@ def default_settings() -> Settings:
     return make_settings(default_data())
 
 
+def _toml_problem(exc: tomllib.TOMLDecodeError) -> tuple[str, int | None, int | None]:
+    """What is wrong, without quoting the file: tomllib's description when it quotes nothing (some
+    quote a key or a character of the file), and the 1-based line and column when known."""
+    text = str(exc)
+    line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)  # Python 3.14+
+    found = re.fullmatch(r"(.*) \(at (?:line (\d+), column (\d+)|end of document)\)", text, re.DOTALL)
+    if found is not None:
+        text = found.group(1)
+        if line is None and found.group(2) is not None:
+            line, col = int(found.group(2)), int(found.group(3))
+    if found is None or re.search("['\"(]", text):
+        text = "a syntax error"
+    return text, line, col
+
+
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a settings file; raises ``S2OError(code="settings", stage="load")`` when unreadable."""
+    """Read a settings file (SPEC 10).
+
+    Raises ``S2OError(code="settings", stage="load")`` when it cannot be read, is larger than
+    :data:`MAX_SETTINGS_FILE` bytes, is not UTF-8, or is not TOML. The message says what is wrong
+    and where (line and column) without quoting the file, which may be any file (``%config FILE``).
+    """
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            data = fh.read(MAX_SETTINGS_FILE + 1)
     except OSError as exc:
-        raise S2OError("settings", f"cannot read {path}: {exc.strerror}", stage="load") from None
+        raise S2OError("settings", f"cannot read {path}: {exc.strerror or type(exc).__name__}",
+                       stage="load") from None
+    if len(data) > MAX_SETTINGS_FILE:
+        raise S2OError("settings", f"{path} is too large for a settings file (over {MAX_SETTINGS_FILE >> 20} MiB)",
+                       stage="load")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise S2OError("settings", f"{path} is not a settings file: it is not UTF-8 text", stage="load") from None
     except tomllib.TOMLDecodeError as exc:
-        raise S2OError("settings", f"{path} is not valid TOML: {exc}", stage="load") from None
+        what, line, col = _toml_problem(exc)
+        where = f" (line {line}, column {col})" if line is not None and col is not None else " (at its end)"
+        raise S2OError("settings", f"{path} is not valid TOML: {what}{where}", stage="load", line=line,
+                       col=None if col is None else max(col - 1, 0)) from None
 
 
 def env_secrets(environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -168,8 +168,13 @@ def valid_magic_name(name: str | None) -> bool:
     return bool(name) and bool(_MAGIC_NAME_RE.match(name or ""))
 
 
-def parse_json_argument(text: str, what: str) -> Any:
-    """``json.loads`` with a coded ``syntax`` error (1-based line, 0-based col)."""
+def parse_json_argument(text: str, what: str, *, quote: bool = True) -> Any:
+    """``json.loads`` with a coded ``syntax`` error (1-based line, 0-based col).
+
+    The error shows the offending line of ``text`` under a caret only when ``quote`` is true:
+    a file a magic was given may be any file, and one that is not JSON is not quoted (SPEC 9.1).
+    ``json``'s own messages (``Expecting value``, ``Extra data``, …) quote nothing.
+    """
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -178,7 +183,7 @@ def parse_json_argument(text: str, what: str) -> Any:
             f"{what} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             line=exc.lineno,
             col=max(exc.colno - 1, 0),
-            source=text,
+            source=text if quote else None,
             stage="validate",
         ) from None
     except (ValueError, RecursionError) as exc:

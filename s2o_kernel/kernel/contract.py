@@ -1,7 +1,7 @@
 """The typed contract between the kernel and the engine: what the kernel needs of a session (issue 7).
 
 The kernel reaches the engine only through these protocols, so its needs are written in one place
-and checked, statically by mypy and at run time by ``tests/test_kernel_contract.py``:
+and checked, statically by mypy and at run time by ``tests/kernel/test_contract.py``:
 
 * :class:`SessionLike`: the session cells run in. The engine's in-process ``Session`` and its
   contained ``IsolatedSession`` (SPEC 12) implement it, and so does the stand-in session of the
@@ -82,7 +82,11 @@ class SessionLike(Protocol):
         inputs: dict[str, Any] | None = None,
         function: str | None = None,
     ) -> RunResult:
-        """Check then run a fragment as one run (SPEC 7); never raises for bad input."""
+        """Check then run a fragment as one run (SPEC 7); never raises for bad input.
+
+        With ``on_output``, each output part goes to it alone as it is produced and nothing keeps
+        it (``RunResult.outputs`` stays empty); without it, the parts are in ``RunResult.outputs``.
+        """
         ...
 
     def set_vars(

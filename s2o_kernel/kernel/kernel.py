@@ -173,7 +173,7 @@ class S2OKernel(Kernel):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        for msg_type, content in outcome.outputs[outcome.published :]:
+        for msg_type, content in outcome.outputs:
             if msg_type == "execute_result":
                 content = {"execution_count": self.execution_count, **content}
             self.send_response(self.iopub_socket, msg_type, content)

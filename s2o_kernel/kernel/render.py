@@ -7,15 +7,27 @@ Errors are the engine's own types: an :class:`~s2o_kernel.engine.S2OError` (the 
 them too, e.g. ``S2OError("magic", ...)``) shows as ``code: message`` followed by its position, its
 ``details`` one a line and its notes (``add_note``); an :class:`~s2o_kernel.engine.ErrorGroup`
 lists each of its errors. Any other exception is ``unexpected`` with no Python frames.
+
+What reaches the front end is what SPEC 9 allows: an ``output`` part's html is sanitised with nh3
+(the Ammonia sanitiser: no script, no event handlers, no ``javascript:`` links) and gets a
+``text/plain`` fallback; an image is ``image/png`` or ``image/jpeg`` with a ``text/plain`` fallback,
+and nothing else (the engine refuses other types at validation; a part of another type that gets
+here anyway shows as text). Text is never dropped: a lone surrogate (``\udc80``, which UTF-8 cannot
+carry, so Jupyter's JSON would replace it with U+FFFD) is shown escaped by :func:`escape_surrogates`.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import html
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import nh3
 
 from s2o_kernel.engine import ErrorGroup, S2OError
 
@@ -44,6 +56,33 @@ def _identity(text: str) -> str:
     return text
 
 
+#: A UTF-16 surrogate code point: alone in a ``str`` it cannot be written as UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_text(text: str) -> str:
+    """``text`` with every surrogate code point written as its escape (``'\\udc80'``), so no text is
+    lost on the way to the front end (Jupyter's messages are UTF-8 JSON)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def escape_surrogates(value: Any) -> Any:
+    """``value`` (message content: dicts, lists, strings, numbers) with :func:`escape_text` applied to
+    every string, keys included; containers are copied only when something changed."""
+    if isinstance(value, str):
+        return escape_text(value)
+    if isinstance(value, list):
+        items = [escape_surrogates(v) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if isinstance(value, dict):
+        pairs = [(escape_surrogates(k), escape_surrogates(v)) for k, v in value.items()]
+        changed = any(k2 is not k or v2 is not v for (k2, v2), (k, v) in zip(pairs, value.items(), strict=True))
+        return dict(pairs) if changed else value
+    return value
+
+
 def _safe_str(value: Any) -> str:
     try:
         return str(value)
@@ -68,9 +107,11 @@ def _location_lines(err: S2OError) -> list[str]:
         src_lines = err.source.splitlines() or [""]
         if line <= len(src_lines):
             text = src_lines[line - 1]
-            lines.append(f"    {text}")
+            lines.append(f"    {escape_text(text)}")
             if err.col is not None and err.col >= 0:
-                lines.append("    " + caret_line(text, err.col))
+                col = max(0, min(err.col, len(text)))
+                before = escape_text(text[:col])  # the caret stays under the same character once escaped
+                lines.append("    " + caret_line(before, len(before)))
     return lines
 
 
@@ -129,6 +170,8 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
       (nbval compares it); a different engine message (the worker was
       restarted) follows in the traceback;
     * anything else → ``unexpected`` / ``"TypeName: message"``, no frames.
+
+    Lone surrogates in any of the texts are escaped (:func:`escape_text`).
     """
     red = redact or _identity
     if isinstance(exc, KeyboardInterrupt):
@@ -146,9 +189,9 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
         evalue = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         info = ErrorInfo("unexpected", evalue, [f"unexpected: {evalue}"])
     return ErrorInfo(
-        _safe_redact(red, info.ename),
-        _safe_redact(red, info.evalue),
-        [_safe_redact(red, line) for line in info.traceback],
+        escape_text(_safe_redact(red, info.ename)),
+        escape_text(_safe_redact(red, info.evalue)),
+        [escape_text(_safe_redact(red, line)) for line in info.traceback],
     )
 
 
@@ -215,35 +258,78 @@ def json_bundle(value: Any, redact: Redactor | None = None) -> dict[str, Any]:
     }
 
 
+#: The image types an ``output`` part may show as (SPEC 9).
+IMAGE_TYPES = ("image/png", "image/jpeg")
+#: Elements around which the text fallback of html starts a new line.
+_BLOCKS = frozenset({"address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt",
+                     "figcaption", "figure", "footer", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li",
+                     "ol", "p", "pre", "section", "summary", "table", "tr", "ul"})
+
+
+#: A tag as nh3 (html5ever's serialiser) writes it: attribute values in double quotes, which may hold ``>``.
+_TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^">]|"[^"]*")*>')
+
+
+def sanitise_html(text: str) -> str:
+    """``text`` as html that SPEC 9 lets a notebook show: nh3's (Ammonia's) default policy, which keeps
+    formatting, tables, images and links, and drops script, style, event handlers, forms, frames and
+    ``javascript:`` URLs. Lone surrogates are escaped first (nh3 takes UTF-8 only)."""
+    return nh3.clean(escape_text(text))
+
+
+def html_text(clean: str) -> str:
+    """The ``text/plain`` fallback of html that :func:`sanitise_html` wrote: its text (entities
+    decoded), a line break around each block element and at ``<br>``, a space after each table
+    cell, blank lines collapsed. Only for sanitised html, whose tags are well formed and which
+    holds no script, style or comment."""
+
+    def tag(found: re.Match[str]) -> str:
+        name = found.group(2).lower()
+        if name in _BLOCKS:
+            return "\n"
+        return " " if found.group(1) and name in ("td", "th") else ""
+
+    lines = [line.strip() for line in html.unescape(_TAG.sub(tag, clean)).splitlines()]
+    return "\n".join(line for line in lines if line)
+
+
+def _image_bundle(part: dict[str, Any], red: Redactor) -> dict[str, Any]:
+    """An image part: its base64 data under ``image/png`` or ``image/jpeg`` and a ``text/plain`` line;
+    another type, or data that is not base64, shows as the ``text/plain`` line alone."""
+    mime = part.get("mime") or IMAGE_TYPES[0]
+    raw = part.get("data", b"")
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        payload = base64.b64encode(bytes(raw)).decode("ascii")
+    else:
+        payload = str(raw)
+    if mime not in IMAGE_TYPES:
+        return {"text/plain": f"<an image of type {escape_text(safe_repr(mime))[:80]}, not shown: "
+                              f"images are {' or '.join(IMAGE_TYPES)}>"}
+    try:
+        base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return {"text/plain": f"<an {mime} image whose data is not base64, not shown>"}
+    alt = part.get("alt", part.get("text"))
+    return {mime: payload, "text/plain": escape_text(_safe_redact(red, str(alt))) if alt else f"<{mime} image>"}
+
+
 def output_part_bundle(part: Any, redact: Redactor | None = None) -> dict[str, Any]:
-    """Mime bundle of one ``output`` part of a run: text, html or image."""
+    """Mime bundle of one ``output`` part of a run (SPEC 9): ``text/plain`` always; html sanitised
+    (:func:`sanitise_html`) under ``text/html`` with its text as the fallback; an image as
+    ``image/png`` or ``image/jpeg`` (:func:`_image_bundle`). Secrets are redacted and lone surrogates
+    escaped in every text."""
     red = redact or _identity
     if not isinstance(part, dict):
-        return {"text/plain": _safe_redact(red, safe_repr(part))}
+        return {"text/plain": escape_text(_safe_redact(red, safe_repr(part)))}
     kind = part.get("type")
-    data: dict[str, Any] = {}
+    if kind == "image":
+        return _image_bundle(part, red)
     if kind == "html":
-        data["text/html"] = _safe_redact(red, str(part.get("html", part.get("data", ""))))
-        if isinstance(part.get("text"), str):
-            data["text/plain"] = _safe_redact(red, part["text"])
-    elif kind == "image":
-        mime = part.get("mime") or "image/png"
-        raw = part.get("data", b"")
-        if isinstance(raw, (bytes, bytearray, memoryview)):
-            payload = base64.b64encode(bytes(raw)).decode("ascii")
-        else:
-            payload = str(raw)
-        if mime == "image/svg+xml" and isinstance(raw, (bytes, bytearray)):
-            payload = bytes(raw).decode("utf-8", "replace")
-        data[str(mime)] = payload
-        alt = part.get("alt", part.get("text"))
-        data["text/plain"] = _safe_redact(red, str(alt)) if alt else f"<{mime} image>"
-    elif kind == "text":
-        data["text/plain"] = _safe_redact(red, str(part.get("text", "")))
-    else:
+        clean = sanitise_html(_safe_redact(red, str(part.get("html", part.get("data", "")))))
         text = part.get("text")
-        if isinstance(text, str):
-            data["text/plain"] = _safe_redact(red, text)
-        else:
-            data["text/plain"] = _safe_redact(red, safe_repr(part))
-    return data
+        fallback = _safe_redact(red, text) if isinstance(text, str) else html_text(clean)
+        return {"text/html": clean, "text/plain": escape_text(fallback)}
+    text = part.get("text")
+    if kind == "text" or isinstance(text, str):
+        return {"text/plain": escape_text(_safe_redact(red, str(text if text is not None else "")))}
+    return {"text/plain": escape_text(_safe_redact(red, safe_repr(part)))}

@@ -24,7 +24,14 @@ from s2o_kernel.engine import RunResult, S2OError
 from s2o_kernel.kernel import cells
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, Prompt, SessionLike
 from s2o_kernel.kernel.magics import run_magic_cell
-from s2o_kernel.kernel.render import ErrorInfo, error_info, notes_of, output_part_bundle, value_bundle
+from s2o_kernel.kernel.render import (
+    ErrorInfo,
+    error_info,
+    escape_surrogates,
+    notes_of,
+    output_part_bundle,
+    value_bundle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,20 +43,22 @@ Publisher = Callable[[str, dict[str, Any]], None]
 class Outcome:
     """What one cell produced.
 
-    ``outputs``: ``(msg_type, content)`` pairs for IOPub, in order
-    (``stream``, ``display_data``, ``execute_result`` — the latter without
-    ``execution_count``, which the kernel adds). ``error``: set when the cell
-    failed. ``payload``: reply payloads (the pager). ``result_text``: the
-    ``text/plain`` of the result, for history. ``published``: how many
-    leading ``outputs`` went out live (fragment output parts are streamed as
-    the run produces them); the kernel publishes the rest.
+    ``outputs``: ``(msg_type, content)`` pairs for IOPub not published yet, in
+    order (``stream``, ``display_data``, ``execute_result`` — the latter
+    without ``execution_count``, which the kernel adds); the kernel publishes
+    them after the cell. ``published``: how many went out live instead while
+    the cell ran (fragment output parts and printed text, streamed as the run
+    produces them); those are not kept, so a cell's output never piles up in
+    the kernel process (SPEC 12). ``error``: set when the cell failed.
+    ``payload``: reply payloads (the pager). ``result_text``: the
+    ``text/plain`` of the result, for history.
     """
 
     outputs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     error: ErrorInfo | None = None
     payload: list[dict[str, Any]] = field(default_factory=list)
     result_text: str | None = None
-    #: How many of ``outputs`` were already published while the cell ran.
+    #: How many outputs were published (and dropped from ``outputs``) while the cell ran.
     published: int = 0
 
     @property
@@ -104,6 +113,8 @@ class CellRunner:
     ``startup_warnings``: warnings of the settings loaded at start (e.g. a
     blocking allowlist entry), shown once on the first cell. A contained
     session's printed text is shown as the cell's ``stdout`` as it comes.
+    Every output's texts have lone surrogates escaped (never dropped); a
+    silent cell keeps no output at all.
     """
 
     def __init__(
@@ -135,8 +146,8 @@ class CellRunner:
         #: The last fragment a cell ran (``%dataflow`` with no argument shows its data flow).
         self.last_fragment: Any = None
         self._live = False
+        self._silent = False
         self._running = False
-        self._streamed_parts = 0
         if isinstance(session, ContainedSessionLike):
             session.on_print = self._on_print
 
@@ -180,24 +191,31 @@ class CellRunner:
             raise S2OError("unexpected", f"The s2o engine could not be started{detail}; see the kernel log.")
         return self.session
 
+    def _add(self, msg_type: str, content: dict[str, Any]) -> None:
+        """Queue one IOPub output (lone surrogates escaped); a silent cell keeps nothing."""
+        if not self._silent:
+            self._outcome.outputs.append((msg_type, escape_surrogates(content)))
+
     def emit_stream(self, name: str, text: str) -> None:
         """Add a ``stream`` output (``stdout`` or ``stderr``); nothing for empty text."""
         if text:
-            self._outcome.outputs.append(("stream", {"name": name, "text": self.redact(text)}))
+            self._add("stream", {"name": name, "text": self.redact(text)})
 
     def emit_display(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
         """Add a ``display_data`` output with the mime bundle ``data``."""
-        self._outcome.outputs.append(("display_data", {"data": data, "metadata": metadata or {}}))
+        self._add("display_data", {"data": data, "metadata": metadata or {}})
 
     def emit_result(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
         """Add the ``execute_result`` (the kernel adds its execution count)."""
-        self._outcome.outputs.append(("execute_result", {"data": data, "metadata": metadata or {}}))
+        data = escape_surrogates(data)
+        self._add("execute_result", {"data": data, "metadata": metadata or {}})
         text = data.get("text/plain")
         self._outcome.result_text = text if isinstance(text, str) else None
 
     def emit_page(self, text: str) -> None:
         """Add a pager payload (``name?``)."""
-        self._outcome.payload.append({"source": "page", "data": {"text/plain": self.redact(text)}, "start": 0})
+        self._outcome.payload.append(
+            {"source": "page", "data": {"text/plain": escape_surrogates(self.redact(text))}, "start": 0})
 
     def emit_warnings(self, warnings: list[str]) -> None:
         """Add one ``warning: ...`` line per warning on ``stderr``."""
@@ -210,14 +228,15 @@ class CellRunner:
         self.emit_result(value_bundle(value, as_json=self.as_json, redact=self.redact))
 
     def flush_live(self) -> None:
-        """Publish the outputs collected so far, when live publishing is on."""
+        """Publish the outputs collected so far and forget them, when live publishing is on."""
         outcome = self._outcome
         if not self._live or self.publisher is None:
             return
-        while outcome.published < len(outcome.outputs):
-            msg_type, content = outcome.outputs[outcome.published]
+        while outcome.outputs:
+            msg_type, content = outcome.outputs[0]
             if msg_type == "execute_result":  # needs the execution count: the kernel sends it
                 return
+            del outcome.outputs[0]
             outcome.published += 1
             try:
                 self.publisher(msg_type, content)
@@ -229,33 +248,30 @@ class CellRunner:
     ) -> RunResult:
         """``session.run_fragment``, showing output parts as the run produces them.
 
-        ``inputs`` and ``function`` (``%run``) are passed on.
+        Each part is published as it comes (when live) and not kept: the session hands parts
+        to the sink only, so neither holds a run's output. ``inputs`` and ``function``
+        (``%run``) are passed on.
         """
         session = self.require_session()
         self.last_fragment = data
-        streamed = 0
 
         def on_output(part: dict[str, Any]) -> None:
-            nonlocal streamed
             try:
-                streamed += 1
                 self.emit_display(output_part_bundle(part, redact=self.redact))
                 self.flush_live()
             except Exception:  # never raise into the engine
                 self.log.warning("s2o: could not show an output part", exc_info=True)
 
-        run = session.run_fragment(data, on_output=on_output, inputs=inputs, function=function)
-        self._streamed_parts = streamed
-        return run
+        return session.run_fragment(data, on_output=on_output, inputs=inputs, function=function)
 
     def show_run(self, run: RunResult) -> None:
-        """Show a fragment's RunResult: output parts not streamed yet, log lines, then value or error.
+        """Show a fragment's RunResult: output parts it kept (none when they went to the sink),
+        log lines, then value or error.
 
         On ``success`` the value is the cell's result (none for ``None``).
         Otherwise the cell fails with :func:`run_error`.
         """
-        streamed, self._streamed_parts = self._streamed_parts, 0
-        for part in run.outputs[streamed:]:
+        for part in run.outputs:
             self.emit_display(output_part_bundle(part, redact=self.redact))
         if run.logs:
             self.emit_stream("stderr", "".join(f"{line}\n" for line in run.logs))
@@ -270,7 +286,7 @@ class CellRunner:
         """Run one cell; never raises."""
         self._outcome = outcome = Outcome()
         self._live = not silent and self.publisher is not None
-        self._streamed_parts = 0
+        self._silent = silent
         self._running = True
         try:
             if not silent:
@@ -288,6 +304,7 @@ class CellRunner:
             outcome.result_text = None
         finally:
             self._running = False
+            self._silent = False
         return outcome
 
     def _run(self, code: str) -> None:
@@ -361,6 +378,6 @@ class CellRunner:
             return {"status": "error", **error_info(exc, self.redact).content()}
         return {
             "status": "ok",
-            "data": value_bundle(value, as_json=self.as_json, redact=self.redact),
+            "data": escape_surrogates(value_bundle(value, as_json=self.as_json, redact=self.redact)),
             "metadata": {},
         }

@@ -1,7 +1,19 @@
-"""``output``: a text, html or image part added to the run's output (SPEC 7, 9).
+"""``output``: a text, html or image part added to the run's output (SPEC 7, 9, 12).
 
-A string is short for ``{"text": …}``. An image part is base64 text with a ``mime`` type (default
-``image/png``). Parts reach the output sink as they are produced.
+A string is short for ``{"text": …}``. An image part is base64 text with a ``mime`` type:
+``image/png`` (the default) or ``image/jpeg``, the only image types SPEC 9 allows; any other
+``mime``, or a ``mime`` beside a text or html part, is refused at validation (code ``fragment``,
+path ``….mime``). Parts are dicts of text fields::
+
+    {"type": "text", "text": TEXT}
+    {"type": "html", "html": TEXT}                 sanitised by the kernel, not here (SPEC 9)
+    {"type": "image", "data": BASE64, "mime": "image/png" | "image/jpeg"}
+
+Parts reach the output sink as they are produced. Every part is first charged to the run's
+:class:`OutputBudget` (SPEC 12): ``limits.output_part_bytes`` per part, ``limits.output_parts``
+parts and ``limits.output_bytes`` bytes per run; a part over a cap is not emitted and the run stops
+with ``output-limit``, which ``onError`` does not handle. A part's size is :func:`part_bytes`: the
+UTF-8 bytes of its content (text, html, or the image's base64 text).
 """
 
 from __future__ import annotations
@@ -9,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
@@ -20,21 +33,102 @@ if TYPE_CHECKING:
     from ..fragments.interpreter import Interpreter
     from ..fragments.parser import Parser
     from ..fragments.tree import Command
+    from ..settings import Limits
 
 PARTS = ("text", "html", "image")
+#: The MIME types an image part may have (SPEC 9); the first is the default.
+IMAGE_TYPES = ("image/png", "image/jpeg")
+#: Fields of a part that describe it rather than hold its content (not counted by :func:`part_bytes`).
+_DESCRIPTIVE = frozenset({"type", "mime"})
+#: Longest text of a refused ``mime`` value quoted in its error, in characters.
+_QUOTE = 80
 
 
 class OutputFields(FieldsModel):
-    """``output``'s fields: exactly one of ``text``, ``html``, ``image``; ``mime`` for images."""
+    """``output``'s fields: exactly one of ``text``, ``html``, ``image``; ``mime`` for images only."""
 
     text: Any = None
     html: Any = None
     image: Any = None
-    mime: str = "image/png"
+    mime: Any = None
+
+
+def _text_bytes(text: str) -> int:
+    """UTF-8 bytes of ``text`` (a lone surrogate counts as the three bytes it would take)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def part_bytes(part: dict[str, Any]) -> int:
+    """The size of an output part in bytes: UTF-8 bytes of its exact-``str`` content fields
+    (every field but ``type`` and ``mime``; fields of any other type count nothing)."""
+    return sum(_text_bytes(v) for k, v in part.items() if k not in _DESCRIPTIVE and type(v) is str)
+
+
+def _size(n: int) -> str:
+    """``n`` bytes as a short human size: ``1 MiB``, ``2.5 MiB``, ``900 bytes``."""
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.3g} MiB"
+    if n >= 1 << 10:
+        return f"{n / (1 << 10):.3g} KiB"
+    return f"{n} bytes"
+
+
+@dataclass
+class OutputBudget:
+    """What one run may still output (SPEC 12): the caps and what was used so far.
+
+    ``part_bytes``, ``parts`` and ``total_bytes`` are ``limits.output_part_bytes``,
+    ``limits.output_parts`` and ``limits.output_bytes``; ``count`` and ``used`` are the parts and
+    bytes charged so far. The engine charges each part before emitting it; the worker's parent
+    charges the parts it receives, to check a worker it does not trust.
+    """
+
+    part_bytes: int
+    parts: int
+    total_bytes: int
+    count: int = 0
+    used: int = 0
+
+    @classmethod
+    def of(cls, limits: Limits) -> OutputBudget:
+        """The budget of a run under ``limits``."""
+        return cls(limits.output_part_bytes, limits.output_parts, limits.output_bytes)
+
+    def charge(self, part: dict[str, Any]) -> None:
+        """Count ``part`` against the caps; raises ``S2OError("output-limit")`` naming the cap and its
+        value when it would pass one (nothing is counted then)."""
+        size = part_bytes(part)
+        if size > self.part_bytes:
+            raise S2OError("output-limit", f"an output part of {_size(size)} is over the limit of "
+                           f"{_size(self.part_bytes)} per part (limits.output_part_bytes = {self.part_bytes})")
+        if self.count >= self.parts:
+            raise S2OError("output-limit", f"the run's output passed the limit of {self.parts} parts "
+                           f"(limits.output_parts = {self.parts})")
+        if self.used + size > self.total_bytes:
+            raise S2OError("output-limit", f"the run's output passed the limit of {_size(self.total_bytes)} "
+                           f"in all (limits.output_bytes = {self.total_bytes})")
+        self.count += 1
+        self.used += size
+
+
+def _check_mime(p: Parser, cmd: Command, m: OutputFields, part: str) -> bool:
+    """``mime`` is absent, or given with an image part as one of :data:`IMAGE_TYPES` (SPEC 9)."""
+    if m.mime is None:
+        return True
+    path = join(cmd.path, "mime")
+    if part != "image":
+        p.error("fragment", "mime goes with an image part only", path)
+        return False
+    if type(m.mime) is not str or m.mime not in IMAGE_TYPES:
+        shown = repr(m.mime)
+        shown = shown if len(shown) <= _QUOTE else shown[:_QUOTE] + "…"
+        p.error("fragment", f"mime must be {' or '.join(IMAGE_TYPES)}, got {shown}", path)
+        return False
+    return True
 
 
 def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
-    """Check that exactly one part is given, and its value."""
+    """Check that exactly one part is given, its value, and an image's ``mime``."""
     if isinstance(fields, str):
         fields = {"text": fields}
         cmd.fields = fields
@@ -44,6 +138,8 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
     given = [k for k in PARTS if getattr(m, k) is not None]
     if len(given) != 1:
         p.error("fragment", "output takes exactly one part: text, html or image", cmd.path)
+        return None
+    if not _check_mime(p, cmd, m, given[0]):
         return None
     p.value(getattr(m, given[0]), join(cmd.path, given[0]), known)
     cmd.model = m
@@ -66,7 +162,7 @@ async def run(it: Interpreter, cmd: Command) -> None:
         except (binascii.Error, ValueError):
             raise S2OError("runtime", "ValueError: an image part must be base64 text",
                            path=f"{cmd.path}.image") from None
-        it.emit({"type": "image", "data": data, "mime": m.mime})
+        it.emit({"type": "image", "data": data, "mime": m.mime or IMAGE_TYPES[0]})
 
 
 def _text(convert: Callable[[Any], str], value: Any, path: str) -> str:

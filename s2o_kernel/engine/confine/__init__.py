@@ -36,7 +36,7 @@ libseccomp that needs the C library installed (``pyseccomp``), or Debian's
 ``python3-seccomp``, which a virtual environment cannot install. This package
 has no dependency, is read in one sitting, states its policy as data
 (:data:`.seccomp.RULES`, :data:`.landlock.READ`/:data:`.landlock.SCRATCH`), and
-``tests/test_confine.py`` checks both the BPF program (on every architecture
+``tests/security/test_confine.py`` checks both the BPF program (on every architecture
 it knows, with a BPF interpreter) and the confined process (real attempts).
 
 **Turning it off** is for debugging only: ``S2O_CONFINE=0`` (or ``false``,

@@ -10,12 +10,12 @@ Semantics:
 
 * A command that fails leaves locals, agent and conversation variables as they were before it; when
   it carries ``onError``, ``exc`` holds the error while the handler runs and the run goes on after it.
+  An error inside the handler propagates. Limits (``timedOut``, ``stopped``, ``loop-limit``,
+  ``output-limit``, …) and ``fail`` are not handled by ``onError``: they end the run.
 * ``outputPath`` (SPEC 8; :meth:`Interpreter.write_output`): after a result-producing command succeeds,
   its ``result`` is written to every success target; when it fails, ``{"code", "message"}`` of the
   error is written to the failure alternative (``ok || failed``) and the run goes on; its ``onError``,
-  if any, runs after that write.
-  An error inside the handler propagates. Limits (``timedOut``, ``stopped``, ``loop-limit``, …) and
-  ``fail`` are not handled by ``onError``: they end the run.
+  if any, runs after that write. Limits and ``fail`` are not written: they end the run.
 * ``call`` runs a function with fresh locals holding its arguments, each checked against its
   declared type; ``result`` is its return value. Each call has a namespace of its own
   (:meth:`~..session.Session.function_scope`), held per task, so calls running at the same time in
@@ -38,6 +38,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .. import commands as registry
+from ..commands.output import OutputBudget
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
     from ..session import Session
 
 #: Errors that ``onError`` does not handle: they end the run.
-UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit"})
+UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit",
+                       "output-limit"})
 
 #: SPEC 7 argument types: name → test of a value.
 TYPES: dict[str, Callable[[Any], bool]] = {
@@ -87,7 +89,9 @@ class Interpreter:
         session: the :class:`~..session.Session` the run changes.
         program: the parsed fragment.
         start: when the run began (``time.monotonic()`` seconds).
-        outputs: output parts in order; ``logs``: log lines.
+        outputs: output parts in order, kept only when there is no output sink (``on_output``):
+            with one, parts go to the sink alone, so nothing holds a run's output; ``logs``: log lines.
+        output_budget: the run's output caps and what was used (:class:`~..commands.output.OutputBudget`).
         parallel_depth: how many ``parallel`` commands enclose the running command (no per-command
             snapshot inside one: branches share state).
         current_path: JSON path of the command running now (for ``timedOut``).
@@ -101,6 +105,7 @@ class Interpreter:
         self.outputs: list[dict[str, Any]] = []
         self.logs: list[str] = []
         self.limits = session.settings.limits
+        self.output_budget = OutputBudget.of(self.limits)
         self.parallel_depth = 0
         self.current_path: str | None = None
 
@@ -153,10 +158,16 @@ class Interpreter:
             raise runtime_error(exc, path) from None
 
     def emit(self, part: dict[str, Any]) -> None:
-        """Add an output part to the run and hand it to the output sink as it is produced."""
-        self.outputs.append(part)
+        """Charge an output part to the run's :class:`~..commands.output.OutputBudget` (SPEC 12), then
+        hand it to the output sink as it is produced, or keep it in :attr:`outputs` when there is none.
+
+        Raises ``output-limit`` (which ends the run) when the part would pass a cap; it is not emitted.
+        """
+        self.output_budget.charge(part)
         if self.on_output is not None:
             self.on_output(part)
+        else:
+            self.outputs.append(part)
 
     def check_time(self, path: str) -> None:
         """Raise ``timedOut`` when the run has passed ``limits.time`` seconds."""

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import confine
+from ..commands.output import OutputBudget
 from ..engine import Validation
 from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
@@ -382,11 +383,25 @@ class IsolatedSession:
                      inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
         """See :meth:`Session.run_fragment`; a stopped or killed worker gives the matching result code.
 
-        ``on_output`` is called with each output part as the worker produces it.
+        ``on_output`` is called with each output part as the worker produces it, and nothing keeps
+        the parts; without it they are collected in ``RunResult.outputs``, as in-process. Each part
+        is charged to the run's :class:`~..commands.output.OutputBudget` here too: the worker stops
+        a run at the caps (SPEC 12), so a part past them is a ``worker-protocol`` fault.
         """
+        budget = OutputBudget.of(self._settings.limits)
+        kept: list[dict[str, Any]] = []
+
         def on_event(event: wire.Event) -> None:
-            if on_output is not None and event.kind == "output":
+            if event.kind != "output":
+                return
+            try:
+                budget.charge(event.payload)
+            except S2OError as exc:
+                raise wire.fault(f"an output part past the run's output caps ({exc.message})") from None
+            if on_output is not None:
                 on_output(event.payload)
+            else:
+                kept.append(event.payload)
 
         try:
             data = self._call("run_fragment", {"fragment": fragment, "inputs": inputs, "function": function},
@@ -394,7 +409,8 @@ class IsolatedSession:
             run, self._state = wire.decode_run(data)
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
-            return RunResult(code=code, error=exc)
+            return RunResult(code=code, outputs=kept, error=exc)
+        run.outputs = kept
         return run
 
     def validate(self, expr: str) -> Validation:

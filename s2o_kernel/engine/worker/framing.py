@@ -4,10 +4,11 @@ A message is one line of ASCII JSON ended by ``\\n`` (``json.dumps`` escapes
 every newline and every non-ASCII character inside strings, so a line is
 exactly one message). No line may be longer than :data:`MAX_MESSAGE` bytes.
 
-:data:`MAX_MESSAGE` is 64 MiB: four times SPEC 12's cap on a run's output
-(16 MiB in all), so a run that keeps within its output limits always fits
-with its logs, value and state, while the kernel process never holds more
-than one capped line of a misbehaving worker.
+:data:`MAX_MESSAGE` is 64 MiB, so the kernel process never holds more than
+one capped line of a misbehaving worker. Output parts travel one per message
+(at most ``limits.output_part_bytes``, itself at most 8 MiB, SPEC 12) and a
+run's reply never carries them again, so a run's output never has to fit in
+one message.
 
 :class:`LineReader` reads lines from the worker's stdout. Its cost is linear
 in the bytes read: bytes are appended to one ``bytearray``, the search for the

@@ -17,8 +17,9 @@ op                 request fields                          result
 init               settings (SPEC 10 dict), state          ``{"warnings": [TEXT]}``
 evaluate           expr                                    ``DISPLAY``
 evaluate_dynamic   text                                    ``DISPLAY``
-run_fragment       fragment, inputs, function              ``{code, value, outputs, logs, error, state}``
-                                                           (``output`` events while it runs)
+run_fragment       fragment, inputs, function              ``{code, value, logs, error, state}``
+                                                           (each part an ``output`` event while it
+                                                           runs, never kept nor sent again)
 validate           expr                                    ``{errors, allowlist_names, local_names,
                                                            secrets}``
 dataflow           fragment                                ``{reads, writes, accesses}`` (SPEC 8)

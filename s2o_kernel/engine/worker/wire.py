@@ -164,8 +164,12 @@ def encode_optional_value(value: Any) -> JSONDict | None:
 
 
 def encode_run(run: RunResult, state: JSONDict) -> JSONDict:
-    """The result of ``run_fragment``: the run's code, value, outputs, logs, error and the ``STATE`` after it."""
-    return {"code": run.code, "value": encode_optional_value(run.value), "outputs": run.outputs, "logs": run.logs,
+    """The result of ``run_fragment``: the run's code, value, logs, error and the ``STATE`` after it.
+
+    Output parts are not in it: they went out as ``output`` events while the run went on, and the
+    reply never carries them again (SPEC 12: a run may output up to ``limits.output_bytes``).
+    """
+    return {"code": run.code, "value": encode_optional_value(run.value), "logs": run.logs,
             "error": encode_error(run.error) if run.error is not None else None, "state": state}
 
 
@@ -315,7 +319,7 @@ def decode_state(data: object) -> JSONDict:
 
 
 def decode_run(data: object) -> tuple[RunResult, JSONDict]:
-    """The :class:`RunResult` and ``STATE`` of a ``run_fragment`` result.
+    """The :class:`RunResult` (without outputs: they came as events) and ``STATE`` of a ``run_fragment`` result.
 
     A result code the registry does not list as a result becomes ``unexpected``.
     """
@@ -323,12 +327,9 @@ def decode_run(data: object) -> tuple[RunResult, JSONDict]:
     code = d.get("code")
     if type(code) is not str or code not in CODES or RESULT not in CODES[code].stages:
         code = "unexpected"
-    outputs = d.get("outputs")
-    if type(outputs) is not list or not all(_is_part(part) for part in outputs):
-        raise fault("a run's outputs are not a list of output parts")
     logs = _strings(d.get("logs"), "a run's logs")
     error = decode_error(d["error"]) if d.get("error") is not None else None
-    run = RunResult(code=code, value=decode_value(d.get("value")), outputs=outputs, logs=logs, error=error)
+    run = RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error)
     return run, decode_state(d.get("state"))
 
 

@@ -1,7 +1,10 @@
 """Files that magics read and write (``%run``, ``%config``, ``%state``), relative to the kernel's working directory.
 
 Every failure is ``S2OError("magic")`` naming the file and the working directory; a file that is
-not valid JSON is ``S2OError("syntax")`` with its line and column (SPEC 9.1).
+not valid JSON is ``S2OError("syntax")`` with its line and column (SPEC 9.1). A file a magic is
+given may be any file the kernel can read (``%run /etc/shadow``), so an error never quotes a file
+that is not valid input: it says what is wrong and where, not what the file holds. Files are read
+up to :data:`MAX_FILE` bytes, so no file (``/dev/zero``) can fill the kernel process's memory.
 """
 
 from __future__ import annotations
@@ -12,6 +15,10 @@ from typing import Any
 
 from s2o_kernel.engine import S2OError
 from s2o_kernel.kernel.cells import parse_json_argument
+
+#: Largest file a magic reads, in bytes: the largest message the evaluation worker takes (64 MiB),
+#: which a fragment or a saved state has to fit in anyway.
+MAX_FILE = 64 << 20
 
 
 def resolve(path: str) -> str:
@@ -26,19 +33,25 @@ def cannot(verb: str, path: str, exc: OSError) -> S2OError:
 
 
 def read_text(path: str) -> str:
-    """The UTF-8 text of ``path``."""
+    """The UTF-8 text of ``path``; ``magic`` when it cannot be read, is over :data:`MAX_FILE` bytes
+    or is not UTF-8."""
     try:
-        with open(resolve(path), encoding="utf-8") as fh:
-            return fh.read()
-    except UnicodeDecodeError:
-        raise S2OError("magic", f"cannot read {path}: it is not UTF-8 text") from None
+        with open(resolve(path), "rb") as fh:
+            data = fh.read(MAX_FILE + 1)
     except OSError as exc:
         raise cannot("read", path, exc) from None
+    if len(data) > MAX_FILE:
+        raise S2OError("magic", f"cannot read {path}: it is larger than {MAX_FILE >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise S2OError("magic", f"cannot read {path}: it is not UTF-8 text") from None
 
 
 def read_json(path: str) -> Any:
-    """The JSON value in ``path``; ``syntax`` (with line and column) when it is not JSON."""
-    return parse_json_argument(read_text(path), path)
+    """The JSON value in ``path``; ``syntax`` with its line and column, not quoting the file, when it
+    is not JSON."""
+    return parse_json_argument(read_text(path), path, quote=False)
 
 
 def write_text(path: str, text: str) -> None:

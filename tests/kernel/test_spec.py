@@ -21,9 +21,9 @@ from typing import Any
 
 import jupyter_kernel_test
 import pytest
-from _kernel_harness import install_spec, kernel_env
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
+from kernel_harness import install_spec, kernel_env
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -47,7 +47,7 @@ taking the test machine down.
 
 ``S2O_FUZZ_EXAMPLES`` sets the number of examples per property (default 300,
 well under a minute in CI); raise it for a long run, e.g.
-``S2O_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz.py``.
+``S2O_FUZZ_EXAMPLES=20000 python -m pytest tests/security/test_fuzz.py``.
 
 A failure here is a finding for the engine: shrink it (Hypothesis prints the
 smallest example) and report it; do not weaken the property. The smallest
@@ -78,8 +78,8 @@ from hypothesis.errors import InvalidArgument
 
 from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, make_settings
 
-REPO = Path(__file__).resolve().parent.parent
-CORPUS = Path(__file__).parent / "adversarial" / "corpus.jsonl"
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "corpus.jsonl"
 CASES = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
 
 # Hypothesis keeps caches under its home directory, relative to the working directory by default;

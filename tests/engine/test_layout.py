@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from radon.complexity import cc_visit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "s2o_kernel"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 #: Longest module, in lines ("small enough to read in one sitting").

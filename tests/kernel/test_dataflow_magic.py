@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _kernel_harness import drain, execute, install_spec, result_data, start_kernel, stop_kernel
+from kernel_harness import drain, execute, install_spec, result_data, start_kernel, stop_kernel
 
 pytestmark = pytest.mark.timeout(120)
 

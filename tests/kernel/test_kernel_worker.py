@@ -1,7 +1,7 @@
 """The worker protocol through a real, contained kernel (issue 8, SPEC 12).
 
 One kernel process with its containment worker, started by ``jupyter_client``
-(``tests/_kernel_harness.py``). Its settings (``S2O_CONFIG``) are the embedded
+(``tests/support/kernel_harness.py``). Its settings (``S2O_CONFIG``) are the embedded
 default with a 2 s time limit and ``os`` granted as an unsafe entry, so a cell
 can write to the worker's reply pipe the way a compromised worker would.
 
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _kernel_harness import drain, execute, install_spec, result_data, start_kernel, stop_kernel
+from kernel_harness import drain, execute, install_spec, result_data, start_kernel, stop_kernel
 
 from s2o_kernel.engine import default_settings
 

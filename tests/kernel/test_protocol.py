@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kernel_harness import (
+from kernel_harness import (
     collect_iopub,
     drain,
     execute,
@@ -214,7 +214,7 @@ def test_fragment_outputs_logs_and_value(kc: Any) -> None:
     assert reply["status"] == "ok", reply
     assert [m["msg_type"] for m in outputs] == ["display_data", "display_data", "stream", "execute_result"]
     assert outputs[0]["content"]["data"] == {"text/plain": "hello"}
-    assert outputs[1]["content"]["data"] == {"text/html": "<b>x</b>"}
+    assert outputs[1]["content"]["data"] == {"text/html": "<b>x</b>", "text/plain": "x"}
     assert outputs[2]["content"] == {"name": "stderr", "text": "trace {1}\n2\n"}
     assert outputs[3]["content"]["data"] == {"text/plain": "42", "application/json": 42}
 

@@ -250,7 +250,7 @@ def test_embedded_default_bounds_operators_and_range():
 
 
 def test_engine_imports_nothing_from_jupyter():
-    root = Path(__file__).resolve().parent.parent / "s2o_kernel" / "engine"
+    root = Path(__file__).resolve().parents[2] / "s2o_kernel" / "engine"
     banned = ("ipykernel", "jupyter_client", "jupyter_core", "zmq", "nbformat", "IPython", "s2o_kernel.kernel")
     for path in root.glob("*.py"):
         tree = ast.parse(path.read_text())

@@ -1,6 +1,6 @@
-"""Child process of ``tests/test_confine.py``: confine itself, then try what a full escape would try.
+"""Child process of ``tests/security/test_confine.py``: confine itself, then try what a full escape would try.
 
-``python tests/_confine_probe.py CONFIG_JSON``. ``CONFIG_JSON`` holds the
+``python tests/support/confine_probe.py CONFIG_JSON``. ``CONFIG_JSON`` holds the
 scratch folder, the paths and ports of the test's listeners and markers, the
 pid of a victim process, the layers to apply and the attempts to make. The
 probe lowers ``RLIMIT_AS`` to :data:`SOFT_AS` (hard limit unchanged) as the

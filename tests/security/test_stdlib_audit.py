@@ -266,5 +266,5 @@ def test_security_doc_holds_the_generated_table():
     """docs/security.md shows the audited table as the engine holds it (python -m s2o_kernel.engine.stdlib_audit)."""
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     assert audit.markdown() in doc

@@ -3,7 +3,7 @@
 * The seccomp program, for every architecture it knows, run by a small
   classic-BPF interpreter on system calls numbered from the kernel's tables
   (typed here, independently of the module under test).
-* Real processes: a child (``tests/_confine_probe.py``) confines itself and
+* Real processes: a child (``tests/support/confine_probe.py``) confines itself and
   then tries what a full escape of the language rules would try: start a
   process, run a program (also a static one it wrote into its scratch
   folder), connect to listeners this test started, write
@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kernel_harness import PACKAGE_ROOT, execute, install_spec, result_data, start_kernel, stop_kernel
+from kernel_harness import PACKAGE_ROOT, execute, install_spec, result_data, start_kernel, stop_kernel
 
 from s2o_kernel.engine import IsolatedSession, S2OError, make_settings
 from s2o_kernel.engine.confine import seccomp, syscalls
 
-PROBE = Path(__file__).with_name("_confine_probe.py")
-#: ``RLIMIT_AS`` soft limit the probe sets before confining (tests/_confine_probe.py).
+PROBE = Path(__file__).resolve().parents[1] / "support" / "confine_probe.py"
+#: ``RLIMIT_AS`` soft limit the probe sets before confining (tests/support/confine_probe.py).
 PROBE_SOFT_AS = 4 << 30
 
 # -- what the running kernel supports, probed without the module under test ----------------------

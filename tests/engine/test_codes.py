@@ -10,7 +10,7 @@ import pytest
 from s2o_kernel.engine import S2OError
 from s2o_kernel.engine.codes import CODES, UnknownCode, lookup, markdown_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Codes SPEC sections 3, 6, 7, 9 and 10 name (copied from SPEC, not from the registry).
 SPEC_CODES = {

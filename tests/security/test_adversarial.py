@@ -51,7 +51,7 @@ import pytest
 
 from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, make_settings
 
-CORPUS = Path(__file__).parent / "adversarial" / "corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "corpus.jsonl"
 CASES = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
 
 #: ``limits.time`` for every payload, seconds (SPEC 12: a dos payload ends within this + 2 s).

@@ -11,7 +11,7 @@ import pytest
 
 from s2o_kernel.conformance import judge, load_cases, run_case
 
-CASE_DIR = Path(__file__).parent / "conformance"
+CASE_DIR = Path(__file__).resolve().parents[1] / "conformance"
 CASES = [case for path in sorted(CASE_DIR.glob("*.jsonl")) for case in load_cases(path)]
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, make_settings
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "support"
 HOSTS = "s2o_reach_hosts"
 ALLOWLIST = f"""
 list

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC_FILES = {"kernel.json", "logo-32x32.png", "logo-64x64.png", "logo-svg.svg"}
 
 pytestmark = pytest.mark.timeout(300)

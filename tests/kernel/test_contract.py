@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, Generic, Protocol
 
 import pytest
-from test_kernel_units import FakeSession
+from fake_session import FakeSession
 
 from s2o_kernel import engine
 from s2o_kernel.engine import IsolatedSession, Session
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, SessionLike
 
-KERNEL_DIR = Path(__file__).resolve().parents[1] / "s2o_kernel" / "kernel"
+KERNEL_DIR = Path(__file__).resolve().parents[2] / "s2o_kernel" / "kernel"
 
 pytestmark = pytest.mark.timeout(60)
 

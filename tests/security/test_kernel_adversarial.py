@@ -2,7 +2,7 @@
 
 ``test_adversarial.py`` judges the payloads on the engine (``IsolatedSession`` and
 ``Session``). This module sends the same payloads through the whole stack: one real
-kernel process (kernelspec installed by ``_kernel_harness``, driven with
+kernel process (kernelspec installed by ``kernel_harness``, driven with
 jupyter_client, contained session = the kernel's default), cell by cell, the way a
 notebook user would.
 
@@ -69,7 +69,7 @@ from typing import Any
 
 import containment as C
 import pytest
-from _kernel_harness import (
+from kernel_harness import (
     PACKAGE_ROOT,
     drain,
     install_spec,
@@ -78,10 +78,10 @@ from _kernel_harness import (
     stop_kernel,
 )
 
-CORPUS = Path(__file__).parent / "adversarial" / "corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "corpus.jsonl"
 CASES = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
 CASE_IDS = [c["id"] for c in CASES]
-HELPERS_DIR = Path(__file__).parent / "conformance"
+HELPERS_DIR = Path(__file__).resolve().parents[1] / "conformance"
 
 #: ``limits.time`` for every payload, seconds.
 TIME_LIMIT = 2.0
