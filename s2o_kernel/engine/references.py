@@ -14,8 +14,9 @@ variable name as their first item (``\u2020agent.cart``); ``sys.inputs`` and ``r
 with items. Names and keys starting with ``_`` are refused as everywhere else (``underscore``).
 
 :func:`parse_reference` returns a tiny tree (:class:`Ref`, :class:`Or`, :class:`And`) or raises an
-:class:`~.errors.S2OError` with stage ``validate``, line 1 and the 0-based column of the problem; the
-caller adds the field's JSON path. Each malformed form has its own code (SPEC 8):
+:class:`~.errors.S2OError` with stage ``validate``, line 1, the 0-based column of the problem and the
+text as its ``source`` (so a caret can point at the column); the caller adds the field's JSON path.
+Each malformed form has its own code (SPEC 8):
 
 =================  ===============================================================================
 ``ref-text``       a ``\u2020`` inside plain text (``"Hello \u2020conv.name"``), or text after a reference
@@ -266,14 +267,17 @@ def parse_reference(text: str) -> Expr:
 
     ``text`` is a field's whole string value; call it only when :func:`has_reference` is true.
     """
-    tokens = _tokens(text)
-    if not tokens:
-        raise _error("ref-empty", "a reference is missing", 0)
-    p = _Parser(tokens, len(text))
-    expr = p.expr(0)
-    rest = p.peek()
-    if rest is not None:
-        if rest.kind == ")":
-            raise _error("ref-paren", "')' closes nothing", rest.col)
-        raise _error("ref-text", "a reference must be joined to the one before it by || or &&", rest.col)
+    try:
+        tokens = _tokens(text)
+        if not tokens:
+            raise _error("ref-empty", "a reference is missing", 0)
+        p = _Parser(tokens, len(text))
+        expr = p.expr(0)
+        rest = p.peek()
+        if rest is not None:
+            if rest.kind == ")":
+                raise _error("ref-paren", "')' closes nothing", rest.col)
+            raise _error("ref-text", "a reference must be joined to the one before it by || or &&", rest.col)
+    except S2OError as exc:
+        raise exc.with_context(source=text) from None
     return expr
