@@ -128,3 +128,15 @@ def test_help_names_the_magic(kc: Any) -> None:
     assert reply["status"] == "ok", outputs
     text = json.dumps([m["content"] for m in outputs])
     assert "show the paths a fragment reads and writes" in text
+
+
+def test_validate_lists_what_a_fragment_reads_and_writes(kc: Any) -> None:
+    fragment = {"var": {"agent.total": f"{D}conv.subtotal && {D}agent.rate"}}
+    reply, outputs = execute(kc, "%validate " + json.dumps(fragment))
+    assert reply["status"] == "ok", outputs
+    assert result_data(outputs)["text/plain"] == ("ok: the fragment passes validation\n"
+                                                  "reads: agent.rate, conv.subtotal\nwrites: agent.total")
+    reply, outputs = execute(kc, "%validate " + json.dumps({"var": {"x": f"{D}conv.a ||"}}))
+    assert (reply["status"], _error(outputs)["ename"]) == ("error", "ref-empty")
+    reply, outputs = execute(kc, "%validate [1, 2]")  # JSON that is no fragment is an expression
+    assert result_data(outputs)["text/plain"].startswith("ok: the expression passes validation")
