@@ -133,3 +133,15 @@ def test_the_wire_refuses_a_malformed_flow(bad: object) -> None:
     with pytest.raises(S2OError) as info:
         wire.decode_dataflow(bad)
     assert info.value.code == "worker-protocol"
+
+
+def test_loop_names_are_written_and_the_loop_body_is_listed() -> None:
+    flow = _session().dataflow({"for": {"item": "row", "index": "i", "in": f"{D}agent.rows",
+                                        "commands": {"var": {"conv.last": "{ row }"}}}})
+    assert flow.accesses == [
+        Access("read", "agent.rows", "for", "for.in", "reference"),
+        Access("write", "local.row", "for", "for.item", "loop"),
+        Access("write", "local.i", "for", "for.index", "loop"),
+        Access("read", "local.row", "for.commands.var", "for.commands.var.conv.last", "expression"),
+        Access("write", "conv.last", "for.commands.var", "for.commands.var.conv.last", "var"),
+    ]

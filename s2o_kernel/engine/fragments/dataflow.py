@@ -6,6 +6,7 @@ The fragment parser records one :class:`Access` per path a field reads or writes
 * ``expression``: the variables an expression reads: locals, ``agent.x``, ``conv.x``, ``sys.inputs``
   (with its literal key, ``sys.query`` as ``sys.inputs.query``) and ``result`` (read);
 * ``var``: each ``var`` target (write);
+* ``loop``: the ``item`` and ``index`` names of a ``for`` loop (write);
 * ``outputPath``: each target of a result-producing command's ``outputPath`` (write), ``when``
   ``"on success"`` or ``"on failure"`` for the two alternatives of ``ok || failed``.
 
@@ -25,7 +26,7 @@ from typing import Any
 from ..references import Ref
 
 #: How an access came about (see the module doc).
-VIAS = ("reference", "expression", "var", "outputPath")
+VIAS = ("reference", "expression", "var", "loop", "outputPath")
 #: When an ``outputPath`` target is written: always, or one of its two alternatives.
 WHENS = ("", "on success", "on failure")
 
