@@ -16,7 +16,7 @@ import pytest
 
 from s2o_kernel.conformance import containment_problems, judge, load_cases, run_case
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parent.parent
 CASE_FILES = sorted(str(p) for p in (TESTS / "conformance").glob("*.jsonl"))
 CORPUS = str(TESTS / "adversarial" / "corpus.jsonl")
 N_CASES = sum(len(load_cases(f)) for f in CASE_FILES)
@@ -77,7 +77,7 @@ def test_show_through_the_worker_describes_values_and_errors(tmp_path):
 
 
 def test_a_secret_result_is_judged_masked_through_the_worker():
-    base = {"id": "s", "expr": "f'Bearer {sys.secret[\"K\"]}'", "secrets": {"K": "k-123"}, "_dir": str(TESTS)}
+    base = {"id": "s", "expr": "f'Bearer {sys.secret[\"K\"]}'", "secrets": {"K": "k-123"}, "_dir": str(TESTS / "conformance")}
     right = {**base, "expect": {"value": "Bearer k-123"}}
     wrong = {**base, "expect": {"value": "Token k-123"}}
     got = run_case(right, isolated=True)
@@ -94,7 +94,7 @@ def test_a_payload_whose_value_shows_host_text_is_not_contained(arena, monkeypat
 
 
 def test_the_containment_judge_fails_each_kind_of_escape():
-    case = {"id": "c", "expr": "1", "secrets": {"K": "sk-abcdefgh-1234"}, "helpers": False, "_dir": str(TESTS)}
+    case = {"id": "c", "expr": "1", "secrets": {"K": "sk-abcdefgh-1234"}, "helpers": False, "_dir": str(TESTS / "conformance")}
     fine = {"elapsed": 0.1, "time_limit": 2.0, "two": "2", "kept": (1, 2), "new_files": []}
     value = {"outcome": "value", "value": 1, "repr": "1", "_containment": fine}
     assert containment_problems(case, value) == []

@@ -14,8 +14,9 @@ import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, make_settings
 from s2o_kernel.engine.commands.call import CallFields
-from s2o_kernel.engine.fragments import parse_fragment, run_program
 from s2o_kernel.engine.fragments.depth import MAX_NESTING
+from s2o_kernel.engine.fragments.interpreter import run_program
+from s2o_kernel.engine.fragments.parser import parse_fragment
 from s2o_kernel.engine.fragments.tree import Command
 from s2o_kernel.engine.scopes import MAX_JSON_DEPTH
 
