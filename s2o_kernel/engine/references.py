@@ -261,7 +261,7 @@ class _Parser:
         return _error("ref-empty", f"'{tok.kind}' needs a reference on each side", tok.col)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def parse_reference(text: str) -> Expr:
     """The reference expression ``text`` as a tree; raises :class:`S2OError` (see the module doc).
 

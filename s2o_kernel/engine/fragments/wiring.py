@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _MISSING = object()
 
 
-def lookup(session: Session, ref: Ref) -> Any:
+def _lookup(session: Session, ref: Ref) -> Any:
     """The value ``ref`` names, or the sentinel ``_MISSING`` when it does not exist (see the module doc)."""
     value = _root(session, ref)
     items = ref.items[1:] if ref.scope in ("local", "agent", "conv") else ref.items
@@ -42,11 +42,6 @@ def lookup(session: Session, ref: Ref) -> Any:
             break
         value = _child(value, item)
     return value
-
-
-def exists(session: Session, ref: Ref) -> bool:
-    """Whether ``ref`` names a value now."""
-    return lookup(session, ref) is not _MISSING
 
 
 def _root(session: Session, ref: Ref) -> Any:
@@ -76,7 +71,7 @@ def _child(holder: Any, item: Item) -> Any:
 def _resolve(session: Session, expr: Expr) -> tuple[Any, list[str]]:
     """``(value or _MISSING, missing paths)`` of ``expr``."""
     if isinstance(expr, Ref):
-        value = lookup(session, expr)
+        value = _lookup(session, expr)
         return value, ([DAGGER + expr.text()] if value is _MISSING else [])
     missing: list[str] = []
     found: Any = _MISSING
