@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s2o_kernel.engine import Session
+from s2o_kernel.engine import S2OError, Session
+from s2o_kernel.engine.references import parse_reference, show
 
 D = "\u2020"
 NAMES = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
@@ -77,3 +78,22 @@ def test_and_fan_out_writes_the_same_value_to_every_path(value: Any,
     assert run.value == value
     for scope, name, keys in paths:
         assert _at(session, scope, name, keys) == value
+
+
+REF_CODES = {"ref-text", "ref-scope", "ref-path", "ref-operator", "ref-mixed", "ref-empty", "ref-paren", "too-deep",
+             "underscore"}
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(alphabet=f"{D}().[]'\"|& \tagentconvlsyiupr_019x", max_size=48))
+def test_any_text_parses_or_is_one_coded_error_with_a_column_inside_it(text: str) -> None:
+    try:
+        tree = parse_reference(text)
+    except S2OError as exc:
+        assert exc.code in REF_CODES
+        assert exc.stage == "validate" and exc.line == 1
+        assert exc.col is not None and 0 <= exc.col <= len(text)
+        assert exc.source == text
+    else:
+        assert D in text
+        assert show(parse_reference(show(tree))) == show(tree)  # what it writes back parses to the same tree
