@@ -17,7 +17,8 @@ argument rather than from the size of its inputs — repetition (``*``,
 base), shifts, widths and precisions of ``format``, f-strings and ``%`` (mapping
 keys included), the sized methods of :data:`SIZED_METHODS` (``str.zfill``,
 ``center``, ``ljust``, ``rjust``, ``expandtabs``, ``int.to_bytes``), and
-formatting a ``Decimal`` whose exponent makes its text long. The compile rules
+formatting a ``Decimal`` whose exponent makes its text long, ``math.factorial``,
+``math.perm`` and ``math.comb``. The compile rules
 rewrite every attribute named in :data:`SIZED_METHODS` to :func:`sized_attribute`,
 so the bound holds however the method is reached (called, passed to ``map``,
 read with ``getattr``).
@@ -235,6 +236,34 @@ def sized_attribute(obj: Any, name: str) -> Any:
     return SizedMethod(value, name, obj) if is_sized and name in SIZED_METHODS else value
 
 
+def _check_bits(bits: float, what: str) -> None:
+    if bits > MAX_INT_BITS:
+        raise OverflowError(f"{what} would have about {int(bits)} bits; the bound is {MAX_INT_BITS}")
+
+
+def bounded_factorial(n: Any) -> Any:
+    """``math.factorial(n)`` with the result bounded to :data:`MAX_INT_BITS` bits (about n·log2 n)."""
+    if _int_like(n) and n > 2:
+        _check_bits(n * math.log2(n), "factorial()")
+    return math.factorial(n)
+
+
+def bounded_perm(n: Any, k: Any = None) -> Any:
+    """``math.perm(n, k)`` with the result bounded to :data:`MAX_INT_BITS` bits (at most k·log2 n)."""
+    if _int_like(n) and n > 2:
+        count = n if k is None else k
+        if _int_like(count):
+            _check_bits(min(count, n) * math.log2(n), "perm()")
+    return math.perm(n, k)
+
+
+def bounded_comb(n: Any, k: Any) -> Any:
+    """``math.comb(n, k)`` with the result bounded to :data:`MAX_INT_BITS` bits (at most min(k, n-k)·log2 n)."""
+    if _int_like(n) and _int_like(k) and n > 2 and 0 <= k <= n:
+        _check_bits(min(k, n - k) * math.log2(n), "comb()")
+    return math.comb(n, k)
+
+
 #: The engine's own bounded operators, which rewrites may name without an allowlist entry.
 BOUNDED_OPERATORS = {
     "bounded_pow": bounded_pow,
@@ -256,4 +285,7 @@ BOUNDED_REPLACEMENTS: dict[int, Any] = {
     id(operator.ilshift): bounded_lshift,
     id(operator.mod): bounded_mod,
     id(operator.imod): bounded_mod,
+    id(math.factorial): bounded_factorial,
+    id(math.perm): bounded_perm,
+    id(math.comb): bounded_comb,
 }

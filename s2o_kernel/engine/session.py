@@ -12,6 +12,7 @@ Every failure is an :class:`~.errors.S2OError`; see :mod:`.execution` for how Py
 from __future__ import annotations
 
 import contextlib
+import keyword
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -68,9 +69,10 @@ class RunResult:
 def check_target_name(name: object) -> str:
     """``name`` when it may be set as a variable; raises ``S2OError`` (``fragment``, ``underscore``) otherwise.
 
-    The name must be an exact ``str`` identifier, not starting with ``_`` and not a runtime namespace.
+    The name must be an exact ``str``, an ASCII identifier that is not a Python keyword (``None``,
+    ``if``: an expression could never read it), not starting with ``_`` and not a runtime namespace.
     """
-    if type(name) is not str or not name.isidentifier():
+    if type(name) is not str or not name.isidentifier() or not name.isascii() or keyword.iskeyword(name):
         raise S2OError("fragment", f"{name!r} is not a valid variable name", stage="validate")
     if name.startswith("_"):
         raise S2OError("underscore", f"names starting with '_' are not allowed: '{name}'", stage="validate")

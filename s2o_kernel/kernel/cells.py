@@ -186,7 +186,9 @@ def parse_json_argument(text: str, what: str, *, quote: bool = True) -> Any:
             source=text if quote else None,
             stage="validate",
         ) from None
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise S2OError("too-deep", f"{what} nests too deeply to read (SPEC 12)", stage="validate") from None
+    except ValueError as exc:
         raise S2OError(
             "syntax", f"{what} is not valid JSON: {type(exc).__name__}", stage="validate"
         ) from None

@@ -16,6 +16,7 @@ format
 operator
 decimal.Decimal as Decimal
 fractions.Fraction as Fraction
+math
 """
 
 
@@ -46,6 +47,10 @@ REFUSED = [
     "operator.mul('a', 10**9)",
     "operator.lshift(1, 10**8)",
     "operator.mod('%999999999d', 1)",
+    "math.factorial(10**9)",
+    "math.perm(10**9, 10**8)",
+    "math.perm(10**9)",
+    "math.comb(10**9, 5 * 10**8)",
 ]
 
 
@@ -70,6 +75,10 @@ ALLOWED = [
     ("operator.mul('ab', 2)", "abab"),
     ("Fraction(1, 2) ** 2 == Fraction(1, 4)", True),
     ("f'{Decimal(\"1.5\"):f}'", "1.5"),
+    ("math.factorial(20)", 2432902008176640000),
+    ("math.comb(10, 3)", 120),
+    ("math.perm(5, 2)", 20),
+    ("math.comb(10**9, 2)", 499999999500000000),
 ]
 
 

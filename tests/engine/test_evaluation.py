@@ -293,3 +293,12 @@ def test_granted_generator_functions_give_safe_iterators():
 def test_json_that_is_not_a_fragment_names_the_unknown_command():
     r = session().run_fragment({"varr": {"x": 1}})
     assert r.error.code == "fragment" and "'varr'" in r.error.message
+
+
+@pytest.mark.parametrize("name", ["None", "if", "lambda", "caf\u00e9", "x[0]", "a.b", "_p", "agent"])
+def test_variable_names_an_expression_could_never_read_are_refused(name):
+    session = Session(Engine(make_settings({"allowlist": ""})))
+    with pytest.raises(S2OError) as err:
+        session.set_vars(locals={"ok": 1, name: 2})
+    assert err.value.code in ("fragment", "underscore")
+    assert session.locals == {}  # all or nothing
