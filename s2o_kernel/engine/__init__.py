@@ -11,6 +11,7 @@ Jupyter protocol. Public API::
     session.evaluate_dynamic("{ 1 + 1 }")     # -> 2 (SPEC 1)
     engine.validate("x.__class__").errors     # -> [S2OError('underscore', ...)]
     session.run_fragment({"var": {"x": "{ 2 * 3 }"}})   # -> RunResult(code='success')
+    session.dataflow({"var": {"x": "\u2020conv.a || \u2020agent.b"}}).reads   # -> ['agent.b', 'conv.a'] (SPEC 8)
 
 Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 ``col``, ``path`` and ``stage``.
@@ -20,6 +21,7 @@ from .commands import fragment_words
 from .commands.var import parse_target
 from .engine import Compiled, Engine, Validation
 from .errors import ErrorGroup, S2OError
+from .fragments.dataflow import Access, Dataflow
 from .fragments.parser import fragment_kind
 from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
@@ -27,7 +29,9 @@ from .settings import Settings, default_settings, load_settings, make_settings, 
 from .worker import IsolatedSession
 
 __all__ = [
+    "Access",
     "Compiled",
+    "Dataflow",
     "Engine",
     "ErrorGroup",
     "IsolatedSession",

@@ -105,6 +105,16 @@ CODES: dict[str, Code] = _table(
     ("worker-protocol", "run", "12",
      "a message to or from the worker broke the framed protocol (wrong id or shape, not JSON, cut short) "
      "or its size cap"),
+    # -- reference expressions (SPEC 8) ----------------------------------------------------------
+    ("ref-text", "validate", "8", "a \u2020 reference inside plain text: a field holds references only, or no \u2020"),
+    ("ref-scope", "validate", "8", "a reference whose scope is not local, agent, conv, sys.inputs or result"),
+    ("ref-path", "validate", "8", "a reference whose key or index after the scope is malformed or missing"),
+    ("ref-operator", "validate", "8", "a single '|' or '&' where '||' or '&&' is meant"),
+    ("ref-mixed", "validate", "8", "'||' and '&&' mixed at one level without parentheses"),
+    ("ref-empty", "validate", "8", "an operator or parentheses with an empty operand"),
+    ("ref-paren", "validate", "8", "unbalanced parentheses in a reference expression"),
+    ("ref-output", "validate", "8",
+     "an outputPath that is no writable reference expression, or on a command that produces no result"),
     # -- the kernel (SPEC 9) -------------------------------------------------------------------
     ("magic", "run", "9.1", "a magic that does not exist or was given wrong arguments"),
 )

@@ -24,6 +24,7 @@ from .dynamic import expression_of
 from .engine import Engine, Validation
 from .errors import S2OError
 from .execution import Execution
+from .fragments.dataflow import Dataflow
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, copy_json
 from .settings import Settings, make_settings, merge
 from .values import check_value
@@ -394,6 +395,14 @@ class Session:
         finally:
             g["sys"] = sys_scope
         return RunResult(code=code, value=value, outputs=outputs, logs=logs, error=error)
+
+    def dataflow(self, fragment: Any) -> Dataflow:
+        """The data flow of ``fragment`` (SPEC 8): every path it reads and writes, checked as
+        :meth:`run_fragment` checks it but not run. Raises its validation error (an
+        :class:`~.errors.ErrorGroup` for several), as ``run_fragment`` reports them."""
+        from .fragments.parser import parse_fragment
+
+        return parse_fragment(self.engine, fragment, known=set(self.locals), functions=self._functions).dataflow
 
     # -- what the fragment runner sets -----------------------------------------------------------
     def namespace(self) -> dict[str, Any]:

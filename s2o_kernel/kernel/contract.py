@@ -7,8 +7,8 @@ and checked, statically by mypy and at run time by ``tests/kernel/test_contract.
   contained ``IsolatedSession`` (SPEC 12) implement it, and so does the stand-in session of the
   kernel's unit tests. Values and errors are the engine's own types: ``evaluate`` raises
   :class:`~s2o_kernel.engine.S2OError`, ``validate`` returns a
-  :class:`~s2o_kernel.engine.Validation` and ``run_fragment`` a :class:`~s2o_kernel.engine.RunResult`
-  (SPEC 2, 3, 7).
+  :class:`~s2o_kernel.engine.Validation`, ``run_fragment`` a :class:`~s2o_kernel.engine.RunResult`
+  and ``dataflow`` a :class:`~s2o_kernel.engine.Dataflow` (SPEC 2, 3, 7, 8).
 * :class:`ContainedSessionLike`: what a session whose runs happen in a worker process adds:
   ``on_print`` (text printed by evaluated code, handed to the cell as it comes) and ``close()``
   (stops the worker; the kernel calls it on shutdown).
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from s2o_kernel.engine import RunResult, Validation
+from s2o_kernel.engine import Dataflow, RunResult, Validation
 
 __all__ = ["ContainedSessionLike", "EngineFunctions", "OutputSink", "Prompt", "SessionLike"]
 
@@ -59,6 +59,11 @@ class SessionLike(Protocol):
 
     def validate(self, expr: str) -> Validation:
         """Check ``expr`` against the rules and the session's locals without running it (SPEC 3)."""
+        ...
+
+    def dataflow(self, fragment: Any) -> Dataflow:
+        """The paths ``fragment`` reads and writes (SPEC 8), checked but not run; raises its validation
+        error (an ``ErrorGroup`` for several)."""
         ...
 
     def evaluate(self, expr: str) -> Any:

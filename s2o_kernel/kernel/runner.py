@@ -143,6 +143,8 @@ class CellRunner:
         #: The front end's password prompt, or ``None`` when it cannot prompt
         #: (``allow_stdin`` false). Set by the kernel for each cell; used by ``%secret``.
         self.getpass: Prompt | None = None
+        #: The last fragment a cell ran (``%dataflow`` with no argument shows its data flow).
+        self.last_fragment: Any = None
         self._live = False
         self._silent = False
         self._running = False
@@ -251,6 +253,7 @@ class CellRunner:
         (``%run``) are passed on.
         """
         session = self.require_session()
+        self.last_fragment = data
 
         def on_output(part: dict[str, Any]) -> None:
             try:

@@ -54,7 +54,7 @@ def isolated() -> Iterator[IsolatedSession]:
 
 def test_the_protocols_name_what_the_kernel_uses() -> None:
     members = set(_members(SessionLike))
-    assert {"evaluate", "evaluate_dynamic", "run_fragment", "validate", "update_settings", "settings_dict",
+    assert {"evaluate", "evaluate_dynamic", "run_fragment", "validate", "dataflow", "update_settings", "settings_dict",
             "set_vars", "reset", "locals", "agent_vars", "conv_vars", "completion_names", "member_names",
             "describe", "redact"} == members  # fmt: skip
     assert set(_members(ContainedSessionLike)) == {"close"}  # and the attribute on_print

@@ -11,7 +11,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from s2o_kernel.engine import RunResult, S2OError, Validation
+from s2o_kernel.engine import Access, Dataflow, RunResult, S2OError, Validation
 
 SECRET = "s3cr3t-value"
 
@@ -154,6 +154,10 @@ class FakeSession:
             local_names={"x"} if "x" in expr else set(),
             secrets={"KEY"} if "secret" in expr else set(),
         )
+
+    def dataflow(self, fragment: Any) -> Dataflow:
+        self.run_args = {"fragment": fragment}
+        return Dataflow([Access("read", "conv.a", "var", "var.x", "reference")])
 
     # settings
     def update_settings(self, patch: dict[str, Any]) -> list[str]:

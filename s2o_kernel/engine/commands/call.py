@@ -3,7 +3,7 @@
 A call of a function the agent does not define is ``unknown-function`` and functions calling
 themselves, directly or through others, are ``recursion``, both at validation (the parser records
 every call for that check). Arguments are checked against the function's declared types
-(``argument``).
+(``argument``). ``call`` produces a result, so it may carry ``outputPath`` (SPEC 8).
 """
 
 from __future__ import annotations
@@ -51,4 +51,4 @@ async def run(it: Interpreter, cmd: Command) -> None:
     it.session.set_result(value)
 
 
-CALL = CommandSpec("call", parse, run, fields=CallFields)
+CALL = CommandSpec("call", parse, run, fields=CallFields, produces_result=True)

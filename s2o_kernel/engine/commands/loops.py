@@ -49,8 +49,10 @@ def parse_for(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bo
     p.name(m.item, join(cmd.path, "item"))
     p.name(m.index, join(cmd.path, "index"))
     known.add(m.item)
+    p.access("write", f"local.{m.item}", join(cmd.path, "item"), "loop")
     if m.index:
         known.add(m.index)
+        p.access("write", f"local.{m.index}", join(cmd.path, "index"), "loop")
     cmd.model = m
     cmd.children["commands"] = p.commands(m.commands, join(cmd.path, "commands"), known, True)
     return cmd

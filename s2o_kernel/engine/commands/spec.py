@@ -48,6 +48,9 @@ class CommandSpec:
             named fields (``var``'s targets, ``log``'s text, ``parallel``'s list).
         parses_on_error: the command reads ``onError`` among its own fields itself (``var``);
             otherwise the parser takes ``onError`` out of the fields before ``parse``.
+        produces_result: the command sets ``result`` when it succeeds (``call``), so it may carry
+            ``outputPath`` (SPEC 8); the parser takes ``outputPath`` out of the fields before ``parse``
+            and the interpreter writes it, for every such command in one place.
     """
 
     name: str
@@ -55,6 +58,7 @@ class CommandSpec:
     run: RunFn
     fields: type[BaseModel] | None = None
     parses_on_error: bool = False
+    produces_result: bool = False
 
 
 def parse_text(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:

@@ -12,6 +12,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
+from ..fragments.dataflow import ref_path
 from ..fragments.tree import join
 from ..rules import RESERVED_NAMES
 from ..values import exception_text
@@ -83,6 +84,7 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
             known.add(name)
         earlier.append(name)
         targets[target] = (scope, name, items)
+        p.access("write", ref_path(scope, (name, *items)), fpath, "var")
     cmd.model = targets
     cmd.fields = {k: v for k, v in fields.items() if k != "onError"}
     return cmd

@@ -12,6 +12,10 @@ Semantics:
   it carries ``onError``, ``exc`` holds the error while the handler runs and the run goes on after it.
   An error inside the handler propagates. Limits (``timedOut``, ``stopped``, ``loop-limit``,
   ``output-limit``, …) and ``fail`` are not handled by ``onError``: they end the run.
+* ``outputPath`` (SPEC 8; :meth:`Interpreter.write_output`): after a result-producing command succeeds,
+  its ``result`` is written to every success target; when it fails, ``{"code", "message"}`` of the
+  error is written to the failure alternative (``ok || failed``) and the run goes on; its ``onError``,
+  if any, runs after that write. Limits and ``fail`` are not written: they end the run.
 * ``call`` runs a function with fresh locals holding its arguments, each checked against its
   declared type; ``result`` is its return value. Each call has a namespace of its own
   (:meth:`~..session.Session.function_scope`), held per task, so calls running at the same time in
@@ -38,9 +42,11 @@ from ..commands.output import OutputBudget
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
+from ..references import has_reference, parse_reference
 from ..values import error_message, runtime_error
+from . import wiring
 from .depth import MAX_NESTING
-from .tree import Break, Command, Continue, End, Fail, Function, Program, Return
+from .tree import Break, Command, Continue, End, Fail, Function, Program, Return, join
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -112,13 +118,20 @@ class Interpreter:
         if isinstance(raw, str):
             found = expression_of(raw)
             if found is None:
-                return raw
+                return self.reference(raw, path) if has_reference(raw) else raw
             return await self.expression(found[0], path, fields)
         if isinstance(raw, list):
             return [await self.value(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
         if isinstance(raw, dict):
             return {k: await self.value(v, f"{path}.{k}", fields) for k, v in raw.items()}
         return raw
+
+    def reference(self, text: str, path: str) -> Any:
+        """The value of the reference expression ``text`` at ``path`` (SPEC 8; :func:`.wiring.read`)."""
+        try:
+            return wiring.read(self.session, parse_reference(text), text)
+        except S2OError as exc:
+            raise exc.with_context(path=path) from None
 
     async def expression(self, source: str, path: str, fields: dict[str, Any] | None) -> Any:
         """Run one expression of the fragment at ``path``; errors carry ``path``."""
@@ -185,6 +198,7 @@ class Interpreter:
         snap = self.session.snapshot() if self.parallel_depth == 0 else None
         try:
             await registry.REGISTRY[cmd.name].run(self, cmd)
+            self.write_output(cmd, self.session.namespace().get("result"), failed=False)
         except (asyncio.CancelledError, RunTimeout, RunInterrupt, KeyboardInterrupt):
             if snap is not None:  # a limit or an interrupt: nothing of this command stays
                 self.session.restore(snap)
@@ -196,11 +210,37 @@ class Interpreter:
                 exc.stage = "run"
             if snap is not None:
                 self.session.restore(snap)
-            if cmd.on_error is None or exc.code in UNHANDLED:
+            if exc.code in UNHANDLED:
+                raise exc from None
+            try:
+                wrote = self.write_output(cmd, {"code": exc.code, "message": exc.message}, failed=True)
+            except S2OError:
+                if snap is not None:
+                    self.session.restore(snap)
+                raise
+            if cmd.on_error is None:
+                if wrote:
+                    return
                 raise exc from None
             await self.handle(cmd.on_error, exc)
         finally:
             self.session.set_command_fields({})
+
+    def write_output(self, cmd: Command, value: Any, *, failed: bool) -> bool:
+        """Write ``value`` to ``cmd``'s ``outputPath`` targets (SPEC 8): on success every target of the
+        fan-out (or of the first alternative), on failure those of the second alternative. Returns whether
+        any target was written; a failing write is an error at ``<command>.outputPath``."""
+        if cmd.output_path is None:
+            return False
+        on_success, on_failure = wiring.targets(cmd.output_path)
+        chosen = on_failure if failed else on_success
+        for ref in chosen:
+            try:
+                wiring.write(self.session, ref, value)
+            except S2OError as exc:
+                exc.stage = "run"
+                raise exc.with_context(path=join(cmd.path, "outputPath")) from None
+        return bool(chosen)
 
     async def handle(self, handler: list[Command], error: S2OError) -> None:
         """Run an ``onError`` handler with ``exc`` reading ``error``."""

@@ -27,9 +27,12 @@ from .. import commands as registry
 from ..commands.spec import FieldsModel
 from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
+from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
 from ..rules import RESERVED_NAMES
+from .dataflow import Access, Dataflow, expression_reads
 from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
 from .tree import ARG_TYPES, Command, Function, Program, join
+from .wiring import targets
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -109,6 +112,8 @@ class Parser:
         calls: function name → ``[(callee, JSON path)]``, for ``unknown-function`` and ``recursion``.
         current: the name of the function being parsed.
         nesting: how many command lists enclose the one being parsed (bounded by ``MAX_NESTING``).
+        flow: every path read and written, in document order (:mod:`.dataflow`).
+        command_path: the JSON path of the command being parsed.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -117,6 +122,12 @@ class Parser:
         self.calls: dict[str, list[tuple[str, str]]] = {}
         self.current: str = ""
         self.nesting = 0
+        self.flow: list[Access] = []
+        self.command_path = ""
+
+    def access(self, mode: str, data: str, path: str, via: str, when: str = "") -> None:
+        """Record that the field at ``path`` of the command being parsed reads or writes ``data`` (SPEC 8)."""
+        self.flow.append(Access(mode, data, self.command_path, path, via, when))
 
     def error(self, code: str, message: str, path: str) -> None:
         """Record a validation error at ``path``."""
@@ -167,15 +178,35 @@ class Parser:
         if isinstance(raw, str):
             found = expression_of(raw)
             if found is None:
+                if has_reference(raw):
+                    self.reference(raw, path)
                 return
             checked = self.engine.check(found[0], locals=known, command_fields=fields or [])
             self.errors.extend(e.with_context(path=path) for e in checked.errors)
+            if not checked.errors:
+                for data in expression_reads(found[0], checked.local_names):
+                    self.access("read", data, path, "expression")
         elif isinstance(raw, list):
             for i, v in enumerate(raw):
                 self.value(v, f"{path}[{i}]", known, fields)
         elif isinstance(raw, dict):
             for k, v in raw.items():
                 self.value(v, join(path, k), known, fields)
+
+    def reference(self, text: str, path: str) -> Expr | None:
+        """The reference expression ``text`` of the field at ``path`` (SPEC 8), or ``None`` after recording
+        its problem (codes of :mod:`..references`, with the column and the field's path)."""
+        expr = self._parse_reference(text, path)
+        for ref in refs_of(expr) if expr is not None else ():
+            self.access("read", ref.text(), path, "reference")
+        return expr
+
+    def _parse_reference(self, text: str, path: str) -> Expr | None:
+        try:
+            return parse_reference(text)
+        except S2OError as exc:
+            self.errors.append(exc.with_context(path=path))
+            return None
 
     def name(self, name: str | None, path: str) -> None:
         """Check a variable name a command or function declares (loop item, index, argument)."""
@@ -244,6 +275,13 @@ class Parser:
 
     def command(self, name: str, fields: Any, path: str, known: set[str], in_loop: bool) -> Command | None:
         """Parse one command through its registry entry; ``None`` after recording a problem."""
+        outer, self.command_path = self.command_path, path
+        try:
+            return self._command(name, fields, path, known, in_loop)
+        finally:
+            self.command_path = outer
+
+    def _command(self, name: str, fields: Any, path: str, known: set[str], in_loop: bool) -> Command | None:
         cmd = Command(name, fields, path)
         spec = registry.REGISTRY.get(name)
         if spec is None:
@@ -253,7 +291,40 @@ class Parser:
             cmd.on_error = self.commands(fields["onError"], join(path, "onError"), known, in_loop)
             fields = {k: v for k, v in fields.items() if k != "onError"}
             cmd.fields = fields
-        return spec.parse(self, cmd, fields, known, in_loop)
+        if spec.fields is not None and isinstance(fields, dict) and "outputPath" in fields:
+            out_path = join(path, "outputPath")
+            if spec.produces_result:
+                cmd.output_path = self.output_path(fields["outputPath"], out_path)
+            else:
+                self.error("ref-output", f"'{name}' produces no result, so it takes no outputPath", out_path)
+            fields = {k: v for k, v in fields.items() if k != "outputPath"}
+            cmd.fields = fields
+        parsed = spec.parse(self, cmd, fields, known, in_loop)
+        if cmd.output_path is not None:  # written after the fields are read; local targets known after
+            on_success, on_failure = targets(cmd.output_path)
+            for refs, when in ((on_success, "on success" if on_failure else ""), (on_failure, "on failure")):
+                for ref in refs:
+                    self.access("write", ref.text(), join(path, "outputPath"), "outputPath", when)
+            known.update(str(r.items[0]) for r in refs_of(cmd.output_path) if r.scope == "local")
+        return parsed
+
+    def output_path(self, raw: Any, path: str) -> Expr | None:
+        """Check an ``outputPath`` (SPEC 8): a reference expression whose targets are ``local``, ``agent``
+        or ``conv`` variables, either a fan-out ``a && b && …`` or two alternatives ``ok || failed``
+        (each side a reference or a fan-out). Code ``ref-output``."""
+        if not isinstance(raw, str) or not has_reference(raw) or expression_of(raw) is not None:
+            self.error("ref-output", "outputPath is a reference expression such as \u2020agent.total, "
+                       "\u2020agent.a && \u2020conv.b or \u2020agent.ok || \u2020agent.failed", path)
+            return None
+        expr = self._parse_reference(raw, path)
+        if expr is None:
+            return None
+        problem = output_shape_problem(expr)
+        if problem is not None:
+            self.errors.append(S2OError("ref-output", problem[0], line=1, col=problem[1], path=path,
+                                        stage="validate"))
+            return None
+        return expr
 
     # -- functions ----------------------------------------------------------------------------------
     def function(self, name: str, raw: Any, path: str, extra_known: set[str] | None = None) -> Function | None:
@@ -324,7 +395,34 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
         p.errors.extend(nesting_errors(funcs, body))
     if p.errors:
         raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
-    return Program(kind, body, funcs)
+    return Program(kind, body, funcs, Dataflow(p.flow))
+
+
+def output_shape_problem(expr: Expr) -> tuple[str, int] | None:
+    """``(message, column)`` of what makes ``expr`` no ``outputPath`` (SPEC 8), or ``None`` when it is one."""
+    sides = expr.operands if isinstance(expr, Or) else (expr,)
+    if isinstance(expr, Or) and len(sides) != 2:
+        return ("an outputPath's || names two alternatives: the path on success || the path on failure",
+                refs_of(sides[2])[0].col)
+    for side in sides:
+        inner = _first_or(side)
+        if inner is not None:
+            return "|| may only separate the two alternatives of an outputPath", refs_of(inner)[0].col
+    for ref in refs_of(expr):
+        if ref.scope not in ("local", "agent", "conv"):
+            return (f"an outputPath writes to local, agent or conv variables; {ref.scope} is read-only", ref.col)
+        if ref.scope == "local" and ref.items[0] in RESERVED_NAMES:
+            return f"'{ref.items[0]}' is a runtime namespace, not a variable", ref.col
+    return None
+
+
+def _first_or(expr: Expr) -> Or | None:
+    """The first ``||`` group inside ``expr`` (itself included), or ``None``."""
+    if isinstance(expr, Or):
+        return expr
+    if isinstance(expr, And):
+        return next((found for op in expr.operands if (found := _first_or(op)) is not None), None)
+    return None
 
 
 def _parse_body(p: Parser, kind: str, fragment: Any, funcs: dict[str, Function], known: set[str] | None) -> Function:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import S2OError
+from ..references import Expr
+from .dataflow import Dataflow
 
 #: Argument types a function may declare (SPEC 7).
 ARG_TYPES = ("str", "int", "float", "bool", "list", "dict", "any")
@@ -28,6 +30,7 @@ class Command:
         branches: ``parallel``'s command lists.
         on_error: the ``onError`` command list, or ``None``.
         model: what the command's parser made of its fields (a pydantic model, a target table, …).
+        output_path: the parsed ``outputPath`` (SPEC 8) of a command that produces a result, or ``None``.
     """
 
     name: str
@@ -37,6 +40,7 @@ class Command:
     branches: list[list[Command]] = field(default_factory=list)
     on_error: list[Command] | None = None
     model: Any = None
+    output_path: Expr | None = None
 
 
 @dataclass
@@ -54,11 +58,12 @@ class Function:
 @dataclass
 class Program:
     """A parsed fragment: its kind (``command``, ``commands``, ``function``, ``agent``), the function to
-    run, and the functions ``call`` can reach."""
+    run, the functions ``call`` can reach, and its data flow (SPEC 8)."""
 
     kind: str
     body: Function
     functions: dict[str, Function]
+    dataflow: Dataflow = field(default_factory=Dataflow)
 
 
 class Break(Exception):

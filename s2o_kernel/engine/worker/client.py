@@ -50,6 +50,7 @@ from .. import confine
 from ..commands.output import OutputBudget
 from ..engine import Validation
 from ..errors import S2OError
+from ..fragments.dataflow import Dataflow
 from ..session import RunResult
 from ..settings import Settings, make_settings, merge
 from . import wire
@@ -415,6 +416,10 @@ class IsolatedSession:
     def validate(self, expr: str) -> Validation:
         """See :meth:`Session.validate`."""
         return wire.decode_validation(self._call("validate", {"expr": expr}))
+
+    def dataflow(self, fragment: Any) -> Dataflow:
+        """See :meth:`Session.dataflow`; raises the fragment's validation error."""
+        return wire.decode_dataflow(self._call("dataflow", {"fragment": fragment}))
 
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""

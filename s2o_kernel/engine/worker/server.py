@@ -22,6 +22,7 @@ run_fragment       fragment, inputs, function              ``{code, value, logs,
                                                            runs, never kept nor sent again)
 validate           expr                                    ``{errors, allowlist_names, local_names,
                                                            secrets}``
+dataflow           fragment                                ``{reads, writes, accesses}`` (SPEC 8)
 update_settings    patch                                   ``{"warnings": [TEXT]}``
 set_vars           locals, agent, conv (objects or null)   ``{"state": STATE}``
 reset                                                      ``{"state": STATE}``
@@ -180,6 +181,9 @@ class Worker:
     def do_validate(self, req: Request) -> Any:
         return wire.encode_validation(self.session.validate(req["expr"]))
 
+    def do_dataflow(self, req: Request) -> Any:
+        return self.session.dataflow(req["fragment"]).to_dict()
+
     def do_update_settings(self, req: Request) -> Any:
         return {"warnings": self.session.update_settings(req["patch"])}
 
@@ -216,6 +220,7 @@ OPERATIONS: dict[str, Callable[[Worker, Request], Any]] = {
     "evaluate_dynamic": Worker.do_evaluate_dynamic,
     "run_fragment": Worker.do_run_fragment,
     "validate": Worker.do_validate,
+    "dataflow": Worker.do_dataflow,
     "update_settings": Worker.do_update_settings,
     "set_vars": Worker.do_set_vars,
     "reset": Worker.do_reset,

@@ -44,6 +44,7 @@ from typing import Any
 from ..codes import CODES, RESULT, STAGES
 from ..engine import Validation
 from ..errors import ErrorGroup, S2OError
+from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
 from ..scopes import RemoteValue, as_json
 from ..session import RunResult
 from .framing import MAX_MESSAGE
@@ -340,6 +341,26 @@ def decode_validation(data: object) -> Validation:
         raise fault("a validation's errors are not a list")
     return Validation([decode_error(e) for e in errors], set(_strings(d.get("allowlist_names"), "allowlist names")),
                       set(_strings(d.get("local_names"), "local names")), set(_strings(d.get("secrets"), "secrets")))
+
+
+def decode_dataflow(data: object) -> Dataflow:
+    """The :class:`~..fragments.dataflow.Dataflow` of a ``dataflow`` result: ``accesses``, a list of objects
+    whose ``mode``, ``via`` and ``when`` are among the known words and whose paths are text."""
+    accesses = _object(data, "a data flow").get("accesses")
+    if type(accesses) is not list:
+        raise fault("a data flow's accesses are not a list")
+    out: list[Access] = []
+    for item in accesses:
+        d = _object(item, "an access")
+        fields = [d.get(key) for key in ("mode", "data", "command", "field", "via", "when")]
+        texts = [f for f in fields if type(f) is str]
+        if len(texts) != len(fields):
+            raise fault("an access whose fields are not text")
+        mode, data_path, command, field_path, via, when = texts
+        if mode not in ("read", "write") or via not in VIAS or when not in WHENS:
+            raise fault("an access with an unknown mode, via or when")
+        out.append(Access(mode, data_path, command, field_path, via, when))
+    return Dataflow(out)
 
 
 def decode_warnings(data: object) -> list[str]:

@@ -20,6 +20,7 @@ from s2o_kernel.kernel.cells import Cell
 from s2o_kernel.kernel.magics import (
     allowlist_magic,
     config_magic,
+    dataflow_magic,
     expr_magic,
     fragment_magic,
     help_magic,
@@ -58,6 +59,7 @@ REGISTRY = Registry([
     vars_magic.MAGIC,
     reset_magic.MAGIC,
     validate_magic.MAGIC,
+    dataflow_magic.MAGIC,
     expr_magic.MAGIC,
     fragment_magic.MAGIC,
     run_magic.MAGIC,

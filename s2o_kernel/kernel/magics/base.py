@@ -34,6 +34,8 @@ class MagicContext(Protocol):
     known_warnings: set[str]
     #: The front end's password prompt for this cell (``%secret``), or ``None``.
     getpass: Prompt | None
+    #: The last fragment a cell ran (``%dataflow`` with no argument), or ``None``.
+    last_fragment: Any
 
     def require_session(self) -> SessionLike:
         """The session; raises ``S2OError("unexpected")`` when the engine did not start."""
@@ -53,6 +55,10 @@ class MagicContext(Protocol):
 
     def emit_result(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
         """Show ``data`` (a mime bundle) as the cell's result."""
+        ...
+
+    def emit_display(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
+        """Show ``data`` (a mime bundle) as display data, before the cell's result."""
         ...
 
     def emit_stream(self, name: str, text: str) -> None:

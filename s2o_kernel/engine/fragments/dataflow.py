@@ -1,0 +1,166 @@
+"""The data flow of a fragment (SPEC 8): every path it reads and writes, and where.
+
+The fragment parser records one :class:`Access` per path a field reads or writes, in document order:
+
+* ``reference``: each reference of a reference expression in an input field (read);
+* ``expression``: the variables an expression reads: locals, ``agent.x``, ``conv.x``, ``sys.inputs``
+  (with its literal key, ``sys.query`` as ``sys.inputs.query``) and ``result`` (read);
+* ``var``: each ``var`` target (write);
+* ``loop``: the ``item`` and ``index`` names of a ``for`` loop (write);
+* ``outputPath``: each target of a result-producing command's ``outputPath`` (write), ``when``
+  ``"on success"`` or ``"on failure"`` for the two alternatives of ``ok || failed``.
+
+Paths are written in the reference notation without the dagger: ``local.total``, ``agent.cart['items'][0]``,
+``sys.inputs.city``, ``result``. A :class:`Dataflow` is plain data (it crosses the worker's pipe as
+:meth:`Dataflow.to_dict`) and draws itself as text (:meth:`Dataflow.text`) and as a Mermaid flowchart
+(:meth:`Dataflow.mermaid`): data paths on the left and right, the commands that read and write them
+in between.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..references import Ref
+
+#: How an access came about (see the module doc).
+VIAS = ("reference", "expression", "var", "loop", "outputPath")
+#: When an ``outputPath`` target is written: always, or one of its two alternatives.
+WHENS = ("", "on success", "on failure")
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One path read or written.
+
+    Attributes:
+        mode: ``"read"`` or ``"write"``.
+        data: the path, in the reference notation without the dagger (``conv.userInput``).
+        command: the JSON path of the command (``functions.main.commands[0].call``).
+        field: the JSON path of the field (``functions.main.commands[0].call.args.city``).
+        via: one of :data:`VIAS`.
+        when: ``""``, or ``"on success"`` / ``"on failure"`` for an ``outputPath``'s alternatives.
+    """
+
+    mode: str
+    data: str
+    command: str
+    field: str
+    via: str
+    when: str = ""
+
+
+@dataclass
+class Dataflow:
+    """Every :class:`Access` of a fragment, in document order."""
+
+    accesses: list[Access] = field(default_factory=list)
+
+    @property
+    def reads(self) -> list[str]:
+        """The paths read, sorted, each once."""
+        return sorted({a.data for a in self.accesses if a.mode == "read"})
+
+    @property
+    def writes(self) -> list[str]:
+        """The paths written, sorted, each once."""
+        return sorted({a.data for a in self.accesses if a.mode == "write"})
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"reads": [...], "writes": [...], "accesses": [{mode, data, command, field, via, when}, ...]}``."""
+        return {"reads": self.reads, "writes": self.writes, "accesses": [asdict(a) for a in self.accesses]}
+
+    def commands(self) -> list[str]:
+        """The JSON paths of the commands that read or write, in document order, each once."""
+        return list(dict.fromkeys(a.command for a in self.accesses))
+
+    def text(self) -> str:
+        """A plain-text listing: what the fragment reads and writes, then each command's accesses."""
+        lines = [f"reads:  {', '.join(self.reads) or '(nothing)'}",
+                 f"writes: {', '.join(self.writes) or '(nothing)'}"]
+        for command in self.commands():
+            lines.append("")
+            lines.append(command or "(the fragment)")
+            for a in (x for x in self.accesses if x.command == command):
+                arrow = "<-" if a.mode == "read" else "->"
+                where = a.field[len(command):].lstrip(".") if a.field.startswith(command) else a.field
+                note = ", ".join(x for x in (a.via, "" if where == a.via else where, a.when) if x)
+                lines.append(f"  {arrow} {a.data}  ({note})")
+        return "\n".join(lines)
+
+    def mermaid(self) -> str:
+        """A Mermaid flowchart (``flowchart LR``): sources → commands → destinations; an expression's reads
+        are dotted arrows, an ``outputPath``'s alternatives are labelled ``on success`` / ``on failure``."""
+        ids: dict[str, str] = {}
+
+        def node(key: str, prefix: str) -> str:
+            if key not in ids:
+                ids[key] = f"{prefix}{len(ids)}"
+            return ids[key]
+
+        lines = ["flowchart LR"]
+        for data in dict.fromkeys([*self.reads, *self.writes]):
+            lines.append(f'  {node("d:" + data, "d")}(["{_label(data)}"])')
+        for command in self.commands():
+            lines.append(f'  {node("c:" + command, "c")}["{_label(command or "(the fragment)")}"]')
+        seen: set[str] = set()
+        for a in self.accesses:
+            d, c = ids["d:" + a.data], ids["c:" + a.command]
+            dotted = a.via == "expression"
+            arrow = f"-- {_label(a.when)} -->" if a.when else ("-.->" if dotted else "-->")
+            edge = f"  {d} {arrow} {c}" if a.mode == "read" else f"  {c} {arrow} {d}"
+            if edge not in seen:
+                seen.add(edge)
+                lines.append(edge)
+        return "\n".join(lines)
+
+
+def _label(text: str) -> str:
+    """``text`` safe inside a quoted Mermaid label (quotes and angle brackets as entities)."""
+    return (text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;"))
+
+
+def ref_path(scope: str, items: tuple[Any, ...]) -> str:
+    """The path of ``scope`` and ``items`` in the reference notation (``agent.cart['my key'][0]``)."""
+    return Ref(scope, tuple(items)).text()
+
+
+def expression_reads(source: str, local_names: set[str]) -> list[str]:
+    """The paths an expression reads (see the module doc); ``local_names`` are its names from locals."""
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found: list[str] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        path = _scope_read(node)
+        if path is not None:
+            found.append(path)
+            continue
+        if isinstance(node, ast.Name) and node.id == "result":
+            found.append("result")
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    found.extend(f"local.{name}" for name in sorted(local_names) if name != "result")
+    return list(dict.fromkeys(found))
+
+
+def _scope_read(node: ast.AST) -> str | None:
+    """``agent.x``, ``conv.x``, ``sys.inputs[...]``, ``sys.inputs`` or ``sys.query`` read by ``node``."""
+    if isinstance(node, ast.Subscript) and _is_attr(node.value, "sys", "inputs") \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return ref_path("sys.inputs", (node.slice.value,))
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        if node.value.id in ("agent", "conv"):
+            return ref_path(node.value.id, (node.attr,))
+        if node.value.id == "sys" and node.attr in ("inputs", "query"):
+            return "sys.inputs" if node.attr == "inputs" else ref_path("sys.inputs", ("query",))
+    return None
+
+
+def _is_attr(node: ast.AST, base: str, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
+        and node.value.id == base

@@ -1,0 +1,48 @@
+"""show the paths a fragment reads and writes, as text and as a diagram
+
+%dataflow FRAGMENT     e.g. %dataflow {"var": {"x": "†conv.userInput || †agent.default"}}
+%dataflow              the data flow of the last fragment the notebook ran
+%%dataflow             the fragment as the cell body
+
+The fragment is checked as a run would check it but not run. The listing names what it reads
+(references, the variables its expressions read) and writes (var targets, outputPath targets);
+the diagram (Mermaid, drawn by JupyterLab 4.1 and later) goes from sources through commands to
+destinations, with the Mermaid source as its plain-text fallback.
+"""
+
+from __future__ import annotations
+
+from s2o_kernel.engine import S2OError
+from s2o_kernel.kernel.cells import parse_json_argument
+from s2o_kernel.kernel.magics.base import Magic, MagicCall
+
+#: The MIME type of a Mermaid diagram, which JupyterLab 4.1+ renders natively.
+MERMAID = "text/vnd.mermaid"
+
+
+def handle(call: MagicCall) -> None:
+    """``%dataflow [FRAGMENT]``: the data flow of a fragment (SPEC 8, 9.1).
+
+    Shows the text listing as display data, then the diagram as the cell's result
+    (``text/vnd.mermaid`` with a ``text/plain`` fallback). Raises ``syntax`` for an argument that is
+    not JSON, ``fragment`` for JSON that is no fragment, ``magic`` when there is neither an argument
+    nor a fragment run before, and the fragment's own validation errors.
+    """
+    if call.text:
+        fragment = parse_json_argument(call.text, "The %dataflow argument")
+        if call.ctx.fragment_kind(fragment) is None:
+            raise S2OError("fragment", "The %dataflow argument is JSON but not a fragment: expected a command "
+                           "object, a list of command objects, a function object or an agent definition.",
+                           stage="validate")
+    else:
+        fragment = call.ctx.last_fragment
+        if fragment is None:
+            raise S2OError("magic", "%dataflow needs a fragment, or a fragment cell run before it: "
+                           "%dataflow {\"var\": {\"x\": \"\u2020conv.a || \u2020agent.b\"}}")
+    flow = call.ctx.require_session().dataflow(fragment)
+    call.ctx.emit_display({"text/plain": call.ctx.redact(flow.text())})
+    diagram = call.ctx.redact(flow.mermaid())
+    call.ctx.emit_result({MERMAID: diagram, "text/plain": diagram})
+
+
+MAGIC = Magic("dataflow", __doc__, line=handle, cell=handle)

@@ -1,0 +1,142 @@
+"""``%dataflow`` and reference expressions in a real s2o kernel (SPEC 8, 9.1), driven with jupyter_client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kernel_harness import drain, execute, install_spec, result_data, start_kernel, stop_kernel
+
+pytestmark = pytest.mark.timeout(120)
+
+D = "\u2020"
+MERMAID = "text/vnd.mermaid"
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    kernels_dir = install_spec(tmp_path_factory.mktemp("prefix"))
+    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd"))
+    try:
+        yield kc
+    finally:
+        stop_kernel(km, kc)
+
+
+@pytest.fixture
+def kc(kernel: Any) -> Any:
+    drain(kernel)
+    return kernel
+
+
+def _displays(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m["content"]["data"] for m in outputs if m["msg_type"] == "display_data"]
+
+
+def _error(outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    errors = [m["content"] for m in outputs if m["msg_type"] == "error"]
+    assert len(errors) == 1, outputs
+    return errors[0]
+
+
+def test_a_fragment_argument_shows_its_listing_and_diagram(kc: Any) -> None:
+    fragment = {"var": {"x": f"{D}conv.userInput || {D}agent.default", "agent.seen": "{ x }"}}
+    reply, outputs = execute(kc, "%dataflow " + json.dumps(fragment))
+    assert reply["status"] == "ok", outputs
+    assert _displays(outputs) == [{"text/plain": "\n".join([
+        "reads:  agent.default, conv.userInput, local.x",
+        "writes: agent.seen, local.x",
+        "",
+        "var",
+        "  <- conv.userInput  (reference, x)",
+        "  <- agent.default  (reference, x)",
+        "  -> local.x  (var, x)",
+        "  <- local.x  (expression, agent.seen)",
+        "  -> agent.seen  (var, agent.seen)",
+    ])}]
+    diagram = "\n".join([
+        "flowchart LR",
+        '  d0(["agent.default"])',
+        '  d1(["conv.userInput"])',
+        '  d2(["local.x"])',
+        '  d3(["agent.seen"])',
+        '  c4["var"]',
+        "  d1 --> c4",
+        "  d0 --> c4",
+        "  c4 --> d2",
+        "  d2 -.-> c4",
+        "  c4 --> d3",
+    ])
+    assert result_data(outputs) == {MERMAID: diagram, "text/plain": diagram}
+
+
+def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
+    reply, outputs = execute(kc, "%reset")
+    assert reply["status"] == "ok", outputs
+    cell = json.dumps({"functions": {
+        "main": {"commands": [{"call": {"function": "double", "args": {"n": 21},
+                                        "outputPath": f"{D}agent.answer || {D}agent.problem"}}]},
+        "double": {"args": {"n": "int"}, "commands": {"return": "{ n * 2 }"}}}})
+    reply, outputs = execute(kc, cell)
+    assert reply["status"] == "ok", outputs
+    reply, outputs = execute(kc, "agent.answer")
+    assert result_data(outputs)["text/plain"] == "42"
+    reply, outputs = execute(kc, "%dataflow")
+    assert reply["status"] == "ok", outputs
+    listing = _displays(outputs)[0]["text/plain"]
+    assert listing.startswith("reads:  local.n\nwrites: agent.answer, agent.problem\n")
+    assert "  -> agent.problem  (outputPath, on failure)" in listing
+    assert "-- on success -->" in result_data(outputs)[MERMAID]
+
+
+def test_the_cell_form_reads_the_body(kc: Any) -> None:
+    reply, outputs = execute(kc, "%%dataflow\n" + json.dumps([{"log": f"{D}sys.inputs.city"}]))
+    assert reply["status"] == "ok", outputs
+    assert _displays(outputs)[0]["text/plain"].startswith("reads:  sys.inputs.city\nwrites: (nothing)")
+
+
+def test_a_malformed_reference_is_its_coded_error_with_path_and_column(kc: Any) -> None:
+    reply, outputs = execute(kc, "%dataflow " + json.dumps({"var": {"x": f"{D}conv.a | {D}conv.b"}}))
+    assert reply["status"] == "error"
+    err = _error(outputs)
+    assert err["ename"] == "ref-operator"
+    assert "var.x" in "\n".join(err["traceback"])
+
+
+def test_json_that_is_no_fragment_and_no_fragment_at_all_are_refused(kc: Any) -> None:
+    reply, outputs = execute(kc, '%dataflow {"x": 1}')
+    assert (reply["status"], _error(outputs)["ename"]) == ("error", "fragment")
+    reply, outputs = execute(kc, "%dataflow {nope")
+    assert (reply["status"], _error(outputs)["ename"]) == ("error", "syntax")
+
+
+def test_references_run_in_fragment_cells(kc: Any) -> None:
+    cell = json.dumps([{"var": {"conv.userInput": ""}},
+                       {"var": {"said": f"{D}conv.userInput || {D}agent.missing"}}])
+    reply, outputs = execute(kc, cell)
+    assert reply["status"] == "ok", outputs
+    reply, outputs = execute(kc, "said")
+    assert result_data(outputs)["text/plain"] == "''"
+    reply, outputs = execute(kc, json.dumps({"log": f"Hello {D}conv.userInput"}))
+    assert (reply["status"], _error(outputs)["ename"]) == ("error", "ref-text")
+
+
+def test_help_names_the_magic(kc: Any) -> None:
+    reply, outputs = execute(kc, "%help dataflow")
+    assert reply["status"] == "ok", outputs
+    text = json.dumps([m["content"] for m in outputs])
+    assert "show the paths a fragment reads and writes" in text
+
+
+def test_validate_lists_what_a_fragment_reads_and_writes(kc: Any) -> None:
+    fragment = {"var": {"agent.total": f"{D}conv.subtotal && {D}agent.rate"}}
+    reply, outputs = execute(kc, "%validate " + json.dumps(fragment))
+    assert reply["status"] == "ok", outputs
+    assert result_data(outputs)["text/plain"] == ("ok: the fragment passes validation\n"
+                                                  "reads: agent.rate, conv.subtotal\nwrites: agent.total")
+    reply, outputs = execute(kc, "%validate " + json.dumps({"var": {"x": f"{D}conv.a ||"}}))
+    assert (reply["status"], _error(outputs)["ename"]) == ("error", "ref-empty")
+    reply, outputs = execute(kc, "%validate [1, 2]")  # JSON that is no fragment is an expression
+    assert result_data(outputs)["text/plain"].startswith("ok: the expression passes validation")
