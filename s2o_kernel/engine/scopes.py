@@ -16,7 +16,8 @@ from typing import Any
 
 from .errors import S2OError
 
-JSON_SCALARS = (str, int, float, bool, type(None))
+#: Scalar JSON types, exact (float is checked to be finite on its own).
+_EXACT_SCALARS = frozenset({str, int, bool, type(None)})
 
 #: Deepest nesting of lists and objects in a JSON value the engine accepts: agent and conversation
 #: values (:func:`check_json`) and fragments (code ``too-deep``, SPEC 12). The same bound as the
@@ -27,16 +28,25 @@ MAX_JSON_DEPTH = 200
 def check_json(value: Any, where: str) -> None:
     """Raise ``S2OError("not-json")`` unless ``value`` is JSON (SPEC 5).
 
-    JSON here is str, int, float, bool, None, and lists and dicts with string
-    keys of those, nested at most :data:`MAX_JSON_DEPTH` levels (``too-deep``
-    past that, SPEC 12). The message names the offending type and where it
-    sits (``agent.cart[2]``).
+    JSON here is str, int, finite float, bool, None, and lists and dicts with
+    string keys of those, nested at most :data:`MAX_JSON_DEPTH` levels
+    (``too-deep`` past that, SPEC 12), judged by exact type (a subclass is not
+    JSON: its methods could lie). NaN and infinities are not JSON either, so
+    anything set can be saved (``%state save``). The message names the
+    offending type and where it sits (``agent.cart[2]``).
     """
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         v, at, depth = stack.pop()
-        if isinstance(v, JSON_SCALARS):
+        t = type(v)
+        if t is float:
+            if math.isfinite(v):
+                continue
+            raise S2OError("not-json", f"{at} is {v!r}; JSON numbers are finite")
+        if t in _EXACT_SCALARS:
             continue
+        if t is not list and t is not dict:
+            raise S2OError("not-json", f"{at} is a {t.__name__}; agent and conversation variables hold JSON only")
         if isinstance(v, (list, dict)) and depth >= MAX_JSON_DEPTH:
             raise S2OError("too-deep", f"{where} nests deeper than {MAX_JSON_DEPTH} levels; agent and conversation "
                            "variables hold JSON nested at most that deep")
@@ -172,6 +182,11 @@ _NO_TEXT = ("a secret can only be used inside an f-string, whose result stays se
             "(for example f'Bearer {sys.secret[\"TOKEN\"]}')")
 
 
+def _refuse_arithmetic(self: object, *other: object) -> Any:
+    """What a secret answers to ``+``, ``*``, ``%`` and ordering: ``not-allowed``, saying how to use it."""
+    raise S2OError("not-allowed", _NO_TEXT)
+
+
 class Secret:
     """An opaque secret value (SPEC 5, 12).
 
@@ -201,6 +216,9 @@ class Secret:
 
     def __eq__(self, other: object) -> bool:
         raise S2OError("not-allowed", "secrets cannot be compared")
+
+    __add__ = __radd__ = __mul__ = __rmul__ = __mod__ = __rmod__ = _refuse_arithmetic
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse_arithmetic
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -232,6 +250,8 @@ class SecretText:
     __format__ = Secret.__format__
     __str__ = Secret.__str__
     __eq__ = Secret.__eq__
+    __add__ = __radd__ = __mul__ = __rmul__ = __mod__ = __rmod__ = _refuse_arithmetic
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse_arithmetic
     __hash__ = None  # type: ignore[assignment]
     __setattr__ = Secret.__setattr__
     __reduce__ = Secret.__reduce__

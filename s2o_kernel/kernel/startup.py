@@ -146,7 +146,11 @@ def start_session(logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
         session = make_session(engine.load_settings(), warnings)
         return Startup(session, settings_source=source, warnings=warnings)
     except BaseException as exc:  # the kernel must start whatever the settings do
-        log.error("s2o: settings from %s could not be used: %s", source, exc, exc_info=exc)
+        if isinstance(exc, S2OError):  # a coded error says what is wrong; the first cell explains it
+            log.warning("s2o: settings from %s could not be used (%s); the embedded default is used",
+                        source, exc)
+        else:  # not coded: a fault of the kernel, with its traceback
+            log.error("s2o: settings from %s could not be used: %s", source, exc, exc_info=exc)
         pending = _wrap_load_error(exc, source)
 
     last: BaseException | None = None

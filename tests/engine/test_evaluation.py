@@ -302,3 +302,32 @@ def test_variable_names_an_expression_could_never_read_are_refused(name):
         session.set_vars(locals={"ok": 1, name: 2})
     assert err.value.code in ("fragment", "underscore")
     assert session.locals == {}  # all or nothing
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), [1.0, float("nan")], {"a": float("inf")}])
+def test_agent_variables_hold_finite_json_numbers_only(value):
+    # new-user finding: NaN could be set but not saved (%state save refused it later)
+    session = Session(Engine(make_settings({"allowlist": ""})))
+    with pytest.raises(S2OError) as err:
+        session.set_agent("x", value)
+    assert err.value.code == "not-json"
+    assert session.agent_vars == {}
+
+
+def test_agent_variables_refuse_subclasses_of_json_types():
+    class Lying(str):
+        pass
+
+    session = Session(Engine(make_settings({"allowlist": ""})))
+    with pytest.raises(S2OError) as err:
+        session.set_agent("x", Lying("a"))
+    assert err.value.code == "not-json"
+
+
+@pytest.mark.parametrize("expr", ["sys.secret['K'] + '!'", "'!' + sys.secret['K']", "sys.secret['K'] * 2",
+                                  "sys.secret['K'] < 'a'"])
+def test_secrets_refuse_arithmetic_with_the_secret_message(expr):
+    session = Session(Engine(make_settings({"allowlist": "", "secrets": {"K": "v"}})))
+    with pytest.raises(S2OError) as err:
+        session.evaluate(expr)
+    assert err.value.code == "not-allowed" and "f-string" in err.value.message
