@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from containment import status_kib
-from kernel_harness import execute, install_spec, result_data, shell_reply, start_kernel, stop_kernel
+from kernel_harness import execute, result_data, shell_reply, start_kernel, stop_kernel
 
 from s2o_kernel import engine
 from s2o_kernel.engine import Engine, S2OError, Session, default_settings
@@ -29,16 +29,6 @@ pytestmark = pytest.mark.timeout(300)
 MODES = {"contained": "", "in-process": "0"}
 #: The first line of a file that must never show in a notebook.
 SECRET_LINE = "root:$6$hunter2-hash:19000:0:99999:7:::"
-
-
-@pytest.fixture(scope="module")
-def kernels_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return install_spec(tmp_path_factory.mktemp("prefix"))
-
-
-@pytest.fixture(scope="module")
-def kernel_cwd(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cwd")
 
 
 @pytest.fixture(scope="module", params=list(MODES))

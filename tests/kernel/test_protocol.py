@@ -24,7 +24,6 @@ from kernel_harness import (
     collect_iopub,
     drain,
     execute,
-    install_spec,
     result_data,
     shell_reply,
     start_kernel,
@@ -34,17 +33,6 @@ from kernel_harness import (
 from s2o_kernel.kernel.render import INTERRUPTED
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def kernels_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return install_spec(tmp_path_factory.mktemp("prefix"))
-
-
-@pytest.fixture(scope="module")
-def kernel_cwd(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The working directory of the shared kernel (files for %run, %state, %config)."""
-    return tmp_path_factory.mktemp("cwd")
 
 
 @pytest.fixture(scope="module")
