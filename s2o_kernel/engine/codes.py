@@ -92,6 +92,15 @@ CODES: dict[str, Code] = _table(
     ("memory-limit", "run", "6", "an evaluation held more memory than the memory limit"),
     ("output-limit", "run", "12", "a run's output parts passed a cap: bytes per part, parts or bytes per run"),
     ("stopped", "run result", "9", "the run was interrupted; the session keeps its variables"),
+    # -- the outside world (SPEC 7.1) ------------------------------------------------------------
+    ("unknown-profile", "validate run", "7.1", "a command names a profile the settings do not define"),
+    ("api-status", "run", "7.1", "an api call answered with a status outside 200-299 (exc.status, exc.body)"),
+    ("api-failed", "run", "7.1", "an api call could not connect or the connection failed"),
+    ("api-timeout", "run", "7.1", "an api call took longer than its timeout"),
+    ("api-too-large", "run", "7.1", "an api response was larger than the profile's max_response_bytes"),
+    ("db-failed", "run", "7.1", "the database refused the statement or the connection (the driver's message)"),
+    ("db-read-only", "run", "7.1", "a write statement through a read_only database profile"),
+    ("llm-failed", "run", "7.1", "the model server refused or failed a call, or its answer broke the protocol"),
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------
     ("settings", "load", "10", "a setting that cannot be used"),
     ("allowlist", "load", "4", "an allowlist line that cannot be loaded"),

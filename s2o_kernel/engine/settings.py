@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import S2OError
+from .outside.profiles import Profiles
 from .rules import OPERATOR_SYMBOLS
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
@@ -100,14 +101,6 @@ class SysSettings(BaseModel):
         """The optional members that are present, name → value."""
         return {name: getattr(self, name) for name in ("userEmail", "userSession", "serverIp", "cookies")
                 if name in self.model_fields_set}
-
-
-class Profiles(_Strict):
-    """``profiles.api|db|llm.<name>``: profile fields (SPEC 7); checked by the commands that use them."""
-
-    api: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    db: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    llm: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class Settings(_Strict):
