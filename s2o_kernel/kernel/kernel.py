@@ -296,9 +296,20 @@ def launch(argv: list[str] | None = None) -> None:
     and the kernel only dies when jupyter_client sends SIGTERM (about 2.5 s
     later) instead of exiting in ~0.1 s.
     """
+    import zmq
     from ipykernel.kernelapp import IPKernelApp
 
-    app = IPKernelApp.instance(kernel_class=S2OKernel)
+    class S2OKernelApp(IPKernelApp):
+        """IPKernelApp whose IOPub socket never drops a message: a run may emit up to
+        ``limits.output_parts`` parts (1,000 by default, SPEC 12), and ZeroMQ's default high-water
+        mark (1,000 messages) silently drops output when the front end reads more slowly than the
+        run writes. The caps bound what a run can queue."""
+
+        def init_iopub(self, context: zmq.Context[Any]) -> None:
+            context.setsockopt(zmq.SNDHWM, 0)
+            super().init_iopub(context)
+
+    app = S2OKernelApp.instance(kernel_class=S2OKernel)
     app.initialize(argv)
     app.start()
     control = app.control_thread

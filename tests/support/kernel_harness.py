@@ -19,6 +19,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
@@ -66,6 +67,9 @@ def start_kernel(
     km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
     km.start_kernel(env=kernel_env(env), cwd=str(cwd))
     kc = km.client()
+    # Receive every IOPub message however slowly the test reads (ZeroMQ's default high-water mark of
+    # 1,000 messages drops the rest; the kernel's own side never drops, see kernel.launch).
+    kc.context.setsockopt(zmq.RCVHWM, 0)
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
