@@ -347,6 +347,12 @@ class SysScope:
         return "<sys>"
 
 
+def add_inputs(scope: SysScope, values: dict[str, Any]) -> None:
+    """Add ``values`` (JSON) to what ``scope.inputs`` reads: an ``ask`` command's answers (SPEC 7.1)."""
+    check_json(values, "sys.inputs")
+    scope._inputs.update(copy_json(values))
+
+
 class ErrorView:
     """``exc`` inside an ``onError`` block: the error being handled (SPEC 7).
 

@@ -101,6 +101,8 @@ class Session:
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
+        #: The conversation's model messages (``llm``, SPEC 7.1), kept across runs; :meth:`reset` clears them.
+        self.llm_messages: list[dict[str, Any]] = []
         self._bind_engine()
         for name, value in (agent or {}).items():
             check_json(value, f"agent.{name}")
@@ -258,6 +260,7 @@ class Session:
         g.pop("exc", None)
         self._agent.clear()
         self._conv.clear()
+        self.llm_messages.clear()
 
     def snapshot(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         """Shallow copies of (the current namespace, agent, conv), to restore after a failed command."""
@@ -361,6 +364,7 @@ class Session:
         whose declared arguments come from ``inputs`` (also ``sys.inputs`` during the run).
         ``on_output`` is called with each output part as it is produced.
         """
+        from .fragments import bounds
         from .fragments.interpreter import run_program
         from .fragments.parser import fragment_kind, parse_fragment
 
@@ -381,14 +385,14 @@ class Session:
                         "unknown-function", f"there is no function named '{function}'", stage="validate"))
                 program.body = program.functions[function]
         g = self._run.globals
-        sys_scope = g["sys"]
-        if inputs is not None:
-            g["sys"] = self._sys_scope(dict(inputs))
+        sys_scope = g["sys"]  # each run reads its own copy of the inputs (an ask adds its answers to it)
+        g["sys"] = self._sys_scope(dict(inputs if inputs is not None else self.settings.sys.inputs))
         try:
             coro = run_program(self, program, on_output, start, inputs if inputs is not None
                                else dict(self.settings.sys.inputs))
             try:
-                code, value, outputs, logs, error = self._run.run_coroutine(coro, start)
+                with bounds.applied(self._run, program.bounds):
+                    code, value, outputs, logs, error = self._run.run_coroutine(coro, start)
             except S2OError as exc:
                 code = exc.code if exc.code in ("timedOut", "stopped") else "errorInAgent"
                 return RunResult(code=code, error=exc)
