@@ -18,7 +18,6 @@ fit its question is ``ask-answer``.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
@@ -26,7 +25,6 @@ from pydantic import Field
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..outside.ask import check_answer
-from ..outside.call import OutsideCall
 from ..scopes import add_inputs
 from .spec import CommandSpec, FieldsModel
 
@@ -117,10 +115,7 @@ async def run(it: Interpreter, cmd: Command) -> None:
         except ValueError as exc:
             raise S2OError("ask-answer", f"{exc} (sys.inputs)", path=cmd.path) from None
     else:
-        it.check_time(cmd.path)
-        remaining = max(it.limits.time - (time.monotonic() - it.start), 0.001)
-        request = OutsideCall("ask", None, {"message": message, "inputs": questions}, cmd.path, remaining)
-        answers = await it.session.outside.call(request)
+        answers = await it.outside("ask", None, {"message": message, "inputs": questions}, cmd.path)
     add_inputs(sys_scope, answers)
     it.session.set_result(answers)
 

@@ -23,13 +23,11 @@ conversation as before it, like every other state of the session.
 from __future__ import annotations
 
 import json
-import time
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from ..errors import S2OError
-from ..outside.call import OutsideCall
 from ..scopes import as_json
 from ..values import safe_repr
 from .spec import CommandSpec, FieldsModel
@@ -126,11 +124,9 @@ async def run(it: Interpreter, cmd: Command) -> None:
     tools = [tool_schema(fn) for fn in offered.values()]
     new: list[dict[str, Any]] = [{"role": "user", "content": await _input_text(it, cmd)}]
     for _ in range(MAX_TURNS):
-        it.check_time(path)
-        remaining = max(it.limits.time - (time.monotonic() - it.start), 0.001)
-        request = OutsideCall("llm", m.profile, {"messages": [*system, *session.llm_messages, *new],
-                                                 "tools": tools, "stream": m.streamOutput}, path, remaining)
-        text, calls, cost = _turn_of(await session.outside.call(request, it.emit if m.streamOutput else None), path)
+        answer = await it.outside("llm", m.profile, {"messages": [*system, *session.llm_messages, *new],
+                                                     "tools": tools, "stream": m.streamOutput}, path)
+        text, calls, cost = _turn_of(answer, path)
         new.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
         it.add_spend(cost, path)
         if not calls:

@@ -42,6 +42,7 @@ from ..commands.output import OutputBudget
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
+from ..outside.call import CALL_FAILED_CODES
 from ..references import has_reference, parse_reference
 from ..values import error_message, runtime_error
 from . import wiring
@@ -175,6 +176,25 @@ class Interpreter:
             self.on_output(part)
         else:
             self.outputs.append(part)
+
+    async def outside(self, kind: str, profile: str | None, fields: dict[str, Any], path: str,
+                      timeout: float | None = None) -> Any:
+        """Make one outside call through the session's :class:`~..outside.call.Outside` (SPEC 7.1).
+
+        ``fields`` are the command's evaluated fields; secret text in them travels as its text
+        (:func:`~..outside.call.json_fields`; ``not-json`` at its path for a value that is not JSON).
+        The call may take ``timeout`` seconds at most, and never longer than what is left of the run's
+        time limit (``timedOut`` when nothing is left). Returns the call's JSON result; raises its coded
+        error (SPEC 7.1 codes, masked).
+        """
+        from ..outside.call import OutsideCall, json_fields
+
+        remaining = self.limits.time - (time.monotonic() - self.start)
+        if remaining <= 0:
+            self.check_time(path)
+        limit = remaining if timeout is None else min(float(timeout), remaining)
+        request = OutsideCall(kind, profile, json_fields(fields, path), path, max(limit, 0.001))
+        return await self.session.outside.call(request, self.emit)
 
     def check_time(self, path: str) -> None:
         """Raise ``timedOut`` when the run has passed ``limits.time`` seconds."""
@@ -331,6 +351,8 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
         error = S2OError("timedOut", session.engine.time_limit_text(), path=interp.current_path)
     except S2OError as exc:
         code = {"timedOut": "timedOut", "stopped": "stopped", "ask": "ask"}.get(exc.code, "errorInAgent")
+        if exc.code in CALL_FAILED_CODES:
+            code = "callFailed"
         if exc.stage == "validate":
             exc.stage = "run"
         error = exc
