@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from ..errors import S2OError
 from ..scopes import as_json
@@ -54,7 +54,7 @@ class LlmFields(FieldsModel):
     prompt: str | None = None
     input: Any = None
     functions: list[str] = Field(default_factory=list)
-    streamOutput: bool = False
+    streamOutput: StrictBool = False
 
 
 def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:

@@ -137,6 +137,37 @@ async def run_turn(profile: LlmProfile, request: TurnRequest) -> dict[str, Any]:
             "output_tokens": turn.output_tokens, "cost": price(profile, turn.input_tokens, turn.output_tokens)}
 
 
+class MaskedStream:
+    """A stream sink that masks sensitive texts (``masker.texts``: secrets, evaluated credentials) in
+    streamed text even when one arrives split over several chunks: the text is masked, then the longest
+    tail that could still begin a sensitive text is held back until the next chunk (or :meth:`flush`)."""
+
+    def __init__(self, masker: Any, sink: StreamFn) -> None:
+        self.masker, self.sink, self.pending = masker, sink, ""
+
+    def _held(self, text: str) -> int:
+        longest = 0
+        for secret in self.masker.texts:
+            for n in range(min(len(secret) - 1, len(text)), longest, -1):
+                if text.endswith(secret[:n]):
+                    longest = n
+                    break
+        return longest
+
+    def __call__(self, part: dict[str, Any]) -> None:
+        text = self.masker.text(self.pending + str(part.get("text", "")))
+        cut = len(text) - self._held(text)
+        self.pending = text[cut:]
+        if cut:
+            self.sink({**part, "text": text[:cut]})
+
+    def flush(self) -> None:
+        """Send what is held back (the turn is over: it began no sensitive text)."""
+        if self.pending:
+            self.sink({"type": "text", "text": self.pending, "stream": "llm"})
+            self.pending = ""
+
+
 async def handle(gateway: Any, profile: LlmProfile, request: OutsideCall, on_stream: StreamFn | None) -> Any:
     """The gateway's handler for kind ``llm`` (:data:`~.gateway.HANDLERS`): checks the fields, takes the
     profile's ``url`` and ``key`` as the gateway evaluated them (dynamic strings that may read secrets;
@@ -144,9 +175,13 @@ async def handle(gateway: Any, profile: LlmProfile, request: OutsideCall, on_str
     messages, tools, stream = check_fields(request.fields)
     credentials = gateway.credentials("llm", request.profile, profile)
     url, key = credentials.get("url"), credentials.get("key")
-    turn = TurnRequest(messages, tools, on_stream if stream else None, request.timeout,
+    sink = MaskedStream(gateway.masker, on_stream) if stream and on_stream is not None else None
+    turn = TurnRequest(messages, tools, sink, request.timeout,
                        url if isinstance(url, str) else None, key if isinstance(key, str) else None)
     try:
-        return await run_turn(profile, turn)
+        answer = await run_turn(profile, turn)
     except S2OError as exc:
         raise exc.with_context(path=request.path) from None
+    if sink is not None:
+        sink.flush()
+    return answer
