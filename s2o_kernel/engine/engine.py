@@ -9,7 +9,6 @@ once and then run with a plain ``eval`` of its code object against a session's o
 
 from __future__ import annotations
 
-import copy
 import inspect
 import types
 import warnings
@@ -148,11 +147,11 @@ class Engine:
         """A twin of this engine sharing its allowlist, builtins and compile cache, whose settings' limits
         are replaced: ``limits`` maps a ``limits`` field (``time``, ``llm_cost``) to ``(name, value)``, the
         name being what errors call it (an agent definition's ``bounds.time``, SPEC 7.1)."""
-        twin = copy.copy(self)
+        twin = Engine.__new__(Engine)
         new_limits = self.settings.limits.model_copy(update={k: v for k, (_, v) in limits.items()})
-        twin.settings = self.settings.model_copy(update={"limits": new_limits})
-        twin.limit_names = {**self.limit_names, **{k: name for k, (name, _) in limits.items()}}
-        twin._guarded_twin = None
+        twin.__dict__.update(self.__dict__, settings=self.settings.model_copy(update={"limits": new_limits}),
+                             limit_names={**self.limit_names, **{k: name for k, (name, _) in limits.items()}},
+                             _guarded_twin=None)
         return twin
 
     def time_limit_text(self) -> str:

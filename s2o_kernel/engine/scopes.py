@@ -350,7 +350,8 @@ class SysScope:
 def add_inputs(scope: SysScope, values: dict[str, Any]) -> None:
     """Add ``values`` (JSON) to what ``scope.inputs`` reads: an ``ask`` command's answers (SPEC 7.1)."""
     check_json(values, "sys.inputs")
-    scope._inputs.update(copy_json(values))
+    inputs: dict[str, Any] = object.__getattribute__(scope, "_inputs")  # read-only to expressions only
+    inputs.update(copy_json(values))
 
 
 class ErrorView:

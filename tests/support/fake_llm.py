@@ -55,7 +55,7 @@ class FakeLLM:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
                 fake.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 reply = fake.replies.pop(0) if fake.replies else {"text": "(no reply queued)"}

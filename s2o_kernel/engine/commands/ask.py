@@ -99,7 +99,8 @@ async def _questions(it: Interpreter, cmd: Command) -> tuple[str, list[dict[str,
         path = f"{cmd.path}.inputs[{i}]"
         values = {key: await it.value(getattr(q, key), f"{path}.{key}") for key in ("label", "options", "default")}
         if q.type in ("chooseOne", "chooseMany") and not _literal_options(values["options"]):
-            raise S2OError("runtime", "TypeError: options are a non-empty list of texts or numbers", path=f"{path}.options")
+            raise S2OError("runtime", "TypeError: options are a non-empty list of texts or numbers",
+                           path=f"{path}.options")
         questions.append({"name": q.name, "type": q.type, **values})
     return message if isinstance(message, str) else str(message), questions
 

@@ -15,6 +15,7 @@ parent uses to know how long to wait for such a run before killing the worker.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ LIMIT_OF = {"time": "time", "cost": "llm_cost"}
 
 
 def _number(value: Any) -> bool:
-    return type(value) in (int, float) and value == value and value not in (float("inf"), float("-inf"))
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 def parse_bounds(raw: Any, path: str = "bounds") -> tuple[dict[str, float], list[S2OError]]:
@@ -49,8 +50,8 @@ def parse_bounds(raw: Any, path: str = "bounds") -> tuple[dict[str, float], list
             errors.append(S2OError("fragment", f"bounds.{key} is expected to be a number, got "
                                    f"{type(value).__name__}", path=where, stage="validate"))
         elif (key == "time" and value <= 0) or value < 0:
-            errors.append(S2OError("fragment", f"bounds.{key} must be {'greater than 0' if key == 'time' else '0 or more'}",
-                                   path=where, stage="validate"))
+            least = "greater than 0" if key == "time" else "0 or more"
+            errors.append(S2OError("fragment", f"bounds.{key} must be {least}", path=where, stage="validate"))
         else:
             bounds[key] = float(value)
     return bounds, errors
@@ -61,8 +62,10 @@ def requested_time(fragment: Any) -> float | None:
     if type(fragment) is not dict or type(fragment.get("functions")) is not dict:
         return None
     raw = fragment.get("bounds")
-    value = raw.get("time") if type(raw) is dict else None
-    return float(value) if _number(value) and value > 0 else None
+    value: Any = raw.get("time") if type(raw) is dict else None
+    if not _number(value) or value <= 0:
+        return None
+    return float(value)
 
 
 @contextlib.contextmanager

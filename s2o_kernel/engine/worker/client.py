@@ -50,6 +50,7 @@ from .. import confine
 from ..commands.output import OutputBudget
 from ..engine import Validation
 from ..errors import S2OError
+from ..fragments.bounds import requested_time
 from ..fragments.dataflow import Dataflow
 from ..session import RunResult
 from ..settings import Settings, make_settings, merge
@@ -404,8 +405,9 @@ class IsolatedSession:
                 kept.append(event.payload)
 
         try:
+            wait = (requested_time(fragment) or self._settings.limits.time) + KILL_GRACE  # bounds.time (SPEC 7.1)
             data = self._call("run_fragment", {"fragment": fragment, "inputs": inputs, "function": function},
-                              on_event=on_event)
+                              on_event=on_event, timeout=wait)
             run, self._state = wire.decode_run(data)
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")

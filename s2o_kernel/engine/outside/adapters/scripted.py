@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from ..llm import Turn, TurnRequest, count_tokens
 from ..profiles import LlmProfile
@@ -26,13 +27,13 @@ from ..profiles import LlmProfile
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 
 
-def _message_text(messages: list[dict[str, object]]) -> str:
+def _message_text(messages: list[dict[str, Any]]) -> str:
     parts: list[str] = []
     for m in messages:
         content = m.get("content")
         if isinstance(content, str):
             parts.append(content)
-        for call in m.get("tool_calls") or []:  # type: ignore[attr-defined]
+        for call in m.get("tool_calls") or []:
             parts.append(call["name"] + json.dumps(call["arguments"], sort_keys=True))
     return "".join(parts)
 
@@ -40,14 +41,18 @@ def _message_text(messages: list[dict[str, object]]) -> str:
 async def turn(profile: LlmProfile, request: TurnRequest) -> Turn:
     """Play the script's next turn for the conversation in ``request.messages`` (see the module doc)."""
     messages = request.messages
+    calls: list[dict[str, Any]] = []
+    given_in: int | None = None
+    given_out: int | None = None
     if not profile.script:
         last = next((m.get("content") or "" for m in reversed(messages) if m["role"] == "user"), "")
-        step_text, calls, given_in, given_out = f"You said: {last}", [], None, None
+        step_text = f"You said: {last}"
     else:
         n = sum(1 for m in messages if m["role"] == "assistant")
         step = profile.script[n % len(profile.script)]
         step_text = step.text or ""
-        calls = [] if step.call is None else [{"id": f"call_{n}", "name": step.call, "arguments": dict(step.args)}]
+        if step.call is not None:
+            calls.append({"id": f"call_{n}", "name": step.call, "arguments": dict(step.args)})
         given_in, given_out = step.input_tokens, step.output_tokens
     if request.stream is not None:
         for word in _WORDS.findall(step_text):
