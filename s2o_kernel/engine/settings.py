@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import S2OError
 from .outside.profiles import Profiles
+from .outside.secrets import shown_profiles
 from .rules import OPERATOR_SYMBOLS
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
@@ -123,10 +124,12 @@ class Settings(_Strict):
         return data
 
     def masked_dict(self) -> dict[str, Any]:
-        """The settings as a JSON-ready SPEC-10-shaped dict for display: every secret value is ``***``."""
+        """The settings as a JSON-ready SPEC-10-shaped dict for display: every secret value is ``***``, and
+        so is every profile credential that reads a secret, an llm ``key`` and a URL's password."""
         data = self.model_dump(mode="json", exclude={"sys"})
         data["sys"] = {"inputs": self.sys.inputs, **self.sys.enabled()}
         data["secrets"] = {name: "***" for name in data.get("secrets", {})}
+        data["profiles"] = shown_profiles(data.get("profiles", {}))
         return data
 
     def redact(self, text: str) -> str:

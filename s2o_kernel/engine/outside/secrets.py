@@ -140,6 +140,31 @@ def worker_settings(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def shown_profiles(profiles: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``profiles`` (SPEC-10-shaped, ``{kind: {name: {field: value}}}``) for display: a URL or
+    ``key`` that reads a secret, every llm ``key``, every value of ``headers`` and ``query`` (their names
+    stay), and the password of a URL, as ``***``."""
+    out = copy.deepcopy(profiles)
+    for kind, named in out.items():
+        if not isinstance(named, dict):
+            continue
+        for profile in named.values():
+            if not isinstance(profile, dict):
+                continue
+            for name in CREDENTIAL_FIELDS.get(kind, ()):
+                value = profile.get(name)
+                if isinstance(value, str) and (name == "key" or secret_reads(value)):
+                    profile[name] = MASK
+                elif isinstance(value, str) and name == "url":
+                    profile[name] = _URL_PASSWORD.sub(r"\1***@", value)
+                elif isinstance(value, dict):
+                    profile[name] = dict.fromkeys(value, MASK)
+    return out
+
+
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@]*:)[^@/]*@")
+
+
 class Masker:
     """Replaces sensitive texts with ``***`` in text, JSON values and errors.
 
