@@ -117,6 +117,8 @@ def worker_settings(data: dict[str, Any]) -> dict[str, Any]:
     Works on a partial dict too (an ``update_settings`` patch); leaves everything else as it is.
     """
     out = copy.deepcopy(data)
+    if out.get("secrets_file") is not None:
+        out["secrets_file"] = None  # its secrets are in ``secrets`` already (as placeholders)
     secrets = out.get("secrets")
     if isinstance(secrets, dict):
         out["secrets"] = {name: placeholder(name) if isinstance(name, str) and name.isidentifier() else MASK
