@@ -146,7 +146,9 @@ async def handle(gw: Gateway, profile: ApiProfile, request: OutsideCall, on_stre
     client: httpx.AsyncClient = await gw.pooled(("api", name), lambda: make_client(creds, profile))
     args = _request_args(profile, request.fields)
     _merge_profile_wins(client, args)
-    shown = f"{args['method']} {args['url'] or '/'}"
+    if not args["url"]:  # the base URL as written (httpx would add a slash)
+        args["url"] = str(client.base_url).rstrip("/") if creds["url"].strip() == ECHO_URL else creds["url"]
+    shown = f"{args['method']} {request.fields.get('path') or '/'}"
     try:
         req = client.build_request(**args, timeout=request.timeout)
         response = await client.send(req, stream=True)

@@ -114,17 +114,25 @@ def make_engine(url: str, read_only: bool) -> tuple[Any, Any]:
     return engine, engine.dispose
 
 
-def _read_only_refusal(exc: Exception) -> bool:
-    orig = getattr(exc, "orig", None)
-    if getattr(orig, "sqlstate", None) == _PG_READ_ONLY:
-        return True
-    code = getattr(orig, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF == _SQLITE_READONLY
+def _read_only_refusal(exc: BaseException) -> bool:
+    """The database refused a write because the connection or transaction is read-only: SQLSTATE
+    25006 (PostgreSQL) or SQLITE_READONLY, anywhere in the chain of the driver's exceptions."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        for candidate in (seen, getattr(seen, "orig", None)):
+            if getattr(candidate, "sqlstate", None) == _PG_READ_ONLY:
+                return True
+            code = getattr(candidate, "sqlite_errorcode", None)
+            if isinstance(code, int) and code & 0xFF == _SQLITE_READONLY:
+                return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
 
 
 async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_stream: StreamFn | None) -> Any:
     """Run one ``db`` call (see the module doc); the rows as a list of dicts of JSON values."""
-    from sqlalchemy import exc as sa_exc
     from sqlalchemy import text
 
     name = request.profile or ""
@@ -143,13 +151,15 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
             rows = await _rows(conn, text(sql), params, max_rows)
             await (conn.rollback() if profile.read_only else conn.commit())
             return rows
-    except sa_exc.SQLAlchemyError as exc:
+    except S2OError:
+        raise
+    except OSError as exc:  # the server cannot be reached
+        raise S2OError("db-failed", f"the database cannot be reached: {exc}") from None
+    except Exception as exc:  # SQLAlchemy's errors, and the driver's own raised while rows stream
         if profile.read_only and _read_only_refusal(exc):
             raise S2OError("db-read-only", f"the profile {name!r} is read-only: the database refused the "
                            f"statement ({_driver_message(exc)})") from None
         raise S2OError("db-failed", _driver_message(exc)) from None
-    except OSError as exc:  # the server cannot be reached
-        raise S2OError("db-failed", f"the database cannot be reached: {exc}") from None
 
 
 async def _rows(conn: Any, statement: Any, params: dict[str, Any], max_rows: int) -> list[dict[str, Any]]:

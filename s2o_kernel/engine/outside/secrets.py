@@ -117,6 +117,8 @@ def worker_settings(data: dict[str, Any]) -> dict[str, Any]:
     Works on a partial dict too (an ``update_settings`` patch); leaves everything else as it is.
     """
     out = copy.deepcopy(data)
+    if out.get("secrets_file") is not None:
+        out["secrets_file"] = None  # its secrets are in ``secrets`` already (as placeholders)
     secrets = out.get("secrets")
     if isinstance(secrets, dict):
         out["secrets"] = {name: placeholder(name) if isinstance(name, str) and name.isidentifier() else MASK
@@ -138,6 +140,31 @@ def worker_settings(data: dict[str, Any]) -> dict[str, Any]:
                 elif isinstance(value, dict):
                     profile[name] = {k: _worker_value(v) if isinstance(v, str) else v for k, v in value.items()}
     return out
+
+
+def shown_profiles(profiles: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``profiles`` (SPEC-10-shaped, ``{kind: {name: {field: value}}}``) for display: a URL or
+    ``key`` that reads a secret, every llm ``key``, every value of ``headers`` and ``query`` (their names
+    stay), and the password of a URL, as ``***``."""
+    out = copy.deepcopy(profiles)
+    for kind, named in out.items():
+        if not isinstance(named, dict):
+            continue
+        for profile in named.values():
+            if not isinstance(profile, dict):
+                continue
+            for name in CREDENTIAL_FIELDS.get(kind, ()):
+                value = profile.get(name)
+                if isinstance(value, str) and (name == "key" or secret_reads(value)):
+                    profile[name] = MASK
+                elif isinstance(value, str) and name == "url":
+                    profile[name] = _URL_PASSWORD.sub(r"\1***@", value)
+                elif isinstance(value, dict):
+                    profile[name] = dict.fromkeys(value, MASK)
+    return out
+
+
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@]*:)[^@/]*@")
 
 
 class Masker:
