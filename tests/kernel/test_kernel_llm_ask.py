@@ -76,7 +76,7 @@ def test_ask_without_stdin_is_an_error_named_ask_not_a_hang(kc: Any) -> None:
     assert reply["status"] == "error"
     assert reply["ename"] == "ask"
     assert "order_id, quantity, colour, pin" in reply["evalue"]
-    assert [m for m in outputs if m["msg_type"] == "error"][0]["content"]["ename"] == "ask"
+    assert next(m for m in outputs if m["msg_type"] == "error")["content"]["ename"] == "ask"
     # the answers given as inputs let the same cell run without asking
     execute(kc, '%sys {"inputs": {"order_id": "B-2", "quantity": 1, "colour": "red", "pin": "0"}}')
     try:

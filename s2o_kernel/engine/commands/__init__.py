@@ -38,7 +38,7 @@ OUTSIDE: frozenset[str] = frozenset()
 COMMAND_NAMES = frozenset(REGISTRY) | OUTSIDE
 
 #: Keys of function objects and agent definitions (SPEC 7).
-STRUCTURE_WORDS = frozenset({"onError", "functions", "main", "args", "commands"})
+STRUCTURE_WORDS = frozenset({"onError", "functions", "main", "args", "commands", "bounds"})
 
 
 def fragment_words() -> frozenset[str]:
