@@ -196,3 +196,19 @@ def test_prompt_text_lists_options_and_default():
                         "default": "red"})
     assert text == "Colour\n  1. red\n  2. green\n  (its number or its text) [default: red]: "
     assert prompt_text({"name": "g", "type": "bool", "label": None}) == "g (yes/no): "
+
+
+def test_through_the_worker_the_parent_answers_and_no_answer_is_code_ask():
+    from s2o_kernel.engine import IsolatedSession
+
+    s = IsolatedSession(make_settings({"allowlist": ""}))
+    try:
+        run = s.run_fragment(_ask())
+        assert run.code == "ask"
+        assert [q["name"] for q in run.value] == [q["name"] for q in INPUTS]
+        s.outside.answer = lambda message, questions: dict(ANSWERS)
+        run = s.run_fragment(_ask())
+        assert run.code == "success", run.error
+        assert s.locals["answers"] == ANSWERS and s.locals["seen"] == "green"
+    finally:
+        s.close()

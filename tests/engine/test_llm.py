@@ -325,3 +325,33 @@ def test_a_secret_split_over_streamed_chunks_is_masked_whole():
     text = "".join(p["text"] for p in got)
     assert text == "my key is *** and sk-nothing else, other-"
     assert all("sk-te" not in p["text"] for p in got)
+
+
+def test_through_the_confined_worker_the_parent_makes_the_calls(fake):
+    """The worker holds no key and cannot connect: each model turn is made by the parent's gateway; tool
+    calls run in the worker; streamed text and the spend come back; the key shows nowhere."""
+    from s2o_kernel.engine import IsolatedSession
+
+    profiles = {"llm": {"gpt": {"adapter": "openai", "model": "m", "url": fake.url,
+                                "key": "{ sys.secret['OPENAI_KEY'] }", "price_input": 2.0, "price_output": 8.0}}}
+    s = IsolatedSession(make_settings({"allowlist": "", "profiles": profiles, "secrets": {"OPENAI_KEY": KEY},
+                                       "limits": {"llm_cost": 0.01}}))
+    try:
+        fake.replies = [{"calls": [("get_order", {"order_id": "A-1"})], "usage": (10, 5)},
+                        {"text": f"Shipped. (key {KEY})", "usage": (20, 5)}]
+        parts: list[dict] = []
+        run = s.run_fragment(_agent({"profile": "gpt", "input": "Where is A-1?", "functions": ["get_order"],
+                                     "streamOutput": True}, then=[{"return": "{result}"}]), on_output=parts.append)
+        assert run.code == "success", run.error
+        assert run.value == "Shipped. (key ***)"
+        assert "".join(p["text"] for p in parts) == "Shipped. (key ***)"
+        assert json.loads(fake.requests[1]["body"]["messages"][-1]["content"])["status"] == "shipped"
+        assert {k.lower(): v for k, v in fake.requests[0]["headers"].items()}["authorization"] == f"Bearer {KEY}"
+        fake.replies = [{"text": "again", "usage": (3000, 1000)}]  # $0.014 > $0.01
+        run = s.run_fragment({"llm": {"profile": "gpt", "input": "and now?"}})
+        assert run.error.code == "cost-limit"
+        # the conversation (kept in the worker) was sent: the first run's four messages, then the input
+        assert len(fake.requests[2]["body"]["messages"]) == 5
+        assert KEY not in _shown(run)
+    finally:
+        s.close()
