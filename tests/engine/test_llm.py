@@ -355,3 +355,32 @@ def test_through_the_confined_worker_the_parent_makes_the_calls(fake):
         assert KEY not in _shown(run)
     finally:
         s.close()
+
+
+def test_a_server_that_sends_no_usage_is_counted_by_the_four_characters_rule(fake):
+    s = _session(fake, limits={"llm_cost": 1e-9})
+    fake.replies = [{"text": "x" * 40}]  # no usage chunk
+    run = s.run_fragment({"llm": {"profile": "gpt", "input": "hi"}})
+    assert run.error.code == "cost-limit"
+    sent = json.dumps([{"role": "user", "content": "hi"}])
+    expected = (math.ceil(len(sent) / 4) * 2.0 + math.ceil(len("x" * 40 + "[]") / 4) * 8.0) / 1e6
+    assert run.error.details["spend"] == pytest.approx(expected)
+
+
+def test_tool_arguments_that_are_not_a_json_object_are_llm_failed(fake):
+    s = _session(fake)
+    fake.replies = [{"calls": [("get_order", ["A-1"])], "usage": (1, 1)}]
+    run = s.run_fragment(_agent({"profile": "gpt", "input": "x", "functions": ["get_order"]}))
+    assert run.error.code == "llm-failed"
+    assert run.error.message == "the model called 'get_order' with arguments that are not a JSON object"
+
+
+def test_a_server_that_cannot_be_reached_is_llm_failed():
+    with FakeLLM() as gone:
+        url = gone.url
+    s = Session(Engine(make_settings({"allowlist": "", "profiles": {"llm": {"gone": {
+        "adapter": "openai", "model": "m", "url": url}}}})))
+    run = s.run_fragment({"llm": {"profile": "gone", "input": "hi"}})
+    assert run.code == "callFailed"
+    assert run.error.code == "llm-failed"
+    assert run.error.message.startswith("could not reach the model server")

@@ -94,3 +94,50 @@ def test_streamed_model_text_arrives_as_stdout_before_the_reply(kc: Any) -> None
     assert len(streams) > 1  # chunks, as they came
     assert "".join(s["text"] for s in streams) == "Hello from the scripted model, word by word."
     assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+
+
+KEY = "sk-kernel-7d1e93ab"
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[Any]:
+    from fake_llm import FakeLLM
+
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def openai_kc(kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory, fake_llm: Any) -> Iterator[Any]:
+    """A contained kernel whose ``gpt`` profile talks to the fake server with a key from the environment."""
+    cwd = tmp_path_factory.mktemp("cwd-openai")
+    (cwd / "s2o.toml").write_text(f"""
+[profiles.llm.gpt]
+adapter = "openai"
+model = "fake-model"
+url = "{fake_llm.url}"
+key = "{{ sys.secret['OPENAI_KEY'] }}"
+price_input = 2.0
+price_output = 8.0
+""")
+    km, client = start_kernel(kernels_dir, cwd, env={"S2O_KERNEL_ISOLATED": "", "S2O_SECRET_OPENAI_KEY": KEY})
+    try:
+        yield client
+    finally:
+        stop_kernel(km, client)
+
+
+def test_an_openai_profile_through_the_kernel_never_shows_its_key(openai_kc: Any, fake_llm: Any) -> None:
+    fake_llm.replies = [{"text": f"streamed, with the key {KEY} in it", "usage": (10, 10)},
+                        {"status": 401, "body": f"bad key {KEY}"}]
+    reply, outputs = execute(openai_kc, json.dumps([
+        {"llm": {"profile": "gpt", "input": "hi", "streamOutput": True}}, {"return": "{result}"}]))
+    assert reply["status"] == "ok", reply
+    streamed = "".join(m["content"]["text"] for m in outputs if m["msg_type"] == "stream")
+    assert streamed == "streamed, with the key *** in it"
+    assert {k.lower(): v for k, v in fake_llm.requests[-1]["headers"].items()}["authorization"] == f"Bearer {KEY}"
+    failed, outputs2 = execute(openai_kc, json.dumps({"llm": {"profile": "gpt", "input": "again"}}))
+    assert (failed["status"], failed["ename"]) == ("error", "callFailed")
+    assert "401" in failed["evalue"] and "***" in failed["evalue"]
+    shown = json.dumps([reply, outputs, failed, outputs2], default=str)
+    assert KEY not in shown
