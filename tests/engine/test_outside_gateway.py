@@ -86,9 +86,9 @@ def test_call_from_a_sessions_loop_and_close_ends_the_thread() -> None:
         return await gw.call(OutsideCall("api", "echo", {"path": "/a"}, "api", 5.0))
 
     assert asyncio.run(from_a_loop())["path"] == "/a"
-    assert gw._pools  # noqa: SLF001 - the echo profile's pooled client
+    assert gw._pools
     gw.close()
-    assert not gw._pools  # noqa: SLF001
+    assert not gw._pools
     assert threading.active_count() < before + 1
     assert gw.call_sync(OutsideCall("api", "echo", {}, "api", 5.0))["path"] == "/"  # opens anew
     gw.close()
