@@ -25,8 +25,13 @@ TOKEN = "tok-bridge-4c2f-secret"
 DB_PASSWORD = "pw-literal-in-url-88"
 
 
+ENV_SECRET = "env-only-secret-6e0a"
+
+
 @pytest.fixture
-def isolated(http_server: Any, tmp_path: Any, data_dir: Any) -> Iterator[IsolatedSession]:
+def isolated(http_server: Any, tmp_path: Any, data_dir: Any,
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[IsolatedSession]:
+    monkeypatch.setenv("S2O_SECRET_ENVONLY", ENV_SECRET)  # the kernel's environment holds a secret
     data = merge(default_settings().to_dict(), {
         "allow_unsafe_entries": True,
         "allowlist": default_settings().allowlist + "\nsocket.create_connection\n",
@@ -84,8 +89,10 @@ def test_the_worker_holds_no_secret_and_no_credential(isolated: IsolatedSession)
     assert isolated.evaluate("f'{sys.secret[\"TOKEN\"]}'") is not None  # the worker used its copy
     pid = isolated.pid
     assert pid is not None
-    found = _scan(pid, [marker.encode(), TOKEN.encode(), DB_PASSWORD.encode()])
-    assert found == {marker.encode()}  # the scan sees the worker's memory; neither credential is in it
+    found = _scan(pid, [marker.encode(), TOKEN.encode(), DB_PASSWORD.encode(), ENV_SECRET.encode()])
+    assert found == {marker.encode()}  # the scan sees the worker's memory; no credential is in it
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        assert b"S2O_SECRET_" not in environ.read()
     shown = json.dumps(worker_settings(isolated.settings.to_dict()), ensure_ascii=False)
     assert TOKEN not in shown and DB_PASSWORD not in shown and placeholder("TOKEN") in shown
 

@@ -119,7 +119,8 @@ class IsolatedSession:
         return channel.proc.pid if channel is not None else None
 
     def _spawn(self) -> Channel:
-        env = dict(os.environ)
+        # no secret crosses into the worker, not even in its environment (SPEC 7.1)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("S2O_SECRET_")}
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         scratch = env[confine.SCRATCH_ENV] = tempfile.mkdtemp(prefix="s2o-worker-")
