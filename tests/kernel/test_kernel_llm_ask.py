@@ -37,14 +37,20 @@ script = [{text = "Hello from the scripted model, word by word."}]
 
 
 @pytest.fixture(scope="module", params=list(MODES))
-def kc(request: pytest.FixtureRequest, kernels_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def manager_and_client(request: pytest.FixtureRequest, kernels_dir: Path,
+                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     cwd = tmp_path_factory.mktemp("cwd-llm-ask")
     (cwd / "s2o.toml").write_text(CONFIG)
     km, client = start_kernel(kernels_dir, cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]})
     try:
-        yield client
+        yield km, client
     finally:
         stop_kernel(km, client)
+
+
+@pytest.fixture
+def kc(manager_and_client: Any) -> Any:
+    return manager_and_client[1]
 
 
 def test_ask_through_input_requests(kc: Any) -> None:
@@ -84,6 +90,37 @@ def test_ask_without_stdin_is_an_error_named_ask_not_a_hang(kc: Any) -> None:
         assert reply["status"] == "ok", reply
     finally:
         execute(kc, '%sys {"inputs": {}}')
+
+
+def test_an_unanswered_prompt_ends_at_the_time_limit_and_the_next_prompt_works(kc: Any) -> None:
+    execute(kc, '%limits {"time": 2}')
+    try:
+        msg_id = kc.execute(ASK, allow_stdin=True)
+        assert kc.get_stdin_msg(timeout=20)["msg_type"] == "input_request"  # never answered
+        reply = shell_reply(kc, msg_id, timeout=20)["content"]
+        collect_iopub(kc, msg_id)
+        assert (reply["status"], reply["ename"]) == ("error", "timedOut")
+    finally:
+        execute(kc, '%limits {"time": 30}')
+    # no prompt outlived the cell: the next input request gets its own reply
+    msg_id = kc.execute("%secret LATER_TOKEN", allow_stdin=True)
+    assert kc.get_stdin_msg(timeout=20)["content"]["password"] is True
+    kc.input("tok-later-1")
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    collect_iopub(kc, msg_id)
+
+
+def test_an_interrupt_while_asking_stops_the_cell_and_keeps_the_session(manager_and_client: Any) -> None:
+    km, kc = manager_and_client
+    execute(kc, '{"var": {"kept": 41}}')
+    msg_id = kc.execute(ASK, allow_stdin=True)
+    assert kc.get_stdin_msg(timeout=20)["msg_type"] == "input_request"
+    km.interrupt_kernel()
+    reply = shell_reply(kc, msg_id, timeout=20)["content"]
+    collect_iopub(kc, msg_id)
+    assert (reply["status"], reply["ename"]) == ("error", "stopped")
+    _, outputs = execute(kc, "kept + 1")
+    assert next(m for m in outputs if m["msg_type"] == "execute_result")["content"]["data"]["text/plain"] == "42"
 
 
 def test_streamed_model_text_arrives_as_stdout_before_the_reply(kc: Any) -> None:

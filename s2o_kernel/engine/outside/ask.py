@@ -8,21 +8,24 @@ number or its text; ``chooseMany`` as numbers or texts separated by commas; an e
 default). :func:`ask_each` asks every question through a prompt function, re-asking a question whose
 answer does not fit (saying why) up to :data:`TRIES` times, then ``ask-answer``.
 
-:func:`handle` is the gateway's handler for kind ``ask``: it hands the message and questions to the
-gateway's ``answer`` function (set by the kernel per cell: Jupyter's ``input_request``), in a thread
-so the gateway's loop keeps serving other calls. When there is none, or it returns ``None`` (no stdin:
-nbclient, nbval, papermill), it raises code ``ask`` with the questions in ``details``, which ends the
-run with result code ``ask`` and the questions as its value (:func:`ask_error`).
+:func:`answer_here` hands the message and questions to the gateway's ``answer`` function (set by the
+kernel per cell: Jupyter's ``input_request``), within the call's timeout. When there is none, or it
+returns ``None`` (no stdin: nbclient, nbval, papermill), it raises code ``ask`` with the questions in
+``details``, which ends the run with result code ``ask`` and the questions as its value
+(:func:`ask_error`). :func:`handle`, the gateway's handler for kind ``ask``, runs it in a thread; the
+kernel's gateway serving its worker runs it in the kernel's own thread (``Gateway.call_sync``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import S2OError
+from ..limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .call import OutsideCall, Question, StreamFn
 
 TYPES = ("text", "number", "bool", "password", "chooseOne", "chooseMany")
@@ -152,11 +155,31 @@ def check_fields(fields: Any) -> tuple[str, list[Question]]:
     return message, questions
 
 
-async def handle(gateway: Any, profile: Any, request: OutsideCall, on_stream: StreamFn | None) -> Any:
-    """The gateway's handler for kind ``ask`` (see the module doc); the answers by input name."""
-    message, questions = check_fields(request.fields)
+def answer_here(gateway: Any, request: OutsideCall, armed: list[Armed] | None = None) -> dict[str, Any]:
+    """Ask the call's questions through the gateway's ``answer`` function, in the calling thread, within
+    ``request.timeout`` seconds (the run's time limit covers the wait for a person: past it the
+    watchdog stops a prompt still waiting, ``timedOut``); the answers by input name, checked.
+
+    Secrets in the message and questions show as ``***`` (a person is never shown one). Raises ``ask``
+    when nobody can answer, ``ask-answer`` for answers that do not fit. ``armed`` receives the
+    watchdog's token, so that a caller in another thread can stop the prompt (:func:`handle`).
+    """
+    message, questions = check_fields(gateway.masker.value(request.fields))
     answer = getattr(gateway, "answer", None)
-    answers = None if answer is None else await asyncio.to_thread(answer, message, questions)
+    if answer is None:
+        raise ask_error(message, questions, request.path)
+    token = WATCHDOG.arm(request.timeout)
+    if armed is not None:
+        armed.append(token)
+    try:
+        answers = answer(message, questions)
+    except RunTimeout:
+        raise S2OError("timedOut", f"nobody answered within {request.timeout:g} s, what was left of the run's "
+                       "time limit", path=request.path) from None
+    except RunInterrupt:
+        raise S2OError("stopped", "the ask was stopped", path=request.path) from None
+    finally:
+        WATCHDOG.disarm(token)
     if answers is None:
         raise ask_error(message, questions, request.path)
     if type(answers) is not dict:
@@ -165,3 +188,21 @@ async def handle(gateway: Any, profile: Any, request: OutsideCall, on_stream: St
         return {q["name"]: check_answer(q, answers.get(q["name"])) for q in questions}
     except ValueError as exc:
         raise S2OError("ask-answer", str(exc), path=request.path) from None
+
+
+async def handle(gateway: Any, profile: Any, request: OutsideCall, on_stream: StreamFn | None) -> Any:
+    """The gateway's handler for kind ``ask`` on its loop: :func:`answer_here` in a thread, so the loop
+    keeps serving other calls; when the call is cancelled (the run stopped or timed out), the prompt is
+    stopped too and its thread waited for, so no prompt outlives its call. (A gateway called
+    synchronously, as the kernel's is for its worker, asks in the calling thread instead, where an
+    interrupt reaches the prompt itself: ``Gateway.call_sync``.)"""
+    armed: list[Armed] = []
+    future = asyncio.get_running_loop().run_in_executor(None, answer_here, gateway, request, armed)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        for token in armed:
+            WATCHDOG.interrupt(token)
+        with contextlib.suppress(BaseException):
+            await future
+        raise

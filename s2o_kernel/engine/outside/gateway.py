@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -157,8 +158,17 @@ class Gateway:
     def call_sync(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
         """Serve ``request`` and wait for it here (the kernel process, for a worker's call).
 
-        An interrupt (``KeyboardInterrupt``) cancels the call and is raised again.
+        An interrupt (``KeyboardInterrupt``) cancels the call and is raised again. An ``ask`` is answered in
+        this thread (:func:`.ask.answer_here`), so an interrupt reaches the person's prompt itself and no
+        prompt outlives the call.
         """
+        if request.kind == "ask":
+            try:
+                return self.masker.value(ask.answer_here(self, dataclasses.replace(
+                    request, fields=unplace(request.fields, dict(self.settings.secrets)))))
+            except S2OError as exc:
+                exc.stage = "run"
+                raise self.masker.error(exc.with_context(path=request.path)) from None
         future = asyncio.run_coroutine_threadsafe(self._serve(request, on_stream), self._ensure_loop())
         try:
             return future.result()
