@@ -36,3 +36,7 @@ __getattr__
 # reprlib.Repr settings and the methods it dispatches to by type name (values._BoundedRepr)
 _.maxlevel, _.maxstring, _.maxother, _.maxlong, _.maxlist, _.maxtuple, _.maxset, _.maxfrozenset, _.maxdeque
 _.maxdict, _.repr_int, _.repr_instance
+
+# the outside world (issue 9): httpx calls a transport's handler, SQLAlchemy calls its "connect" event
+# listener with (dbapi_connection, connection_record), secrets_file is a settings field read from TOML
+_.handle_async_request, _query_only, record, _.secrets_file

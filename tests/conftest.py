@@ -33,3 +33,35 @@ def session_factory():
 def teaching():
     """A session on the embedded default configuration."""
     return Session(Engine(default_settings()))
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster on 127.0.0.1 for the session (``tests/support/postgres.py``); fails,
+    never skips, when the server binaries are missing (naming scripts/install-system-deps.sh)."""
+    from postgres import PostgresCluster
+
+    cluster = PostgresCluster()
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def http_server():
+    """A real HTTP server on 127.0.0.1, port chosen by the OS (``tests/support/http_fixture.py``)."""
+    from http_fixture import HttpServer
+
+    server = HttpServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """``S2O_DATA_DIR`` in a fresh folder: the demo database is made there on first use."""
+    monkeypatch.setenv("S2O_DATA_DIR", str(tmp_path / "s2o-data"))
+    return tmp_path / "s2o-data"

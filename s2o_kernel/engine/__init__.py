@@ -23,6 +23,7 @@ from .engine import Compiled, Engine, Validation
 from .errors import ErrorGroup, S2OError
 from .fragments.dataflow import Access, Dataflow
 from .fragments.parser import fragment_kind
+from .outside.ask import ask_each
 from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
 from .settings import Settings, default_settings, load_settings, make_settings, read_toml
@@ -42,6 +43,7 @@ __all__ = [
     "Settings",
     "Validation",
     "as_json",
+    "ask_each",
     "default_settings",
     "fragment_kind",
     "fragment_words",

@@ -101,6 +101,8 @@ CODES: dict[str, Code] = _table(
     ("db-failed", "run", "7.1", "the database refused the statement or the connection (the driver's message)"),
     ("db-read-only", "run", "7.1", "a write statement through a read_only database profile"),
     ("llm-failed", "run", "7.1", "the model server refused or failed a call, or its answer broke the protocol"),
+    ("llm-turns", "run", "7.1", "an llm command's model asked for tools more times than an llm command allows"),
+    ("ask-answer", "run", "7.1", "an answer to an ask input that does not fit its type or options"),
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------
     ("settings", "load", "10", "a setting that cannot be used"),
     ("allowlist", "load", "4", "an allowlist line that cannot be loaded"),
@@ -108,7 +110,7 @@ CODES: dict[str, Code] = _table(
     # -- results of a run (SPEC 7) -------------------------------------------------------------
     ("success", "result", "7", "the run ended normally"),
     ("errorInAgent", "result", "7", "an error in the agent ended the run"),
-    ("ask", "result", "7", "the run waits for a person's answers"),
+    ("ask", "run result", "7", "the run waits for a person's answers (nobody can answer here)"),
     ("callFailed", "result", "7", "an outside call failed and nothing handled it"),
     ("unexpected", "run result", "7", "a fault of the engine or its worker, not of the expression"),
     ("worker-protocol", "run", "12",

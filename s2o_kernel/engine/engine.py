@@ -125,6 +125,9 @@ class Engine:
             max_for_clauses=rules_cfg.max_for_clauses,
             definition_length=limits.definition_length,
         )
+        #: Limit (a ``limits`` field) → the name errors give it: ``limits.time``, or ``bounds.time`` on a
+        #: twin made by :meth:`bounded`.
+        self.limit_names: dict[str, str] = {"time": "limits.time", "llm_cost": "limits.llm_cost"}
         self._guarded_twin: Engine | None = None
         self._cache: dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked] = {}
         #: source -> Compiled for plain expressions (no command fields): the hot path's lookup
@@ -137,7 +140,24 @@ class Engine:
         twin = self._guarded_twin
         if twin is None:
             twin = self._guarded_twin = Engine(self.settings, guard=True)
+            twin.limit_names = dict(self.limit_names)
         return twin
+
+    def bounded(self, limits: dict[str, tuple[str, float]]) -> Engine:
+        """A twin of this engine sharing its allowlist, builtins and compile cache, whose settings' limits
+        are replaced: ``limits`` maps a ``limits`` field (``time``, ``llm_cost``) to ``(name, value)``, the
+        name being what errors call it (an agent definition's ``bounds.time``, SPEC 7.1)."""
+        twin = Engine.__new__(Engine)
+        new_limits = self.settings.limits.model_copy(update={k: v for k, (_, v) in limits.items()})
+        twin.__dict__.update(self.__dict__, settings=self.settings.model_copy(update={"limits": new_limits}),
+                             limit_names={**self.limit_names, **{k: name for k, (name, _) in limits.items()}},
+                             _guarded_twin=None)
+        return twin
+
+    def time_limit_text(self) -> str:
+        """The ``timedOut`` message: ``the run took longer than the time limit (limits.time = 30 s)``."""
+        return (f"the run took longer than the time limit ({self.limit_names['time']} = "
+                f"{self.settings.limits.time:g} s)")
 
     def _make_builtins(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self.allowlist.names)

@@ -260,10 +260,8 @@ class Execution:
         return value
 
     def timeout_error(self, compiled: Compiled | None) -> S2OError:
-        """The ``timedOut`` error naming ``limits.time``."""
-        limit = self.engine.settings.limits.time
-        return S2OError("timedOut", f"the run took longer than the time limit (limits.time = {limit:g} s)",
-                        source=compiled.source if compiled else None)
+        """The ``timedOut`` error naming ``limits.time`` (or the definition's ``bounds.time``)."""
+        return S2OError("timedOut", self.engine.time_limit_text(), source=compiled.source if compiled else None)
 
     def map_error(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
         """Turn anything raised while running ``compiled`` into an :class:`S2OError` with a position."""

@@ -347,16 +347,27 @@ class SysScope:
         return "<sys>"
 
 
+def add_inputs(scope: SysScope, values: dict[str, Any]) -> None:
+    """Add ``values`` (JSON) to what ``scope.inputs`` reads: an ``ask`` command's answers (SPEC 7.1)."""
+    check_json(values, "sys.inputs")
+    inputs: dict[str, Any] = object.__getattribute__(scope, "_inputs")  # read-only to expressions only
+    inputs.update(copy_json(values))
+
+
 class ErrorView:
     """``exc`` inside an ``onError`` block: the error being handled (SPEC 7).
 
     Attributes ``code``, ``message``, ``path``, ``type`` (Python type name for
-    ``runtime`` errors), ``line`` and ``col``.
+    ``runtime`` errors), ``line`` and ``col``; for ``api-status`` (SPEC 7.1) ``status``
+    (the HTTP status) and ``body`` (the decoded response body), else ``None``.
     """
 
-    __slots__ = ("code", "col", "line", "message", "path", "type")
+    __slots__ = ("body", "code", "col", "line", "message", "path", "status", "type")
 
     def __init__(self, error: S2OError) -> None:
+        details = error.details if isinstance(error.details, dict) else {}
+        self.status = details.get("status") if error.code == "api-status" else None
+        self.body = copy_json(details.get("body")) if error.code == "api-status" else None
         self.code = error.code
         self.message = error.message
         self.path = error.path

@@ -25,6 +25,7 @@ from .engine import Engine, Validation
 from .errors import S2OError
 from .execution import Execution
 from .fragments.dataflow import Dataflow
+from .outside.call import Outside
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, copy_json
 from .settings import Settings, make_settings, merge
 from .values import check_value
@@ -101,6 +102,9 @@ class Session:
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
+        self._outside: Outside | None = None
+        self._own_outside = True
+        self.llm_messages: list[dict[str, Any]] = []  # the conversation's model messages (llm, SPEC 7.1)
         self._bind_engine()
         for name, value in (agent or {}).items():
             check_json(value, f"agent.{name}")
@@ -144,6 +148,20 @@ class Session:
     def settings_dict(self) -> dict[str, Any]:
         """The settings as a SPEC-10-shaped dict (secret values masked)."""
         return self._run.engine.settings.masked_dict()
+
+    @property
+    def outside(self) -> Outside:
+        """The door outside calls go through (SPEC 7.1): by default a :class:`~.outside.gateway.Gateway`
+        over the settings, made on first use (and anew after a change of profiles or secrets)."""
+        if self._outside is None:
+            from .outside.gateway import Gateway
+
+            self._outside, self._own_outside = Gateway(self.settings), True
+        return self._outside
+
+    @outside.setter
+    def outside(self, door: Outside) -> None:  # the containment worker's forwarder, a caller's own door
+        self._outside, self._own_outside = door, False
 
     @property
     def warnings(self) -> list[str]:
@@ -258,6 +276,9 @@ class Session:
         g.pop("exc", None)
         self._agent.clear()
         self._conv.clear()
+        self.llm_messages.clear()
+        if self._outside is not None:
+            self._outside.close()  # pooled connections go; the next call opens them anew
 
     def snapshot(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         """Shallow copies of (the current namespace, agent, conv), to restore after a failed command."""
@@ -284,7 +305,11 @@ class Session:
         engine = Engine(make_settings(merge(self._run.engine.settings.to_dict(), patch)))
         if self._run.engine.guarded:
             engine = engine.with_guard()
-        self._run.engine = engine
+        old, self._run.engine = self._run.engine.settings, engine
+        if self._own_outside and self._outside is not None and (old.profiles, old.secrets) != (
+                engine.settings.profiles, engine.settings.secrets):
+            self._outside.close()
+            self._outside = None
         self._bind_engine()
         return list(engine.warnings)
 
@@ -361,6 +386,7 @@ class Session:
         whose declared arguments come from ``inputs`` (also ``sys.inputs`` during the run).
         ``on_output`` is called with each output part as it is produced.
         """
+        from .fragments import bounds
         from .fragments.interpreter import run_program
         from .fragments.parser import fragment_kind, parse_fragment
 
@@ -381,14 +407,13 @@ class Session:
                         "unknown-function", f"there is no function named '{function}'", stage="validate"))
                 program.body = program.functions[function]
         g = self._run.globals
-        sys_scope = g["sys"]
-        if inputs is not None:
-            g["sys"] = self._sys_scope(dict(inputs))
+        run_inputs = dict(inputs if inputs is not None else self.settings.sys.inputs)
+        sys_scope, g["sys"] = g["sys"], self._sys_scope(dict(run_inputs))  # the run's own: ask adds answers
         try:
-            coro = run_program(self, program, on_output, start, inputs if inputs is not None
-                               else dict(self.settings.sys.inputs))
+            coro = run_program(self, program, on_output, start, run_inputs)
             try:
-                code, value, outputs, logs, error = self._run.run_coroutine(coro, start)
+                with bounds.applied(self._run, program.bounds):
+                    code, value, outputs, logs, error = self._run.run_coroutine(coro, start)
             except S2OError as exc:
                 code = exc.code if exc.code in ("timedOut", "stopped") else "errorInAgent"
                 return RunResult(code=code, error=exc)

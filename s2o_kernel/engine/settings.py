@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import S2OError
 from .outside.profiles import Profiles
+from .outside.secrets import shown_profiles
 from .rules import OPERATOR_SYMBOLS
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
@@ -113,6 +114,7 @@ class Settings(_Strict):
     const: dict[str, Any] = Field(default_factory=dict)
     allow_unsafe_entries: bool = False
     secrets: dict[str, str] = Field(default_factory=dict)
+    secrets_file: str | None = None
     profiles: Profiles = Field(default_factory=Profiles)
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,10 +125,12 @@ class Settings(_Strict):
         return data
 
     def masked_dict(self) -> dict[str, Any]:
-        """The settings as a JSON-ready SPEC-10-shaped dict for display: every secret value is ``***``."""
+        """The settings as a JSON-ready SPEC-10-shaped dict for display: every secret value is ``***``, and
+        so is every profile credential that reads a secret, an llm ``key`` and a URL's password."""
         data = self.model_dump(mode="json", exclude={"sys"})
         data["sys"] = {"inputs": self.sys.inputs, **self.sys.enabled()}
         data["secrets"] = {name: "***" for name in data.get("secrets", {})}
+        data["profiles"] = shown_profiles(data.get("profiles", {}))
         return data
 
     def redact(self, text: str) -> str:
@@ -160,6 +164,10 @@ def make_settings(data: dict[str, Any]) -> Settings:
     """
     if not isinstance(data, dict):
         raise S2OError("settings", "settings must be an object", stage="load")
+    named = data.get("secrets_file")
+    if isinstance(named, str) and named:
+        given = data.get("secrets")
+        data = {**data, "secrets": {**read_secrets_file(named), **(given if isinstance(given, dict) else {})}}
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
@@ -229,6 +237,18 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         where = f" (line {line}, column {col})" if line is not None and col is not None else " (at its end)"
         raise S2OError("settings", f"{path} is not valid TOML: {what}{where}", stage="load", line=line,
                        col=None if col is None else max(col - 1, 0)) from None
+
+
+def read_secrets_file(path: str) -> dict[str, str]:
+    """The secrets of a ``secrets_file`` (SPEC 10): TOML ``NAME = "value"`` lines, read at load and never
+    shown. Raises ``S2OError`` ``settings`` (stage ``load``) naming the file and, for a value that is not
+    text or a name that is not one, the key, never a value or a line of the file."""
+    data = read_toml(path)
+    problems = [name for name, value in data.items() if not isinstance(value, str) or not name.isidentifier()]
+    if problems:
+        raise S2OError("settings", f"secrets_file {path}: each line is NAME = \"value\"; not so for "
+                       f"{', '.join(repr(p[:40]) for p in problems[:5])}", path="secrets_file", stage="load")
+    return data
 
 
 def env_secrets(environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -15,6 +15,9 @@ and checked, statically by mypy and at run time by ``tests/kernel/test_contract.
 * :class:`EngineFunctions`: the two pure engine functions the cell runner uses; the module
   ``s2o_kernel.engine`` is one.
 * :data:`Prompt`: the front end's password prompt, as the kernel hands it to ``%secret``.
+* :class:`Answering`: the door of a session's outside calls (its ``outside``) as far as ``ask``
+  needs it: the ``answer`` function the kernel sets per cell (SPEC 7.1); :data:`AskPrompt` is the
+  front end's one-line prompt that function asks through.
 
 Nothing here imports Jupyter.
 """
@@ -26,7 +29,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from s2o_kernel.engine import Dataflow, RunResult, Validation
 
-__all__ = ["ContainedSessionLike", "EngineFunctions", "OutputSink", "Prompt", "SessionLike"]
+__all__ = ["Answering", "AskPrompt", "ContainedSessionLike", "EngineFunctions", "OutputSink", "Prompt",
+           "SessionLike"]
 
 #: ``on_output(part)``: called with each ``output`` part of a run as it is produced (SPEC 7).
 OutputSink = Callable[[dict[str, Any]], None]
@@ -35,6 +39,22 @@ OutputSink = Callable[[dict[str, Any]], None]
 #: ``None`` when the front end cannot prompt. Raises ``EOFError`` when nothing was entered and
 #: ``KeyboardInterrupt`` when the person interrupted.
 Prompt = Callable[[str], str | None]
+
+#: ``prompt(text, password) -> value``: asks the person at the front end for one line (without echo when
+#: ``password``); ``None`` when the front end cannot prompt.
+AskPrompt = Callable[[str, bool], str | None]
+
+#: ``answer(message, questions) -> answers``: what an ``ask`` command's questions are answered with
+#: (SPEC 7.1); ``None`` when nobody can answer.
+AnswerFn = Callable[[str, list[dict[str, Any]]], "dict[str, Any] | None"]
+
+
+@runtime_checkable
+class Answering(Protocol):
+    """A session's door to the outside (``session.outside``) as ``ask`` uses it: the kernel sets its
+    ``answer`` for each cell, ``None`` when the front end allows no stdin (SPEC 7.1)."""
+
+    answer: AnswerFn | None
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import signal
 import sys
 import threading
@@ -33,8 +34,8 @@ from ipykernel.kernelbase import Kernel
 from IPython.core.error import StdinNotImplementedError
 
 from s2o_kernel import __version__, engine
-from s2o_kernel.kernel import completion
-from s2o_kernel.kernel.contract import ContainedSessionLike
+from s2o_kernel.kernel import asking, completion
+from s2o_kernel.kernel.contract import AskPrompt, ContainedSessionLike
 from s2o_kernel.kernel.history import History
 from s2o_kernel.kernel.magics import cell_magic_names, line_magic_names
 from s2o_kernel.kernel.render import error_info
@@ -124,6 +125,25 @@ class S2OKernel(Kernel):
         except StdinNotImplementedError:
             return None
 
+    def _line_prompt(self, context: contextvars.Context) -> AskPrompt:
+        """The front end's one-line prompt for ``ask`` (``input_request``; ``password`` hides the typing).
+
+        The engine asks from a thread of its own, so each prompt runs in (a copy of) ``context``, the
+        cell's: ipykernel finds the cell's ``execute_request`` (its stdin routing) there. ``None`` when
+        the front end cannot prompt; nothing entered (end of input) is ``ask-answer``.
+        """
+
+        def prompt(text: str, password: bool) -> str | None:
+            try:
+                answer: str = context.copy().run(self.getpass if password else self.raw_input, text)
+                return answer
+            except StdinNotImplementedError:
+                return None
+            except EOFError:
+                raise engine.S2OError("ask-answer", "no answer was entered (end of input)") from None
+
+        return prompt
+
     # -- kernel_info -------------------------------------------------------
 
     @property
@@ -185,6 +205,7 @@ class S2OKernel(Kernel):
         # ipykernel's getpass() asks the front end only when this is true.
         self._allow_stdin = bool(allow_stdin)
         self.runner.getpass = self._password if allow_stdin else None
+        asking.install(self.s2o_session, self._line_prompt(contextvars.copy_context()) if allow_stdin else None)
         try:
             outcome = self.runner.run(code, silent=silent)
             user_results: dict[str, Any] = {}

@@ -249,15 +249,20 @@ class CellRunner:
         """``session.run_fragment``, showing output parts as the run produces them.
 
         Each part is published as it comes (when live) and not kept: the session hands parts
-        to the sink only, so neither holds a run's output. ``inputs`` and ``function``
-        (``%run``) are passed on.
+        to the sink only, so neither holds a run's output. A model's streamed text (a text part
+        with ``"stream": "llm"``, from ``llm`` with ``streamOutput``, SPEC 7.1) is the cell's
+        ``stdout`` stream, which front ends join into one block as it grows. ``inputs`` and
+        ``function`` (``%run``) are passed on.
         """
         session = self.require_session()
         self.last_fragment = data
 
         def on_output(part: dict[str, Any]) -> None:
             try:
-                self.emit_display(output_part_bundle(part, redact=self.redact))
+                if part.get("stream") == "llm" and isinstance(part.get("text"), str):
+                    self.emit_stream("stdout", part["text"])  # a model's streamed text: one growing block
+                else:
+                    self.emit_display(output_part_bundle(part, redact=self.redact))
                 self.flush_live()
             except Exception:  # never raise into the engine
                 self.log.warning("s2o: could not show an output part", exc_info=True)

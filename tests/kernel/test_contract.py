@@ -156,13 +156,20 @@ ACCEPTED = [
     {"parallel": [{"log": "a"}, {"log": "b"}]},
     {"functions": {"main": {"args": {}, "commands": [{"call": {"function": "f", "args": {}}}], "onError": []},
                    "f": {"commands": []}}},
+    {"api": {"profile": "open", "method": "GET", "path": "/x", "query": {}, "headers": {}, "body": None,
+             "timeout": 5}},
+    {"db": {"profile": "demo", "sql": "SELECT 1 AS one", "params": {}}},
+    {"functions": {"main": {"commands": [{"llm": {"profile": "scripted", "prompt": "demo", "input": "hi",
+                                                  "functions": ["f"], "streamOutput": False}}]},
+                   "f": {"commands": []}}, "bounds": {"time": 5, "cost": 0.1}},
+    {"ask": {"message": "m", "inputs": [{"name": "a", "type": "chooseOne", "label": "A", "options": ["x"],
+                                         "default": "x"}]}},
 ]  # fmt: skip
 #: Words completion leaves out, with a fragment the engine refuses at validation.
 REFUSED = {
-    "api": {"api": {"url": "https://example.com"}},
-    "db": {"db": {"query": "select 1"}},
-    "llm": {"llm": {"prompt": "hi"}},
-    "ask": {"ask": {"question": "name?"}},
+    "url": {"api": {"profile": "echo", "url": "https://example.com"}},
+    "query_text": {"db": {"profile": "demo", "query_text": "select 1"}},
+    "question": {"ask": {"question": "name?", "inputs": [{"name": "a"}]}},
     "outputPath": {"output": "x", "outputPath": "answer"},
 }
 
@@ -178,7 +185,8 @@ def _keys(value: Any) -> set[str]:
 def test_fragment_words_are_the_ones_the_engine_accepts() -> None:
     from s2o_kernel.kernel.completion import FRAGMENT_KEYWORDS
 
-    session = Session()
+    session = Session(engine.Engine(engine.default_settings()))  # with the embedded default's profiles
+    session.update_settings({"profiles": {"api": {"open": {"url": "s2o-echo:", "allow_headers": True}}}})
     assert set(FRAGMENT_KEYWORDS) <= {k for fragment in ACCEPTED for k in _keys(fragment)}
     for fragment in ACCEPTED:
         run = session.run_fragment(fragment)

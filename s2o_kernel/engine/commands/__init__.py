@@ -8,7 +8,7 @@ run by this version: they are known names (a fragment using one is a fragment) r
 
 from __future__ import annotations
 
-from . import branch, call, flow, log, loops, output, parallel, var
+from . import api, ask, branch, call, db, flow, llm, log, loops, output, parallel, var
 from .spec import CommandSpec
 
 REGISTRY: dict[str, CommandSpec] = {spec.name: spec for spec in (
@@ -25,16 +25,20 @@ REGISTRY: dict[str, CommandSpec] = {spec.name: spec for spec in (
     log.LOG,
     call.CALL,
     parallel.PARALLEL,
+    api.API,
+    db.DB,
+    llm.LLM,
+    ask.ASK,
 )}
 
 #: SPEC 7 commands that need an outside system (section 7.1), not run by this version.
-OUTSIDE = frozenset({"api", "db", "llm", "ask"})
+OUTSIDE: frozenset[str] = frozenset()
 
 #: Every command name of SPEC 7.
 COMMAND_NAMES = frozenset(REGISTRY) | OUTSIDE
 
 #: Keys of function objects and agent definitions (SPEC 7).
-STRUCTURE_WORDS = frozenset({"onError", "functions", "main", "args", "commands"})
+STRUCTURE_WORDS = frozenset({"onError", "functions", "main", "args", "commands", "bounds"})
 
 
 def fragment_words() -> frozenset[str]:

@@ -73,3 +73,24 @@ def parse_text(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: b
 def parse_no_fields(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
     """Parser of commands that take no fields (``{}``, ``null`` or ``true``)."""
     return p.no_fields(cmd, fields)
+
+
+def parse_profile(p: Parser, kind: str, name: str, path: str) -> Any:
+    """The model of ``profiles.<kind>.<name>`` for a command's ``profile`` field at ``path`` (SPEC 7.1), or
+    ``None`` after recording ``unknown-profile`` (no such profile) or ``missing-secret`` (its credential
+    fields read a secret the settings do not hold; the worker's copy of the settings keeps the names)."""
+    from ..outside.secrets import profile_secret_reads
+
+    settings = p.engine.settings
+    named = getattr(settings.profiles, kind)
+    if name not in named:
+        known = ", ".join(sorted(named)) or "none"
+        p.error("unknown-profile", f"there is no {kind} profile named {name!r} (profiles.{kind}: {known})", path)
+        return None
+    profile = named[name]
+    missing = [s for s in profile_secret_reads(kind, profile.model_dump()) if s not in settings.secrets]
+    if missing:
+        p.error("missing-secret", f"the {kind} profile {name!r} reads sys.secret[{missing[0]!r}], which is not "
+                f"available (set S2O_SECRET_{missing[0]}, [secrets] in s2o.toml or %secret {missing[0]})", path)
+        return None
+    return profile

@@ -65,6 +65,17 @@ def _lists(cmd: Command) -> list[list[Command]]:
     return out
 
 
+def _callees(cmd: Command) -> list[str]:
+    """Functions ``cmd`` runs: a ``call``'s function, the functions an ``llm`` command offers as tools."""
+    if cmd.model is None:
+        return []
+    if cmd.name == "call":
+        return [cmd.model.function]
+    if cmd.name == "llm":
+        return list(cmd.model.functions)
+    return []
+
+
 def profile(fn: Function) -> tuple[int, list[tuple[int, str, str]]]:
     """``(deepest level, calls)`` of ``fn``'s own commands; ``calls`` are ``(level, callee, path)``.
 
@@ -79,8 +90,7 @@ def profile(fn: Function) -> tuple[int, list[tuple[int, str, str]]]:
         commands, level = stack.pop()
         for cmd in commands:
             deepest = max(deepest, level)
-            if cmd.name == "call" and cmd.model is not None:
-                calls.append((level, cmd.model.function, cmd.path))
+            calls.extend((level, callee, cmd.path) for callee in _callees(cmd))
             stack.extend((inner, level + 1) for inner in _lists(cmd) if inner)
     return deepest, calls
 

@@ -42,6 +42,7 @@ from ..commands.output import OutputBudget
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
+from ..outside.call import CALL_FAILED_CODES
 from ..references import has_reference, parse_reference
 from ..values import error_message, runtime_error
 from . import wiring
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 #: Errors that ``onError`` does not handle: they end the run.
 UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit",
-                       "output-limit"})
+                       "output-limit", "ask"})
 
 #: SPEC 7 argument types: name → test of a value.
 TYPES: dict[str, Callable[[Any], bool]] = {
@@ -72,6 +73,11 @@ OutputSink = Callable[[dict[str, Any]], None]
 _DEPTH: ContextVar[int] = ContextVar("s2o_depth", default=0)
 
 TOO_DEEP = "the run nests too deeply"
+
+
+def dollars_text(amount: float) -> str:
+    """US dollars for a message: ``$0.0021``, ``$0.5``, ``$0`` (at most six decimals)."""
+    return "$" + (f"{amount:.6f}".rstrip("0").rstrip(".") or "0")
 
 
 def type_name(value: Any) -> str:
@@ -95,6 +101,7 @@ class Interpreter:
         parallel_depth: how many ``parallel`` commands enclose the running command (no per-command
             snapshot inside one: branches share state).
         current_path: JSON path of the command running now (for ``timedOut``).
+        spend: US dollars the run's model calls have cost so far (SPEC 6, 7.1; :meth:`add_spend`).
     """
 
     def __init__(self, session: Session, program: Program, on_output: OutputSink | None, start: float) -> None:
@@ -108,6 +115,7 @@ class Interpreter:
         self.output_budget = OutputBudget.of(self.limits)
         self.parallel_depth = 0
         self.current_path: str | None = None
+        self.spend = 0.0
 
     # -- values -------------------------------------------------------------------------------------
     async def value(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
@@ -169,11 +177,40 @@ class Interpreter:
         else:
             self.outputs.append(part)
 
+    async def outside(self, kind: str, profile: str | None, fields: dict[str, Any], path: str,
+                      timeout: float | None = None) -> Any:
+        """Make one outside call through the session's :class:`~..outside.call.Outside` (SPEC 7.1).
+
+        ``fields`` are the command's evaluated fields; secret text in them travels as its text
+        (:func:`~..outside.call.json_fields`; ``not-json`` at its path for a value that is not JSON).
+        The call may take ``timeout`` seconds at most, and never longer than what is left of the run's
+        time limit (``timedOut`` when nothing is left). Returns the call's JSON result; raises its coded
+        error (SPEC 7.1 codes, masked).
+        """
+        from ..outside.call import OutsideCall, json_fields
+
+        remaining = self.limits.time - (time.monotonic() - self.start)
+        if remaining <= 0:
+            self.check_time(path)
+        limit = remaining if timeout is None else min(float(timeout), remaining)
+        request = OutsideCall(kind, profile, json_fields(fields, path), path, max(limit, 0.001))
+        return await self.session.outside.call(request, self.emit)
+
     def check_time(self, path: str) -> None:
         """Raise ``timedOut`` when the run has passed ``limits.time`` seconds."""
         if time.monotonic() - self.start > self.limits.time:
-            raise S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
-                           f"{self.limits.time:g} s)", path=path)
+            raise S2OError("timedOut", self.session.engine.time_limit_text(), path=path)
+
+    def add_spend(self, dollars: float, path: str) -> None:
+        """Add a model call's price to the run's spend; past ``limits.llm_cost`` (or the definition's
+        ``bounds.cost``) raise ``cost-limit`` naming the spend and the bound (it ends the run)."""
+        self.spend += dollars
+        bound = self.limits.llm_cost
+        if self.spend > bound:
+            name = self.session.engine.limit_names["llm_cost"]
+            raise S2OError("cost-limit", f"the run's LLM spend {dollars_text(self.spend)} passed the cost limit "
+                           f"({name} = {dollars_text(bound)})", path=path,
+                           details={"spend": self.spend, "bound": bound})
 
     # -- commands -----------------------------------------------------------------------------------
     async def block(self, commands: list[Command]) -> None:
@@ -311,13 +348,16 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
         code, error = "failCommand", f.error
     except TimeoutError:
         code = "timedOut"
-        error = S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
-                         f"{session.settings.limits.time:g} s)", path=interp.current_path)
+        error = S2OError("timedOut", session.engine.time_limit_text(), path=interp.current_path)
     except S2OError as exc:
-        code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
+        code = {"timedOut": "timedOut", "stopped": "stopped", "ask": "ask"}.get(exc.code, "errorInAgent")
+        if exc.code in CALL_FAILED_CODES:
+            code = "callFailed"
         if exc.stage == "validate":
             exc.stage = "run"
         error = exc
+        if code == "ask" and exc.details is not None:  # the questions are the run's value (SPEC 7.1)
+            value = exc.details.get("questions")
     except (Break, Continue):  # pragma: no cover - refused at validation
         code, error = "errorInAgent", S2OError("loop-control", "break or continue outside a loop")
     except RecursionError:

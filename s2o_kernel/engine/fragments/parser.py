@@ -29,6 +29,7 @@ from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
 from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
 from ..rules import RESERVED_NAMES
+from .bounds import parse_bounds
 from .dataflow import Access, Dataflow, expression_reads
 from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
 from .tree import ARG_TYPES, Command, Function, Program, join
@@ -393,9 +394,13 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
                 + " → ".join(cycle_path), where)
     elif not p.errors:
         p.errors.extend(nesting_errors(funcs, body))
+    bounds: dict[str, float] = {}
+    if kind == "agent" and "bounds" in fragment:
+        bounds, bound_errors = parse_bounds(fragment["bounds"])
+        p.errors.extend(bound_errors)
     if p.errors:
         raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
-    return Program(kind, body, funcs, Dataflow(p.flow))
+    return Program(kind, body, funcs, Dataflow(p.flow), bounds)
 
 
 def output_shape_problem(expr: Expr) -> tuple[str, int] | None:

@@ -58,12 +58,14 @@ class Function:
 @dataclass
 class Program:
     """A parsed fragment: its kind (``command``, ``commands``, ``function``, ``agent``), the function to
-    run, the functions ``call`` can reach, and its data flow (SPEC 8)."""
+    run, the functions ``call`` can reach, its data flow (SPEC 8) and an agent definition's ``bounds``
+    (SPEC 7.1: ``time`` seconds, ``cost`` dollars; :mod:`.bounds`)."""
 
     kind: str
     body: Function
     functions: dict[str, Function]
     dataflow: Dataflow = field(default_factory=Dataflow)
+    bounds: dict[str, float] = field(default_factory=dict)
 
 
 class Break(Exception):

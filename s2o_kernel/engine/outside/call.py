@@ -8,12 +8,20 @@ interchangeable.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 #: Kinds of outside call, one per SPEC 7 command that needs the outside world.
 KINDS = frozenset({"api", "db", "llm", "ask"})
+
+#: HTTP methods an ``api`` command may use.
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+#: Codes of a failed outside call: unhandled, they end the run with result code ``callFailed`` (SPEC 7.1).
+CALL_FAILED_CODES = frozenset({"unknown-profile", "api-status", "api-failed", "api-timeout", "api-too-large",
+                               "db-failed", "db-read-only", "llm-failed"})
 
 #: One ``ask`` input as the fragment declared it, evaluated: ``{"name", "type", "label", "options",
 #: "default"}`` (SPEC 7.1; types ``text``, ``number``, ``bool``, ``password``, ``chooseOne``,
@@ -78,6 +86,32 @@ class OutsideCall:
         if type(used) is not list or any(type(u) is not str for u in used):
             raise ValueError("secrets_used is a list of names")
         return cls(kind, profile, fields, path, float(timeout), tuple(used))
+
+
+def json_fields(fields: dict[str, Any], path: str) -> dict[str, Any]:
+    """A command's evaluated ``fields`` as JSON for an :class:`OutsideCall`: tuples become lists, secret
+    text becomes its text (in the worker, the secrets' placeholders, which only the gateway resolves).
+    Raises ``S2OError`` ``not-json`` naming the field (``commands[0].api.body[2]``) for anything else."""
+    from ..errors import S2OError
+    from ..scopes import Secret, SecretText, reveal
+
+    def convert(value: Any, at: str, depth: int) -> Any:
+        if depth > 200:
+            raise S2OError("too-deep", f"{at} nests too deeply to be sent", path=path)
+        if type(value) in (Secret, SecretText):
+            return reveal(value)
+        if value is None or type(value) in (str, int, bool):
+            return value
+        if type(value) is float and math.isfinite(value):
+            return value
+        if type(value) in (list, tuple):
+            return [convert(v, f"{at}[{i}]", depth + 1) for i, v in enumerate(value)]
+        if type(value) is dict and all(type(k) is str for k in value):
+            return {k: convert(v, f"{at}.{k}", depth + 1) for k, v in value.items()}
+        raise S2OError("not-json", f"{at} is a {type(value).__name__}; an outside call takes JSON values",
+                       path=at)
+
+    return {name: convert(value, f"{path}.{name}", 0) for name, value in fields.items()}
 
 
 @runtime_checkable

@@ -35,6 +35,7 @@ and JSON form. Every message is decoded and type-checked by :mod:`.wire`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import shutil
@@ -44,26 +45,29 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import confine
 from ..commands.output import OutputBudget
 from ..engine import Validation
 from ..errors import S2OError
+from ..fragments.bounds import requested_time
 from ..fragments.dataflow import Dataflow
+from ..outside.call import OutsideCall
+from ..outside.secrets import worker_settings
 from ..session import RunResult
 from ..settings import Settings, make_settings, merge
 from . import wire
-from .framing import LineReader, Oversized
+from .channel import Channel, death
+
+if TYPE_CHECKING:
+    from ..outside.gateway import Gateway
 
 #: Seconds past ``limits.time`` before a silent worker is killed.
 KILL_GRACE = 1.0
 #: Seconds an interrupted worker has to answer before it is killed.
 INTERRUPT_GRACE = 1.0
 #: ``details["restarted"]`` of an error after which the worker was restarted.
-#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
-#: (its threads and their stacks exist before the size is measured).
-MEMORY_MARGIN = 64 << 20
 RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables "
              "and every JSON-serialisable local")
 #: Seconds a new worker has to start and load the settings.
@@ -79,84 +83,6 @@ class _Interrupted(Exception):
 OnEvent = Callable[[wire.Event], None]
 
 
-class _Channel:
-    """One running worker: its process, the writer of its stdin, the reader of its stdout, and the
-    scratch folder, the one place the confined worker may write (removed with the worker)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], scratch: str) -> None:
-        if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
-            raise OSError("the worker has no pipes")
-        self.proc = proc
-        self.scratch = scratch
-        self.stdin = proc.stdin
-        self.reader = LineReader(proc.stdout.fileno())
-        #: The worker's address space after ``init``, in bytes (0 until measured).
-        self.baseline = 0
-
-    def cap_memory(self, limit: int) -> None:
-        """Cap the worker's address space at its size after ``init`` + ``limit`` + :data:`MEMORY_MARGIN` bytes.
-
-        The parent does it (``prlimit``), since the confined worker may not change its own limits
-        (SPEC 12); the size is measured once, when the worker has loaded its settings and started its
-        threads.
-        """
-        if not self.baseline:
-            self.baseline = confine.vm_size(self.proc.pid)
-        if self.baseline:
-            with contextlib.suppress(OSError):  # the worker is gone: the next call restarts it
-                confine.cap_address_space(self.proc.pid, self.baseline + limit + MEMORY_MARGIN)
-
-    def in_step(self) -> bool:
-        """The worker is alive and has sent nothing since its last reply."""
-        return self.proc.poll() is None and not self.reader.readable()
-
-    def send(self, line: bytes) -> None:
-        """Write one request line; raises ``OSError`` when the worker is gone."""
-        self.stdin.write(line)
-        self.stdin.flush()
-
-    def receive(self, request_id: int, deadline: float) -> wire.Event | wire.Reply:
-        """The next message for request ``request_id``.
-
-        Raises ``TimeoutError`` at the deadline, ``EOFError`` when the worker is gone and
-        ``S2OError`` (``worker-protocol``) for a message over the cap or not of the protocol.
-        """
-        try:
-            line = self.reader.read_line(deadline)
-        except Oversized as exc:
-            raise wire.fault(f"a message of more than {exc.size / 2**20:.1f} MiB, over the cap of "
-                             f"{exc.limit / 2**20:g} MiB") from None
-        return wire.decode_message(line, request_id)
-
-    def exit_status(self) -> int | None:
-        """The worker's exit status once it has ended (waiting up to a second), else ``None``."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return self.proc.wait(timeout=1)
-        return None
-
-    def close(self) -> None:
-        """Kill the worker and close its pipes."""
-        with contextlib.suppress(OSError):
-            self.proc.kill()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def _death(status: int | None, partial: bool) -> tuple[str, str]:
-    """Code and message for a worker that ended during a request with exit ``status``
-    (``partial``: in the middle of a message)."""
-    if status in (-signal.SIGKILL, -signal.SIGSEGV):
-        return "memory-limit", "the evaluation worker ended during the run (out of memory?)"
-    if partial:
-        return wire.FAULT_CODE, f"the evaluation worker ended in the middle of a message (exit status {status})"
-    return "unexpected", f"the evaluation worker ended during the run (exit status {status})"
-
-
 class IsolatedSession:
     """A :class:`~..session.Session` whose runs happen in a supervised child process.
 
@@ -169,12 +95,13 @@ class IsolatedSession:
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings if settings is not None else Settings()
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
-        self._channel: _Channel | None = None
+        self._channel: Channel | None = None
         self._ids = itertools.count(1)
         #: The id of an ``init`` request sent to a restarted worker whose reply is not read yet.
         self._init_pending: int | None = None
         #: How many times the worker was killed and started again.
         self.restarts = 0
+        self._outside: Gateway | None = None
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
@@ -191,13 +118,14 @@ class IsolatedSession:
         channel = self._channel
         return channel.proc.pid if channel is not None else None
 
-    def _spawn(self) -> _Channel:
-        env = dict(os.environ)
+    def _spawn(self) -> Channel:
+        # no secret crosses into the worker, not even in its environment (SPEC 7.1)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("S2O_SECRET_")}
         env.setdefault("MALLOC_ARENA_MAX", "2")
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         scratch = env[confine.SCRATCH_ENV] = tempfile.mkdtemp(prefix="s2o-worker-")
         try:
-            return _Channel(subprocess.Popen(
+            return Channel(subprocess.Popen(
                 [sys.executable, "-m", "s2o_kernel.engine.worker"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
             ), scratch)
@@ -206,7 +134,8 @@ class IsolatedSession:
             raise
 
     def _init_request(self, request_id: int) -> bytes:
-        return wire.encode_request(request_id, "init", {"settings": self._settings.to_dict(), "state": self._state})
+        settings = worker_settings(self._settings.to_dict())  # no secret value, no credential (SPEC 7.1)
+        return wire.encode_request(request_id, "init", {"settings": settings, "state": self._state})
 
     def _start(self) -> list[str]:
         channel = self._channel = self._spawn()
@@ -256,7 +185,7 @@ class IsolatedSession:
             return
         channel.cap_memory(self._settings.limits.memory)
 
-    def _ready_channel(self) -> _Channel:
+    def _ready_channel(self) -> Channel:
         """The worker, in step: a dead worker, or one that sent what nobody asked for, is restarted."""
         if self._init_pending is not None:
             self._finish_init()
@@ -270,8 +199,9 @@ class IsolatedSession:
         return self._channel
 
     def close(self) -> None:
-        """Stop the worker."""
+        """Stop the worker and close the outside door's pooled connections."""
         self._kill()
+        self._close_outside()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
@@ -290,7 +220,7 @@ class IsolatedSession:
         wait = timeout if timeout is not None else self._settings.limits.time + KILL_GRACE
         return self._exchange(channel, request_id, request, time.monotonic() + wait, on_event)
 
-    def _exchange(self, channel: _Channel, request_id: int, request: bytes, deadline: float,
+    def _exchange(self, channel: Channel, request_id: int, request: bytes, deadline: float,
                   on_event: OnEvent | None) -> Any:
         """Send ``request`` and read up to its reply. On any fault the worker is restarted from the
         last good state and a coded error is raised (see :meth:`_fault_error`)."""
@@ -311,7 +241,7 @@ class IsolatedSession:
             raise reply.error
         return reply.result
 
-    def _receive_reply(self, channel: _Channel, request_id: int, deadline: float,
+    def _receive_reply(self, channel: Channel, request_id: int, deadline: float,
                        on_event: OnEvent | None) -> wire.Reply:
         try:
             return self._read_until_reply(channel, request_id, deadline, on_event)
@@ -323,7 +253,7 @@ class IsolatedSession:
         except (TimeoutError, EOFError, KeyboardInterrupt):
             raise _Interrupted from None
 
-    def _read_until_reply(self, channel: _Channel, request_id: int, deadline: float,
+    def _read_until_reply(self, channel: Channel, request_id: int, deadline: float,
                           on_event: OnEvent | None) -> wire.Reply:
         """Hand each event to :attr:`on_print` or ``on_event`` until the reply arrives."""
         while True:
@@ -333,10 +263,50 @@ class IsolatedSession:
             if message.kind == "print":
                 if self.on_print is not None:
                     self.on_print(message.payload)
+            elif message.kind == "outside":
+                self._serve_outside(channel, request_id, message.payload, deadline, on_event)
             elif on_event is not None:
                 on_event(message)
 
-    def _fault_error(self, channel: _Channel, exc: BaseException) -> S2OError | None:
+    def _serve_outside(self, channel: Channel, request_id: int, call: OutsideCall, deadline: float,
+                       on_event: OnEvent | None) -> None:
+        """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write
+        the answer back: always exactly one line, even when the call fails or is interrupted (then
+        ``stopped``, and the interrupt goes on). The call may use what is left until ``deadline``."""
+        call = dataclasses.replace(call, timeout=max(min(call.timeout, deadline - time.monotonic()), 0.001))
+
+        def on_stream(part: dict[str, Any]) -> None:
+            if on_event is not None:
+                on_event(wire.Event("output", part))
+
+        try:
+            line = wire.encode_outside_reply(request_id, self.outside.call_sync(call, on_stream))
+        except S2OError as exc:
+            line = wire.encode_outside_reply(request_id, error=exc)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                channel.send(wire.encode_outside_reply(request_id, error=S2OError("stopped", INTERRUPTED)))
+            raise
+        with contextlib.suppress(OSError):  # a worker gone meanwhile is found by the next read
+            channel.send(line)
+
+    @property
+    def outside(self) -> Gateway:
+        """The :class:`~..outside.gateway.Gateway` that makes the worker's outside calls in this process,
+        with the settings' profiles and secrets; made on first use, closed by :meth:`reset`,
+        :meth:`close` and a change of profiles or secrets."""
+        if self._outside is None:
+            from ..outside.gateway import Gateway
+
+            self._outside = Gateway(self._settings)
+        return self._outside
+
+    def _close_outside(self) -> None:
+        door, self._outside = self._outside, None
+        if door is not None:
+            door.close()
+
+    def _fault_error(self, channel: Channel, exc: BaseException) -> S2OError | None:
         """Restart the worker after ``exc`` broke an exchange; the coded error that ends the call,
         or ``None`` to re-raise ``exc`` (an exception of a callback, not of the worker)."""
         status = channel.exit_status() if isinstance(exc, EOFError) else None
@@ -348,7 +318,7 @@ class IsolatedSession:
             code = "timedOut"
             message = f"the run took longer than the time limit (limits.time = {self._settings.limits.time:g} s)"
         elif isinstance(exc, EOFError):
-            code, message = _death(status, partial)
+            code, message = death(status, partial)
         elif isinstance(exc, S2OError) and exc.code == wire.FAULT_CODE:
             code, message = exc.code, exc.message
         else:
@@ -404,8 +374,9 @@ class IsolatedSession:
                 kept.append(event.payload)
 
         try:
+            wait = (requested_time(fragment) or self._settings.limits.time) + KILL_GRACE  # bounds.time (SPEC 7.1)
             data = self._call("run_fragment", {"fragment": fragment, "inputs": inputs, "function": function},
-                              on_event=on_event)
+                              on_event=on_event, timeout=wait)
             run, self._state = wire.decode_run(data)
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
@@ -424,8 +395,10 @@ class IsolatedSession:
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""
         new = make_settings(merge(self._settings.to_dict(), patch))
-        warnings = wire.decode_warnings(self._call("update_settings", {"patch": patch}))
-        self._settings = new
+        warnings = wire.decode_warnings(self._call("update_settings", {"patch": worker_settings(patch)}))
+        old, self._settings = self._settings, new
+        if (old.profiles, old.secrets) != (new.profiles, new.secrets):
+            self._close_outside()
         if self._channel is not None:
             self._channel.cap_memory(new.limits.memory)
         self.warnings = list(warnings)
@@ -438,8 +411,9 @@ class IsolatedSession:
         self._state = wire.decode_state(wire.decode_object(result).get("state"))
 
     def reset(self) -> None:
-        """See :meth:`Session.reset`."""
+        """See :meth:`Session.reset`; the outside door's pooled connections close too."""
         self._state = wire.decode_state(wire.decode_object(self._call("reset")).get("state"))
+        self._close_outside()
 
     def _vars(self) -> dict[str, Any]:
         return wire.decode_vars(self._call("vars"))

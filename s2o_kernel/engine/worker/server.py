@@ -33,6 +33,11 @@ describe           dotted                                  ``TEXT`` or ``null``
 ping                                                       ``"pong"``
 =================  ======================================  ==========================================
 
+A run's outside calls (``api``, ``db``, …) go to the parent as ``outside`` events, answered by
+``outside_reply`` lines on stdin (not operations: the stdin thread routes them to the waiting call,
+see :mod:`.forward`). The worker's settings hold no secret value and no profile credential
+(:func:`..outside.secrets.worker_settings`).
+
 Every reply and event carries the id of its request (see :mod:`.wire`);
 text that evaluated code prints travels as ``print`` events, in order with
 the other events of the request (see :class:`PrintEvents`). A request line
@@ -51,6 +56,7 @@ from typing import IO, Any
 from ..errors import S2OError
 from ..scopes import as_json
 from . import wire
+from .forward import Forwarder, StdinRouter
 from .framing import CHUNK, MAX_MESSAGE
 
 Request = dict[str, Any]
@@ -86,6 +92,8 @@ class Worker:
         self.request_id: int | None = None
         self.pending_print: list[str] = []
         self.pending_chars = 0
+        #: The session's door outside: calls go to the parent (:mod:`.forward`).
+        self.forwarder = Forwarder(self)
 
     # -- the reply pipe ----------------------------------------------------------------------
     def begin(self, request_id: int) -> None:
@@ -100,6 +108,13 @@ class Worker:
             self.stdout.write(line)
             self.stdout.flush()
             self.request_id = None
+
+    def send_line(self, line: bytes) -> None:
+        """Write an event line of the current request (an ``outside`` call), printed text first."""
+        with self.write_lock:
+            self._flush_printed()
+            self.stdout.write(line)
+            self.stdout.flush()
 
     def send_output(self, part: dict[str, Any]) -> None:
         """Send an ``output`` event for the current request (thread-safe: it comes from the loop thread).
@@ -163,6 +178,7 @@ class Worker:
         state = req.get("state") or {}
         self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
                                conv=state.get("conv"))
+        self.session.outside = self.forwarder  # outside calls are made by the parent (SPEC 7.1, 12)
         # start the threads a run uses before the parent measures: the memory cap is for the evaluation alone
         self.session.warm_up()
         return {"warnings": [*self.confinement_warnings, *self.session.engine.warnings]}
@@ -298,15 +314,14 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
     from .. import confine
 
-    stdin = sys.stdin.buffer
     worker = Worker(sys.stdout.buffer)
     worker.confinement_warnings = confine.apply(confine.scratch_folder()).warnings  # before the first request
     sys.stdout = PrintEvents(worker)  # printed text travels as events, never as raw bytes
+    router = StdinRouter(sys.stdin.buffer, worker.forwarder)  # requests here, outside replies to the forwarder
     while True:
-        try:
-            line = read_request(stdin)
-        except S2OError as exc:
-            worker.reply(wire.encode_error_reply(None, exc))
+        line = router.requests.get()
+        if isinstance(line, S2OError):
+            worker.reply(wire.encode_error_reply(None, line))
             continue
         if line is None:
             return 0

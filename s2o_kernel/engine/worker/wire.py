@@ -12,12 +12,20 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
               {"id": ID, "ok": false, "error": ERROR}
     event     {"id": ID, "event": "print",  "text": TEXT}       worker → parent, before the reply
               {"id": ID, "event": "output", "part": PART}
+              {"id": ID, "event": "outside", "call": CALL}      the run asks the parent to make a call
+    outside   {"op": "outside_reply", "id": ID, "ok": true, "result": JSON}     parent → worker, one per
+    reply     {"op": "outside_reply", "id": ID, "ok": false, "error": ERROR}    ``outside`` event, in order
 
     ERROR     {"code", "message", "line", "col", "path", "stage", "source",
                "details", "python_type", "errors"?: [ERROR, …]}
     DISPLAY   {"repr": TEXT, "json": JSON or null}               a value
     STATE     {"locals": {NAME: JSON}, "agent": {…}, "conv": {…}}
     PART      {"type": "text" | "html" | "image", FIELD: TEXT, …}    an output part (text fields only)
+    CALL      {"kind", "profile", "fields", "path", "timeout", "secrets_used"}   an
+              :class:`~..outside.call.OutsideCall` (SPEC 7.1), checked by ``OutsideCall.from_json``
+
+An ``outside reply`` line always starts with :data:`OUTSIDE_REPLY_PREFIX` (``op`` is its first key), so
+the worker's stdin reader routes it to the waiting call without decoding it (:mod:`.forward`).
 
 The operations and their ``RESULT`` shapes are listed in :mod:`.server`.
 Printed text is cut into events of at most :data:`PRINT_CHUNK` characters.
@@ -45,6 +53,7 @@ from ..codes import CODES, RESULT, STAGES
 from ..engine import Validation
 from ..errors import ErrorGroup, S2OError
 from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
+from ..outside.call import OutsideCall
 from ..scopes import RemoteValue, as_json
 from ..session import RunResult
 from .framing import MAX_MESSAGE
@@ -61,6 +70,9 @@ PRINT_CHUNK = 1 << 20
 QUOTE = 80
 
 JSONDict = dict[str, Any]
+
+#: How every outside reply line starts (the parent writes ``op`` first).
+OUTSIDE_REPLY_PREFIX = b'{"op": "outside_reply"'
 
 
 WORKER = "the evaluation worker"
@@ -130,6 +142,40 @@ def encode_output(request_id: int | None, part: JSONDict) -> bytes:
     return _line({"id": request_id, "event": "output", "part": part}, "an output part")
 
 
+def encode_outside(request_id: int | None, call: OutsideCall) -> bytes:
+    """An ``outside`` event line: the run of request ``request_id`` asks the parent to make ``call``."""
+    return _line({"id": request_id, "event": "outside", "call": call.to_json()}, "an outside call")
+
+
+def encode_outside_reply(request_id: int, result: Any = None, error: S2OError | None = None) -> bytes:
+    """The parent's answer to an ``outside`` event: ``result`` (JSON), or ``error``. A result too large
+    for one message (or not JSON) becomes an error answer, so the worker always gets its line."""
+    if error is None:
+        try:
+            return _line({"op": "outside_reply", "id": request_id, "ok": True, "result": result}, "the call's result")
+        except S2OError as exc:
+            error = exc
+        except (TypeError, ValueError, RecursionError) as exc:
+            error = S2OError("unexpected", f"the call's result could not be sent: {type(exc).__name__}")
+    try:
+        return _line({"op": "outside_reply", "id": request_id, "ok": False, "error": encode_error(error)}, "the error")
+    except (S2OError, TypeError, ValueError, RecursionError):
+        short = S2OError(error.code, error.message[:PRINT_CHUNK], stage=error.stage, path=error.path)
+        return _line({"op": "outside_reply", "id": request_id, "ok": False, "error": encode_error(short)}, "the error")
+
+
+def decode_outside_reply(line: bytes, request_id: int) -> Reply:
+    """The :class:`Reply` in an outside reply line for request ``request_id``; :func:`fault` otherwise."""
+    message = _loads(line, PARENT)
+    if message.get("op") != "outside_reply" or type(message.get("id")) is not int or message["id"] != request_id:
+        raise fault("an outside reply for another request", PARENT)
+    if message.get("ok") is True and "result" in message:
+        return Reply(message["result"], None)
+    if message.get("ok") is False:
+        return Reply(None, decode_error(message.get("error")))
+    raise fault("an outside reply that is neither a result nor an error", PARENT)
+
+
 def encode_error(exc: S2OError) -> JSONDict:
     """An :class:`S2OError` (or :class:`ErrorGroup`) as ``ERROR``."""
     out: JSONDict = {"code": exc.code, "message": exc.message, "line": exc.line, "col": exc.col, "path": exc.path,
@@ -193,7 +239,8 @@ def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """An event: ``kind`` is ``print`` (``payload`` a str) or ``output`` (``payload`` a dict)."""
+    """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a dict) or ``outside``
+    (``payload`` an :class:`~..outside.call.OutsideCall`)."""
 
     kind: str
     payload: Any
@@ -230,6 +277,11 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
             return Event("print", message["text"])
         if kind == "output" and _is_part(message.get("part")):
             return Event("output", message["part"])
+        if kind == "outside":
+            try:
+                return Event("outside", OutsideCall.from_json(message.get("call")))
+            except ValueError as exc:
+                raise fault(f"an outside call of the wrong shape: {exc}") from None
         raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
     ok = message.get("ok")
     if ok is True and "result" in message:

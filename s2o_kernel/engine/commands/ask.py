@@ -1,0 +1,124 @@
+"""``ask``: pause for a person's answers (SPEC 7, 7.1).
+
+Fields: ``message`` (dynamic text) and ``inputs``, a non-empty list of ``{name, type, label, options,
+default}``: ``name`` a variable name (each once), ``type`` one of ``text``, ``number``, ``bool``,
+``password``, ``chooseOne``, ``chooseMany`` (default ``text``), ``label`` dynamic text, ``options``
+(``chooseOne``/``chooseMany`` only, and required there: a non-empty list of texts or numbers, or a
+dynamic value giving one), ``default`` (a literal default is checked against the type at validation).
+``result`` is the answers by name (so ``outputPath`` may be given); they are also added to
+``sys.inputs`` for the rest of the run.
+
+When every input is already in ``sys.inputs`` (a resumed conversation: the answers came as the run's
+inputs, e.g. ``%sys {"inputs": {...}}`` in a notebook), they are checked and used and nobody is asked.
+Otherwise the questions go out as one outside call of kind ``ask`` (:mod:`..outside.ask`): in an
+interactive kernel each is asked through Jupyter's ``input_request``; where nobody can answer, the run
+ends with result code ``ask`` and the questions as its value. An answer in ``sys.inputs`` that does not
+fit its question is ``ask-answer``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from ..dynamic import expression_of
+from ..errors import S2OError
+from ..outside.ask import check_answer
+from ..scopes import add_inputs
+from .spec import CommandSpec, FieldsModel
+
+if TYPE_CHECKING:
+    from ..fragments.interpreter import Interpreter
+    from ..fragments.parser import Parser
+    from ..fragments.tree import Command
+
+
+class InputField(FieldsModel):
+    """One input of ``ask``."""
+
+    name: str
+    type: Literal["text", "number", "bool", "password", "chooseOne", "chooseMany"] = "text"
+    label: Any = None
+    options: Any = None
+    default: Any = None
+
+
+class AskFields(FieldsModel):
+    """``ask``'s fields."""
+
+    message: Any = ""
+    inputs: list[InputField] = Field(min_length=1)
+
+
+def _literal_options(options: Any) -> bool:
+    return isinstance(options, list) and bool(options) and all(
+        type(o) in (str, int, float) for o in options)
+
+
+def _check_input(p: Parser, q: InputField, path: str, known: set[str], seen: set[str]) -> None:
+    p.name(q.name, f"{path}.name")
+    if q.name in seen:
+        p.error("fragment", f"the input '{q.name}' is asked twice", f"{path}.name")
+    seen.add(q.name)
+    choose = q.type in ("chooseOne", "chooseMany")
+    if choose and q.options is None:
+        p.error("fragment", f"a {q.type} input needs options (a list of texts or numbers)", f"{path}.options")
+    elif not choose and q.options is not None:
+        p.error("fragment", f"options are for chooseOne and chooseMany inputs, not {q.type}", f"{path}.options")
+    elif choose and not isinstance(q.options, str) and not _literal_options(q.options):
+        p.error("fragment", "options are a non-empty list of texts or numbers", f"{path}.options")
+    for key in ("label", "options", "default"):
+        p.value(getattr(q, key), f"{path}.{key}", known)
+    literal_default = q.default is not None and not (isinstance(q.default, str) and expression_of(q.default))
+    if literal_default and (not choose or _literal_options(q.options)):
+        try:
+            check_answer({"name": q.name, "type": q.type, "options": q.options}, q.default)
+        except ValueError as exc:
+            p.error("fragment", f"the default does not fit: {exc}", f"{path}.default")
+
+
+def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+    """Check the message and every input (see the module doc)."""
+    m = p.model(AskFields, fields, cmd.path)
+    if m is None:
+        return None
+    p.value(m.message, f"{cmd.path}.message", known)
+    seen: set[str] = set()
+    for i, q in enumerate(m.inputs):
+        _check_input(p, q, f"{cmd.path}.inputs[{i}]", known, seen)
+    cmd.model = m
+    return cmd
+
+
+async def _questions(it: Interpreter, cmd: Command) -> tuple[str, list[dict[str, Any]]]:
+    m = cmd.model
+    message = await it.value(m.message, f"{cmd.path}.message")
+    questions = []
+    for i, q in enumerate(m.inputs):
+        path = f"{cmd.path}.inputs[{i}]"
+        values = {key: await it.value(getattr(q, key), f"{path}.{key}") for key in ("label", "options", "default")}
+        if q.type in ("chooseOne", "chooseMany") and not _literal_options(values["options"]):
+            raise S2OError("runtime", "TypeError: options are a non-empty list of texts or numbers",
+                           path=f"{path}.options")
+        questions.append({"name": q.name, "type": q.type, **values})
+    return message if isinstance(message, str) else str(message), questions
+
+
+async def run(it: Interpreter, cmd: Command) -> None:
+    """Ask (or take the answers from ``sys.inputs``); ``result`` and ``sys.inputs`` get the answers."""
+    message, questions = await _questions(it, cmd)
+    sys_scope = it.session.namespace()["sys"]
+    given = sys_scope.inputs
+    if all(q["name"] in given for q in questions):
+        try:
+            answers = {q["name"]: check_answer(q, given[q["name"]]) for q in questions}
+        except ValueError as exc:
+            raise S2OError("ask-answer", f"{exc} (sys.inputs)", path=cmd.path) from None
+    else:
+        answers = await it.outside("ask", None, {"message": message, "inputs": questions}, cmd.path)
+    add_inputs(sys_scope, answers)
+    it.session.set_result(answers)
+
+
+ASK = CommandSpec("ask", parse, run, fields=AskFields, produces_result=True)

@@ -1,0 +1,167 @@
+"""``api`` calls (SPEC 7.1): HTTP through an API profile, with httpx.
+
+One pooled ``httpx.AsyncClient`` per profile per gateway, whose base URL, headers and query are the
+profile's evaluated fields (:meth:`~.gateway.Gateway.credentials`). A call's fields are
+``{"method", "path", "query", "headers", "body", "has_body"}`` (the command's evaluated fields):
+
+* ``path`` is added to the base URL only where the profile's ``allow_path`` is true, ``headers`` only
+  where ``allow_headers`` is; otherwise the call is refused (``fragment``; validation refuses it first).
+  The profile's own headers and query win over a command's of the same name.
+* ``body``: a string is sent as text (``text/plain; charset=utf-8``), any other JSON value as JSON.
+* The response body is read as it streams and stops at ``max_response_bytes`` (``api-too-large``; a
+  ``Content-Length`` past it is refused before reading). ``result`` is the decoded JSON when the
+  response's ``Content-Type`` is JSON (``application/json`` or ``…+json``) and it parses as finite JSON,
+  else the text.
+* A status outside 200–299 is ``api-status`` with ``details`` ``{"status": INT, "body": RESULT}``
+  (``exc.status``, ``exc.body`` in ``onError``); a connection failure ``api-failed``; a timeout
+  (``request.timeout``, the smaller of the command's, the profile's and what is left of the run's)
+  ``api-timeout``.
+
+:data:`ECHO_URL` names the embedded ``echo`` profile's server: :class:`EchoTransport`, an in-process
+httpx transport (no socket) answering every request with its method, path, query and body.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ..errors import S2OError
+from .call import METHODS, OutsideCall, StreamFn
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
+    from .profiles import ApiProfile
+
+#: The ``url`` of the embedded ``echo`` profile (SPEC 7.1): served in-process by :class:`EchoTransport`.
+ECHO_URL = "s2o-echo:"
+
+
+class EchoTransport(httpx.AsyncBaseTransport):
+    """The echo application as an httpx transport: answers ``{"method", "path", "query", "body"}``
+    (the JSON body decoded, else its text, ``None`` when empty), status 200, no socket."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Echo ``request``."""
+        raw = await request.aread()
+        body: Any = None
+        if raw:
+            text = raw.decode("utf-8", errors="replace")
+            try:
+                body = json.loads(text) if "json" in request.headers.get("content-type", "") else text
+            except ValueError:
+                body = text
+        query = dict(request.url.params.multi_items())
+        return httpx.Response(200, json={"method": request.method, "path": request.url.path, "query": query,
+                                         "body": body})
+
+
+def make_client(creds: dict[str, Any], profile: ApiProfile) -> tuple[httpx.AsyncClient, Any]:
+    """A pooled client for the evaluated ``creds`` (url, headers, query) and its async closer."""
+    url = creds["url"]
+    transport = EchoTransport() if url.strip() == ECHO_URL else None
+    base = "http://echo.s2o" if transport is not None else url
+    try:
+        client = httpx.AsyncClient(base_url=base, headers=creds.get("headers") or {},
+                                   params=creds.get("query") or {}, timeout=float(profile.timeout),
+                                   transport=transport, follow_redirects=False)
+    except (ValueError, TypeError, httpx.InvalidURL) as exc:
+        raise S2OError("api-failed", f"the profile's url cannot be used: {exc}") from None
+    return client, client.aclose
+
+
+def _request_args(profile: ApiProfile, fields: dict[str, Any]) -> dict[str, Any]:
+    """httpx ``request`` arguments from a call's fields; ``fragment`` for what the profile forbids."""
+    method = fields.get("method") or "GET"
+    if type(method) is not str or method.upper() not in METHODS:
+        raise S2OError("fragment", f"method is one of {', '.join(METHODS)}")
+    path, query, headers = fields.get("path"), fields.get("query"), fields.get("headers")
+    if path not in (None, "") and not profile.allow_path:
+        raise S2OError("fragment", "this api profile does not allow a path (allow_path = false)")
+    if headers and not profile.allow_headers:
+        raise S2OError("fragment", "this api profile does not allow a command's headers (allow_headers = false)")
+    if path is not None and type(path) is not str:
+        raise S2OError("fragment", "path is expected to be str")
+    args: dict[str, Any] = {"method": method.upper(), "url": path or ""}
+    if query:
+        args["params"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in dict(query).items()}
+    if headers:
+        args["headers"] = {str(k): str(v) for k, v in dict(headers).items()}
+    if fields.get("has_body"):
+        body = fields.get("body")
+        if isinstance(body, str):
+            args["content"] = body.encode("utf-8")
+            args.setdefault("headers", {})["content-type"] = "text/plain; charset=utf-8"
+        else:
+            args["json"] = body
+    return args
+
+
+def _merge_profile_wins(client: httpx.AsyncClient, args: dict[str, Any]) -> None:
+    """Drop the command's headers and query parameters that the profile sets itself (the profile wins)."""
+    if "headers" in args:
+        args["headers"] = {k: v for k, v in args["headers"].items()
+                           if k.lower() == "content-type" or k not in client.headers}
+    if "params" in args:
+        args["params"] = {k: v for k, v in args["params"].items() if k not in client.params}
+
+
+def decode(response: httpx.Response, raw: bytes) -> Any:
+    """The decoded body: finite JSON when the content type says JSON, else the text."""
+    text = raw.decode(response.encoding or "utf-8", errors="replace")
+    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "application/json" or ctype.endswith("+json"):
+        try:
+            return json.loads(text, parse_constant=_no_constant)
+        except ValueError:
+            return text
+    return text
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+async def _read(response: httpx.Response, limit: int) -> bytes:
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise S2OError("api-too-large", f"the response is {int(length)} bytes, over max_response_bytes = {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise S2OError("api-too-large", f"the response is larger than max_response_bytes = {limit} bytes; "
+                           "it was not read further")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def handle(gw: Gateway, profile: ApiProfile, request: OutsideCall, on_stream: StreamFn | None) -> Any:
+    """Make one ``api`` call (see the module doc); the decoded body."""
+    name = request.profile or ""
+    creds = gw.credentials("api", name, profile)
+    client: httpx.AsyncClient = await gw.pooled(("api", name), lambda: make_client(creds, profile))
+    args = _request_args(profile, request.fields)
+    _merge_profile_wins(client, args)
+    if not args["url"]:  # the base URL as written (httpx would add a slash)
+        args["url"] = str(client.base_url).rstrip("/") if creds["url"].strip() == ECHO_URL else creds["url"]
+    shown = f"{args['method']} {request.fields.get('path') or '/'}"
+    try:
+        req = client.build_request(**args, timeout=request.timeout)
+        response = await client.send(req, stream=True)
+        try:
+            raw = await _read(response, profile.max_response_bytes)
+        finally:
+            await response.aclose()
+    except httpx.TimeoutException:
+        raise S2OError("api-timeout", f"{shown} took longer than {request.timeout:g} s") from None
+    except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+        raise S2OError("api-failed", f"{shown} failed: {type(exc).__name__}: {exc}") from None
+    body = decode(response, raw)
+    if not 200 <= response.status_code <= 299:
+        raise S2OError("api-status", f"{shown} answered {response.status_code} {response.reason_phrase}".rstrip(),
+                       details={"status": response.status_code, "body": body})
+    return body

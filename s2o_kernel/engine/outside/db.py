@@ -1,0 +1,240 @@
+"""``db`` calls (SPEC 7.1): SQL through a database profile, with SQLAlchemy 2's async engine.
+
+One pooled ``AsyncEngine`` per profile per gateway (disposed by :meth:`~.gateway.Gateway.close`). A
+call's fields are ``{"sql": TEXT, "params": {NAME: JSON}, "max_rows": INT}``: the SQL text is the
+fragment's literal (``text(sql)``) and values travel only as bound parameters, which the driver binds.
+
+* **URLs.** A profile's ``url`` is a SQLAlchemy URL; ``sqlite://`` and ``postgresql://`` (or
+  ``postgres://``) get their async drivers (``aiosqlite``, ``asyncpg``). :data:`DEMO_URL` names the
+  embedded ``demo`` database: a SQLite file ``demo.sqlite`` in the data directory
+  (:func:`data_dir`), made on first use with customers, orders and order lines.
+* **Rows** stream from the database and are counted as they come: the row past ``max_rows`` (the
+  run's ``limits.db_rows``) stops the call with ``row-limit`` before the rest is read. A statement that
+  returns no rows gives ``[]``. Each call is one transaction, committed when it succeeds.
+* **JSON.** Column values become JSON (:func:`json_value`): ``Decimal`` → ``int`` when whole, else
+  ``float``; dates and times → ISO 8601 text; ``timedelta`` → seconds (``float``); ``UUID`` → text;
+  bytes → base64 text; a non-finite float → ``None``; anything else → its text.
+* **read_only** profiles are refused writes by the database itself, never by reading the SQL: SQLite
+  runs each call after ``PRAGMA query_only = ON``, PostgreSQL in a ``SET TRANSACTION READ ONLY``
+  transaction, and the transaction is rolled back. The database's refusal is ``db-read-only``.
+* Any other database error is ``db-failed`` with the driver's message (masked by the gateway).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import decimal
+import math
+import os
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import S2OError
+from .call import OutsideCall, StreamFn
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
+    from .profiles import DbProfile
+
+#: The ``url`` of the embedded ``demo`` database (SPEC 7.1).
+DEMO_URL = "s2o-demo:"
+#: Environment variable naming the data directory (where ``demo.sqlite`` is made).
+DATA_DIR_ENV = "S2O_DATA_DIR"
+#: SQLSTATE / SQLite result code of a write refused by a read-only transaction or connection.
+_PG_READ_ONLY = "25006"
+_SQLITE_READONLY = 8
+
+
+def data_dir() -> Path:
+    """The data directory: ``$S2O_DATA_DIR``, else ``$XDG_DATA_HOME/s2o``, else ``~/.local/share/s2o``."""
+    named = os.environ.get(DATA_DIR_ENV)
+    if named:
+        return Path(named)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "s2o"
+
+
+def async_url(url: str) -> str:
+    """``url`` with its async driver (see the module doc); :data:`DEMO_URL` becomes the demo file's URL
+    (the file is made when missing)."""
+    if url.strip() == DEMO_URL:
+        return f"sqlite+aiosqlite:///{demo_database()}"
+    for plain, driver in (("sqlite://", "sqlite+aiosqlite://"), ("postgresql://", "postgresql+asyncpg://"),
+                          ("postgres://", "postgresql+asyncpg://")):
+        if url.startswith(plain):
+            return driver + url[len(plain):]
+    return url
+
+
+def json_value(value: Any) -> Any:
+    """A column value as JSON (see the module doc)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return None
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    return str(value)
+
+
+def make_engine(url: str, read_only: bool) -> tuple[Any, Any]:
+    """A pooled ``AsyncEngine`` for ``url`` and its async closer; a SQLite engine of a ``read_only``
+    profile sets ``PRAGMA query_only`` on every new connection."""
+    from sqlalchemy import event
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    try:
+        engine = create_async_engine(async_url(url))
+    except Exception as exc:  # a URL SQLAlchemy cannot use (unknown driver, bad syntax)
+        raise S2OError("db-failed", f"the database URL cannot be used: {type(exc).__name__}: {exc}") from None
+    if read_only and engine.dialect.name == "sqlite":
+        @event.listens_for(engine.sync_engine, "connect")
+        def _query_only(dbapi_connection: Any, record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA query_only = ON")
+            cursor.close()
+    return engine, engine.dispose
+
+
+def _read_only_refusal(exc: BaseException) -> bool:
+    """The database refused a write because the connection or transaction is read-only: SQLSTATE
+    25006 (PostgreSQL) or SQLITE_READONLY, anywhere in the chain of the driver's exceptions."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        for candidate in (seen, getattr(seen, "orig", None)):
+            if getattr(candidate, "sqlstate", None) == _PG_READ_ONLY:
+                return True
+            code = getattr(candidate, "sqlite_errorcode", None)
+            if isinstance(code, int) and code & 0xFF == _SQLITE_READONLY:
+                return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
+
+
+async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_stream: StreamFn | None) -> Any:
+    """Run one ``db`` call (see the module doc); the rows as a list of dicts of JSON values."""
+    from sqlalchemy import text
+
+    name = request.profile or ""
+    fields = request.fields
+    sql, params, max_rows = fields.get("sql"), fields.get("params") or {}, fields.get("max_rows")
+    if type(sql) is not str or type(params) is not dict or type(max_rows) is not int or max_rows < 1:
+        raise S2OError("fragment", "a db call has sql (text), params (an object) and max_rows (a positive int)")
+    url = gw.credentials("db", name, profile)["url"]
+    gw.masker.add(_url_password(url))
+    engine = await gw.pooled(("db", name), lambda: make_engine(url, profile.read_only))
+    try:
+        async with engine.connect() as conn:
+            if profile.read_only:
+                statement = "PRAGMA query_only = ON" if engine.dialect.name == "sqlite" else "SET TRANSACTION READ ONLY"
+                await conn.exec_driver_sql(statement)
+            rows = await _rows(conn, text(sql), params, max_rows)
+            await (conn.rollback() if profile.read_only else conn.commit())
+            return rows
+    except S2OError:
+        raise
+    except OSError as exc:  # the server cannot be reached
+        raise S2OError("db-failed", f"the database cannot be reached: {exc}") from None
+    except Exception as exc:  # SQLAlchemy's errors, and the driver's own raised while rows stream
+        if profile.read_only and _read_only_refusal(exc):
+            raise S2OError("db-read-only", f"the profile {name!r} is read-only: the database refused the "
+                           f"statement ({_driver_message(exc)})") from None
+        raise S2OError("db-failed", _driver_message(exc)) from None
+
+
+async def _rows(conn: Any, statement: Any, params: dict[str, Any], max_rows: int) -> list[dict[str, Any]]:
+    from sqlalchemy.exc import ResourceClosedError
+
+    result = await conn.stream(statement, params)
+    rows: list[dict[str, Any]] = []
+    try:
+        async for row in result.mappings():
+            if len(rows) >= max_rows:
+                raise S2OError("row-limit", f"the db command returned more than {max_rows} rows "
+                               f"(limits.db_rows = {max_rows}); the rest was not read")
+            rows.append({str(k): json_value(v) for k, v in row.items()})
+    except ResourceClosedError:  # a statement that returns no rows (INSERT, CREATE)
+        return []
+    finally:
+        await result.close()
+    return rows
+
+
+def _driver_message(exc: Exception) -> str:
+    """The driver's own message (without SQLAlchemy's statement and parameter dump)."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig) if orig is not None else str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _url_password(url: str) -> list[str]:
+    from sqlalchemy.engine import make_url
+
+    try:
+        password = make_url(url).password
+    except Exception:  # not a URL: the engine will say so
+        return []
+    return [str(password)] if password else []
+
+
+# -- the embedded demo database -------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT NOT NULL, city TEXT NOT NULL);
+CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers(id),
+                     ordered_on TEXT NOT NULL, status TEXT NOT NULL);
+CREATE TABLE order_lines (id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL REFERENCES orders(id),
+                          product TEXT NOT NULL, quantity INTEGER NOT NULL, unit_price REAL NOT NULL);
+"""
+_CUSTOMERS = [("Ada Lovelace", "London"), ("Alan Turing", "Manchester"), ("Grace Hopper", "New York"),
+              ("Edsger Dijkstra", "Austin"), ("Barbara Liskov", "Boston"), ("Donald Knuth", "Stanford"),
+              ("Frances Allen", "Peru NY"), ("Ken Thompson", "Murray Hill")]
+_PRODUCTS = [("notebook", 4.5), ("pencil", 0.8), ("stapler", 12.0), ("lamp", 24.9), ("chair", 89.0)]
+_STATUSES = ("shipped", "open", "cancelled", "shipped")
+
+
+def demo_database() -> Path:
+    """The path of the demo database, made when missing (atomically: two kernels may start at once)."""
+    path = data_dir() / "demo.sqlite"
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".demo-{os.getpid()}.sqlite")
+    with contextlib.closing(sqlite3.connect(tmp)) as conn:
+        conn.executescript(_SCHEMA)
+        conn.executemany("INSERT INTO customers VALUES (?, ?, ?, ?)", [
+            (i, name, name.split()[0].lower() + "@example.com", city)
+            for i, (name, city) in enumerate(_CUSTOMERS, start=1)])
+        orders = [(i, (i * 3) % len(_CUSTOMERS) + 1, f"2025-{(i % 12) + 1:02d}-{(i * 7) % 28 + 1:02d}",
+                   _STATUSES[i % len(_STATUSES)]) for i in range(1, 16)]
+        conn.executemany("INSERT INTO orders VALUES (?, ?, ?, ?)", orders)
+        lines: list[tuple[int, int, str, int, float]] = []
+        for order_id, *_ in orders:
+            for j in range(1 + order_id % 3):
+                product, price = _PRODUCTS[(order_id + j * 2) % len(_PRODUCTS)]
+                lines.append((len(lines) + 1, order_id, product, 1 + (order_id + j) % 4, price))
+        conn.executemany("INSERT INTO order_lines VALUES (?, ?, ?, ?, ?)", lines)
+        conn.commit()
+    os.replace(tmp, path)
+    return path
+

@@ -1,0 +1,221 @@
+"""The gateway: serves outside calls in the process that holds the settings and secrets (SPEC 7.1, 12).
+
+:class:`Gateway` implements :class:`~.call.Outside`. It owns an event loop in a thread of its own, where
+its pooled clients live (one httpx client per api profile, one SQLAlchemy engine per db profile), so it
+serves both an in-process :class:`~..session.Session` (``await gateway.call(request)``, from the
+session's loop) and the kernel process, which serves calls a containment worker forwards
+(``gateway.call_sync(request)``, blocking).
+
+For each call it
+
+1. finds the profile (``unknown-profile`` when the settings do not define it);
+2. evaluates the profile's dynamic fields (url, headers, query, key; SPEC 1) once, with an engine whose
+   ``sys.secret`` holds the secrets (:meth:`Gateway.credentials`), and remembers every evaluated
+   credential that read a secret, to mask it;
+3. puts secrets back where the worker's fields hold their placeholders (:func:`.secrets.unplace`);
+4. runs the handler of the call's kind from :data:`HANDLERS`, the one table of kinds (one module per
+   kind: :mod:`.api`, :mod:`.db`), under ``request.timeout`` (``api-timeout`` for ``api``, ``timedOut``
+   otherwise);
+5. masks every secret value and evaluated credential as ``***`` in the result, and in the message and
+   details of any error, whose ``path`` becomes the command's (``request.path``).
+
+An exception a handler does not turn into a coded error becomes ``<kind>-failed`` (``unexpected`` for a
+kind without such a code), with its type and masked text. :meth:`Gateway.close` disposes every pool and
+ends the loop thread (``%reset``, shutdown, settings changes); the next call opens them anew.
+``answer`` (an :data:`~.call.AnswerFn`) is what ``ask`` uses to ask a person; the kernel sets it per cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..dynamic import expression_of
+from ..errors import S2OError
+from ..execution import LoopThread
+from ..scopes import reveal
+from ..settings import Settings
+from . import api, ask, db, llm
+from .call import AnswerFn, OutsideCall, StreamFn
+from .secrets import CREDENTIAL_FIELDS, Masker, secret_reads, unplace
+
+#: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
+Handler = Callable[["Gateway", Any, OutsideCall, "StreamFn | None"], Awaitable[Any]]
+
+#: The kinds of outside call and their handlers: the one place a kind is registered.
+HANDLERS: dict[str, Handler] = {
+    "api": api.handle,
+    "db": db.handle,
+    "llm": llm.handle,
+    "ask": ask.handle,
+}
+
+#: The code of a call that passes its timeout, per kind (else ``timedOut``: the run's time ran out).
+TIMEOUT_CODES = {"api": "api-timeout"}
+#: The code of a call that failed in a way its handler did not code, per kind.
+FAILED_CODES = {"api": "api-failed", "db": "db-failed", "llm": "llm-failed"}
+#: Seconds :meth:`Gateway.close` waits for pools to close.
+CLOSE_GRACE = 5.0
+
+Closer = Callable[[], Awaitable[None]]
+
+
+class Gateway:
+    """Serves outside calls with the profiles and secrets of ``settings`` (see the module doc).
+
+    ``Gateway(settings)`` starts nothing: its loop thread and pools start with the first call.
+
+    Attributes:
+        settings: the settings whose profiles and secrets it uses.
+        answer: asks a person for ``ask`` (``None``: nobody can answer).
+        masker: the texts it masks (secret values, evaluated credentials).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.answer: AnswerFn | None = None
+        self.masker = Masker(settings.secrets.values())
+        self._loop: LoopThread | None = None
+        self._lock = threading.Lock()
+        self._pools: dict[tuple[str, str], tuple[Any, Closer]] = {}
+        self._credentials: dict[tuple[str, str], dict[str, Any]] = {}
+        self._evaluator: Any = None
+
+    # -- the profile and its evaluated fields ----------------------------------------------------
+    def profile(self, kind: str, name: str | None, path: str) -> Any:
+        """The model of ``profiles.<kind>.<name>``; ``unknown-profile`` (at ``path``) when there is none."""
+        named = getattr(self.settings.profiles, kind, None)
+        if not isinstance(named, dict) or name is None or name not in named:
+            known = ", ".join(sorted(named or {})) or "none"
+            raise S2OError("unknown-profile", f"there is no {kind} profile named {name!r} (profiles.{kind}: {known})",
+                           path=path)
+        return named[name]
+
+    def evaluate(self, text: str, where: str) -> str:
+        """The text of a dynamic profile field (SPEC 1) at ``where`` (``profiles.api.crm.url``): plain text
+        as is; an expression run with the secrets in ``sys.secret`` and its secret text revealed. When it
+        reads a secret its value is masked from then on. Raises ``S2OError`` (``missing-secret``, …) whose
+        message names ``where``; ``settings`` when the value is not text."""
+        if expression_of(text) is None:
+            return text
+        if self._evaluator is None:
+            from ..engine import Engine
+            from ..session import Session
+
+            self._evaluator = Session(Engine(Settings(secrets=dict(self.settings.secrets))))
+        try:
+            value = reveal(self._evaluator.evaluate_dynamic(text))
+        except S2OError as exc:
+            raise S2OError(exc.code, f"{where}: {exc.message}", stage="run") from None
+        if not isinstance(value, str):
+            raise S2OError("settings", f"{where} is expected to be str, got {type(value).__name__}", stage="run")
+        if secret_reads(text):
+            self.masker.add([value])
+        return value
+
+    def credentials(self, kind: str, name: str, profile: Any) -> dict[str, Any]:
+        """The profile's credential fields (:data:`~.secrets.CREDENTIAL_FIELDS`), evaluated once per
+        gateway: field → text, or → {key: text} for maps (``headers``, ``query``)."""
+        key = (kind, name)
+        if key not in self._credentials:
+            out: dict[str, Any] = {}
+            for field in CREDENTIAL_FIELDS.get(kind, ()):
+                value = getattr(profile, field, None)
+                where = f"profiles.{kind}.{name}.{field}"
+                if isinstance(value, str):
+                    out[field] = self.evaluate(value, where)
+                elif isinstance(value, dict):
+                    out[field] = {k: self.evaluate(v, f"{where}.{k}") for k, v in value.items()}
+                else:
+                    out[field] = value
+            self._credentials[key] = out
+        return self._credentials[key]
+
+    async def pooled(self, key: tuple[str, str], make: Callable[[], tuple[Any, Closer]]) -> Any:
+        """The pooled client of ``key`` (``("api", name)``), made with ``make()`` → ``(client, async close)``
+        on first use; runs on the gateway's loop."""
+        if key not in self._pools:
+            self._pools[key] = make()
+        return self._pools[key][0]
+
+    # -- calls ----------------------------------------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.loop.is_closed():
+                self._loop = LoopThread()
+            return self._loop.loop
+
+    async def call(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
+        """Serve ``request`` from another event loop (an in-process session's); see the module doc."""
+        future = asyncio.run_coroutine_threadsafe(self._serve(request, on_stream), self._ensure_loop())
+        return await asyncio.wrap_future(future)
+
+    def call_sync(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
+        """Serve ``request`` and wait for it here (the kernel process, for a worker's call).
+
+        An interrupt (``KeyboardInterrupt``) cancels the call and is raised again. An ``ask`` is answered in
+        this thread (:func:`.ask.answer_here`), so an interrupt reaches the person's prompt itself and no
+        prompt outlives the call.
+        """
+        if request.kind == "ask":
+            try:
+                return self.masker.value(ask.answer_here(self, dataclasses.replace(
+                    request, fields=unplace(request.fields, dict(self.settings.secrets)))))
+            except S2OError as exc:
+                exc.stage = "run"
+                raise self.masker.error(exc.with_context(path=request.path)) from None
+        future = asyncio.run_coroutine_threadsafe(self._serve(request, on_stream), self._ensure_loop())
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    async def _serve(self, request: OutsideCall, on_stream: StreamFn | None) -> Any:
+        try:
+            handler = HANDLERS.get(request.kind)
+            if handler is None:
+                raise S2OError("unexpected", f"no handler serves {request.kind} calls")
+            profile = self.profile(request.kind, request.profile, request.path) if request.kind != "ask" else None
+            fields = unplace(request.fields, dict(self.settings.secrets))
+            call = OutsideCall(request.kind, request.profile, fields, request.path, request.timeout,
+                               request.secrets_used)
+            try:
+                result = await asyncio.wait_for(handler(self, profile, call, on_stream), request.timeout)
+            except TimeoutError:
+                code = TIMEOUT_CODES.get(request.kind, "timedOut")
+                raise S2OError(code, f"the {request.kind} call took longer than {request.timeout:g} s") from None
+        except S2OError as exc:
+            exc.stage = "run"
+            raise self.masker.error(exc.with_context(path=request.path)) from None
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a driver's own exception type: coded, masked, never raw
+            code = FAILED_CODES.get(request.kind, "unexpected")
+            raise self.masker.error(S2OError(code, f"{type(exc).__name__}: {exc}", path=request.path)) from None
+        return self.masker.value(result)
+
+    def close(self) -> None:
+        """Dispose every pooled client and engine and end the loop thread; the next call starts anew."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        pools, self._pools = self._pools, {}
+        self._credentials, self._evaluator = {}, None
+        if loop is None:
+            return
+        if pools and not loop.loop.is_closed():
+            async def dispose() -> None:
+                for _, closer in pools.values():
+                    with contextlib.suppress(Exception):
+                        await closer()
+
+            future = asyncio.run_coroutine_threadsafe(dispose(), loop.loop)
+            with contextlib.suppress(concurrent.futures.TimeoutError, Exception):
+                future.result(CLOSE_GRACE)
+        loop.stop()
+        loop.thread.join(CLOSE_GRACE)

@@ -1,0 +1,99 @@
+"""One running worker as its parent sees it: the process, its pipes and its scratch folder (SPEC 12).
+
+:class:`Channel` writes request lines to the worker's stdin and reads its messages with a
+:class:`~.framing.LineReader` under a deadline; :func:`death` names what a worker's exit status means.
+:class:`~.client.IsolatedSession` owns one channel at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+
+from .. import confine
+from . import wire
+from .framing import LineReader, Oversized
+
+#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
+#: (its threads and their stacks exist before the size is measured).
+MEMORY_MARGIN = 64 << 20
+
+
+class Channel:
+    """One running worker: its process, the writer of its stdin, the reader of its stdout, and the
+    scratch folder, the one place the confined worker may write (removed with the worker)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], scratch: str) -> None:
+        if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
+            raise OSError("the worker has no pipes")
+        self.proc = proc
+        self.scratch = scratch
+        self.stdin = proc.stdin
+        self.reader = LineReader(proc.stdout.fileno())
+        #: The worker's address space after ``init``, in bytes (0 until measured).
+        self.baseline = 0
+
+    def cap_memory(self, limit: int) -> None:
+        """Cap the worker's address space at its size after ``init`` + ``limit`` + :data:`MEMORY_MARGIN` bytes.
+
+        The parent does it (``prlimit``), since the confined worker may not change its own limits
+        (SPEC 12); the size is measured once, when the worker has loaded its settings and started its
+        threads.
+        """
+        if not self.baseline:
+            self.baseline = confine.vm_size(self.proc.pid)
+        if self.baseline:
+            with contextlib.suppress(OSError):  # the worker is gone: the next call restarts it
+                confine.cap_address_space(self.proc.pid, self.baseline + limit + MEMORY_MARGIN)
+
+    def in_step(self) -> bool:
+        """The worker is alive and has sent nothing since its last reply."""
+        return self.proc.poll() is None and not self.reader.readable()
+
+    def send(self, line: bytes) -> None:
+        """Write one request line; raises ``OSError`` when the worker is gone."""
+        self.stdin.write(line)
+        self.stdin.flush()
+
+    def receive(self, request_id: int, deadline: float) -> wire.Event | wire.Reply:
+        """The next message for request ``request_id``.
+
+        Raises ``TimeoutError`` at the deadline, ``EOFError`` when the worker is gone and
+        ``S2OError`` (``worker-protocol``) for a message over the cap or not of the protocol.
+        """
+        try:
+            line = self.reader.read_line(deadline)
+        except Oversized as exc:
+            raise wire.fault(f"a message of more than {exc.size / 2**20:.1f} MiB, over the cap of "
+                             f"{exc.limit / 2**20:g} MiB") from None
+        return wire.decode_message(line, request_id)
+
+    def exit_status(self) -> int | None:
+        """The worker's exit status once it has ended (waiting up to a second), else ``None``."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.proc.wait(timeout=1)
+        return None
+
+    def close(self) -> None:
+        """Kill the worker and close its pipes."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def death(status: int | None, partial: bool) -> tuple[str, str]:
+    """Code and message for a worker that ended during a request with exit ``status``
+    (``partial``: in the middle of a message)."""
+    if status in (-signal.SIGKILL, -signal.SIGSEGV):
+        return "memory-limit", "the evaluation worker ended during the run (out of memory?)"
+    if partial:
+        return wire.FAULT_CODE, f"the evaluation worker ended in the middle of a message (exit status {status})"
+    return "unexpected", f"the evaluation worker ended during the run (exit status {status})"

@@ -1,0 +1,39 @@
+"""``ask`` in the kernel (SPEC 7.1, 9): each input through Jupyter's ``input_request``, or nobody asked.
+
+For each cell the kernel hands :func:`install` its one-line prompt (``raw_input``, or ``getpass`` for a
+``password`` input) when the ``execute_request`` allowed stdin, else ``None``. :func:`install` sets the
+``answer`` function of the session's door to the outside (``session.outside``; the in-process gateway,
+or the gateway an isolated session serves its worker's calls with): the engine's
+:func:`~s2o_kernel.engine.ask_each`, which asks every question through the prompt (the message before
+the first), lists a choice's options, and re-asks an answer that does not fit, saying why. With no
+prompt the answer function is ``None``, so the run ends with result code ``ask`` at once (nbclient,
+nbval, papermill) instead of waiting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from s2o_kernel.engine import ask_each
+from s2o_kernel.kernel.contract import AnswerFn, Answering, AskPrompt
+
+
+def answer_function(prompt: AskPrompt | None) -> AnswerFn | None:
+    """The ``answer`` function that asks through ``prompt``, or ``None`` when there is no prompt."""
+    if prompt is None:
+        return None
+
+    def answer(message: str, questions: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return ask_each(message, questions, prompt)
+
+    return answer
+
+
+def install(session: Any, prompt: AskPrompt | None) -> None:
+    """Make ``ask`` commands of ``session``'s next runs ask through ``prompt`` (``None``: nobody can answer).
+
+    A session without a door to the outside that takes an ``answer`` (a stand-in session) is left alone.
+    """
+    door = getattr(session, "outside", None)
+    if isinstance(door, Answering):
+        door.answer = answer_function(prompt)

@@ -1,0 +1,169 @@
+"""The ``db`` command (SPEC 7.1) against real databases: the same cases on SQLite and PostgreSQL.
+
+PostgreSQL is a throwaway cluster on 127.0.0.1 (``tests/support/postgres.py``); SQLite a file in a
+temporary folder. Sessions are in-process here (the worker bridge has its own tests); each database's
+URL reaches its profile through a secret, so the dynamic URL and its masking are exercised too.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from s2o_kernel.engine import Engine, Session, default_settings, make_settings
+from s2o_kernel.engine.settings import merge
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Any) -> dict[str, str]:
+    """``{"dialect", "url"}`` of an empty database of each kind."""
+    if request.param == "sqlite":
+        return {"dialect": "sqlite", "url": f"sqlite:///{tmp_path / 'test.sqlite'}"}
+    cluster = request.getfixturevalue("postgres")
+    return {"dialect": "postgresql", "url": cluster.url}
+
+
+#: A text parameter into a DATE column: asyncpg types parameters from the statement, so PostgreSQL
+#: gets it as text and casts it itself; SQLite stores the text.
+_DATE = {"sqlite": ":made", "postgresql": "CAST(CAST(:made AS TEXT) AS DATE)"}
+
+
+def _session(db: dict[str, str], **extra: Any) -> Session:
+    data = merge(default_settings().to_dict(), {
+        "secrets": {"DB_URL": db["url"]},
+        "profiles": {"db": {
+            "main": {"url": "{ f'{sys.secret[\"DB_URL\"]}' }"},
+            "reader": {"url": "{ f'{sys.secret[\"DB_URL\"]}' }", "read_only": True},
+        }},
+        **extra,
+    })
+    session = Session(Engine(make_settings(data)))
+    for sql in ("DROP TABLE IF EXISTS items", "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, "
+                "price NUMERIC(8, 2), made DATE)"):
+        run = session.run_fragment({"db": {"profile": "main", "sql": sql}})
+        assert run.code == "success", run.error
+    rows = [{"db": {"profile": "main", "sql": "INSERT INTO items VALUES (:id, :name, :price, " + _DATE[db["dialect"]] + ")",
+                    "params": {"id": i, "name": f"item {i}", "price": "{ 1.25 * " + str(i) + " }",
+                               "made": "2025-01-0" + str(i)}}} for i in range(1, 6)]
+    run = session.run_fragment(rows)
+    assert run.code == "success", run.error
+    return session
+
+
+def _value(session: Session, fragment: Any) -> Any:
+    run = session.run_fragment([*fragment, {"return": "{ result }"}] if isinstance(fragment, list) else
+                               [fragment, {"return": "{ result }"}])
+    assert run.code == "success", run.error
+    return run.value
+
+
+def test_rows_are_dicts_and_params_are_bound_never_formatted(db: dict[str, str]) -> None:
+    s = _session(db)
+    assert _value(s, {"db": {"profile": "main", "sql": "SELECT id, name FROM items WHERE id <= :n ORDER BY id",
+                             "params": {"n": "{ 1 + 1 }"}}}) == [{"id": 1, "name": "item 1"}, {"id": 2, "name": "item 2"}]
+    hostile = "x' OR '1'='1'; DROP TABLE items; --"
+    assert _value(s, {"db": {"profile": "main", "sql": "SELECT id FROM items WHERE name = :name",
+                             "params": {"name": hostile}}}) == []
+    assert len(_value(s, {"db": {"profile": "main", "sql": "SELECT id FROM items"}})) == 5
+
+
+def test_column_values_become_json(db: dict[str, str]) -> None:
+    s = _session(db)
+    rows = _value(s, {"db": {"profile": "main", "sql": "SELECT price, CAST(3 AS NUMERIC(5, 0)) AS whole, made "
+                             "FROM items WHERE id = 2"}})
+    assert rows == [{"price": 2.5, "whole": 3, "made": "2025-01-02"}]
+
+
+def test_more_rows_than_the_limit_stop_the_run_before_all_are_read(db: dict[str, str]) -> None:
+    s = _session(db, limits={"db_rows": 3})
+    s.set_vars(agent={"before": 1})
+    run = s.run_fragment({"db": {"profile": "main", "sql": "SELECT id FROM items"},
+                          "onError": {"var": {"agent.handled": True}}})
+    assert (run.code, run.error.code) == ("errorInAgent", "row-limit")
+    assert "limits.db_rows = 3" in run.error.message
+    assert s.agent_vars == {"before": 1}  # onError did not handle it; nothing changed
+    # a row far past the limit fails when produced: reading stops long before it
+    failing = {"sqlite": "abs(-9223372036854775807 - 1)", "postgresql": "1 / (x - 100000)"}[db["dialect"]]
+    sql = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000) "
+           f"SELECT CASE WHEN x = 100000 THEN {failing} ELSE x END AS v FROM c")
+    run = s.run_fragment({"db": {"profile": "main", "sql": sql}})
+    assert run.error is not None and run.error.code == "row-limit", run.error
+    s.update_settings({"limits": {"db_rows": 200000}})
+    run = s.run_fragment({"db": {"profile": "main", "sql": sql}})  # read to the end, the row fails
+    assert (run.code, run.error.code) == ("callFailed", "db-failed")
+
+
+def test_read_only_profiles_are_refused_writes_by_the_database(db: dict[str, str]) -> None:
+    s = _session(db)
+    reopen = {"sqlite": "PRAGMA query_only = OFF",
+              "postgresql": "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE"}[db["dialect"]]
+    for sql in ("INSERT INTO items (id, name) VALUES (9, 'new')", "DELETE FROM items", "DROP TABLE items"):
+        run = s.run_fragment({"db": {"profile": "reader", "sql": sql}})
+        assert (run.code, run.error.code) == ("callFailed", "db-read-only"), (sql, run.error)
+        assert s.run_fragment({"db": {"profile": "reader", "sql": reopen}}).code == "success"
+    assert len(_value(s, {"db": {"profile": "reader", "sql": "SELECT id FROM items"}})) == 5
+
+
+def test_database_errors_are_db_failed_with_the_drivers_message(db: dict[str, str]) -> None:
+    s = _session(db)
+    run = s.run_fragment({"db": {"profile": "main", "sql": "SELECT * FROM no_such_table"}})
+    assert (run.code, run.error.code, run.error.path) == ("callFailed", "db-failed", "db")
+    assert "no_such_table" in run.error.message
+    handled = s.run_fragment({"db": {"profile": "main", "sql": "SELECT * FROM no_such_table"},
+                              "onError": {"return": "{ [exc.code, exc.status] }"}})
+    assert (handled.code, handled.value) == ("success", ["db-failed", None])
+
+
+def test_secret_values_never_show_in_rows_or_errors(db: dict[str, str]) -> None:
+    s = _session(db)
+    rows = _value(s, {"db": {"profile": "main", "sql": "SELECT :u AS u",
+                             "params": {"u": "{ f'{sys.secret[\"DB_URL\"]}' }"}}})
+    assert rows == [{"u": "***"}]
+    bad = db["url"].replace("test.sqlite", "missing/dir/x.sqlite") if db["dialect"] == "sqlite" else \
+        db["url"].replace("/s2o", "/no_such_database")
+    s.update_settings({"secrets": {"BAD": bad}, "profiles": {"db": {"bad": {"url": "{ f'{sys.secret[\"BAD\"]}' }"}}}})
+    run = s.run_fragment({"db": {"profile": "bad", "sql": "SELECT 1"}})
+    assert run.error is not None and run.error.code == "db-failed"
+    assert bad not in run.error.message and "pg-test-pass" not in run.error.message
+
+
+def test_validation_unknown_profile_missing_secret_and_dynamic_sql() -> None:
+    data = merge(default_settings().to_dict(), {"profiles": {"db": {
+        "locked": {"url": "{ f'postgresql://u:{sys.secret[\"PG_PASSWORD\"]}@h/db' }"}}}})
+    s = Session(Engine(make_settings(data)))
+    cases = [
+        ({"db": {"profile": "nope", "sql": "SELECT 1"}}, "unknown-profile", "db.profile"),
+        ([{"var": {"x": 1}}, {"db": {"profile": "locked", "sql": "SELECT 1"}}], "missing-secret", "[1].db.profile"),
+        ({"db": {"profile": "demo", "sql": "{ 'SELECT ' + '1' }"}}, "fragment", "db.sql"),
+        ({"db": {"profile": "demo", "sql": "SELECT 1", "params": {"a": "{ undefined_name }"}}}, "unknown-name",
+         "db.params.a"),
+    ]
+    for fragment, code, path in cases:
+        run = s.run_fragment(fragment)
+        assert (run.error.code, run.error.path, run.error.stage) == (code, path, "validate"), run.error
+
+
+def test_the_demo_database_is_made_on_first_use(data_dir: Any) -> None:
+    s = Session(Engine(default_settings()))
+    assert not (data_dir / "demo.sqlite").exists()
+    counts = _value(s, {"db": {"profile": "demo", "sql": "SELECT (SELECT count(*) FROM customers) AS customers, "
+                               "(SELECT count(*) FROM orders) AS orders, (SELECT count(*) FROM order_lines) AS lines"}})
+    assert (data_dir / "demo.sqlite").is_file()
+    assert counts[0]["customers"] >= 5 and counts[0]["orders"] >= 10 and counts[0]["lines"] >= 20
+    joined = _value(s, {"db": {"profile": "demo", "sql": "SELECT c.name, sum(l.quantity * l.unit_price) AS total "
+                               "FROM customers c JOIN orders o ON o.customer_id = c.id JOIN order_lines l "
+                               "ON l.order_id = o.id GROUP BY c.name ORDER BY c.name"}})
+    assert joined and all(set(row) == {"name", "total"} for row in joined)
+    with sqlite3.connect(data_dir / "demo.sqlite") as conn:  # an ordinary SQLite file
+        assert conn.execute("SELECT count(*) FROM customers").fetchone()[0] == counts[0]["customers"]
+
+
+def test_reset_disposes_the_pool_and_the_next_call_opens_it_again(db: dict[str, str]) -> None:
+    s = _session(db)
+    gateway = s.outside
+    assert gateway._pools
+    s.reset()
+    assert not gateway._pools
+    assert len(_value(s, {"db": {"profile": "main", "sql": "SELECT id FROM items"}})) == 5
