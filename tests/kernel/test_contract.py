@@ -18,7 +18,7 @@ import pytest
 from fake_session import FakeSession
 
 from s2o_kernel import engine
-from s2o_kernel.engine import IsolatedSession, Session
+from s2o_kernel.engine import Engine, IsolatedSession, Session, make_settings
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, SessionLike
 
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "s2o_kernel" / "kernel"
@@ -156,11 +156,14 @@ ACCEPTED = [
     {"parallel": [{"log": "a"}, {"log": "b"}]},
     {"functions": {"main": {"args": {}, "commands": [{"call": {"function": "f", "args": {}}}], "onError": []},
                    "f": {"commands": []}}},
+    {"api": {"profile": "echo", "method": "POST", "path": "/x", "query": {"q": "1"}, "headers": {"X-A": "1"},
+             "body": {"a": 1}, "timeout": 5}},
+    {"db": {"profile": "mem", "sql": "SELECT :a AS a", "params": {"a": 1}}},
 ]  # fmt: skip
+#: The profiles the api and db fragments above name (SPEC 7.1).
+PROFILES = {"api": {"echo": {"url": "s2o-echo:", "allow_headers": True}}, "db": {"mem": {"url": "sqlite:///:memory:"}}}
 #: Words completion leaves out, with a fragment the engine refuses at validation.
 REFUSED = {
-    "api": {"api": {"url": "https://example.com"}},
-    "db": {"db": {"query": "select 1"}},
     "llm": {"llm": {"prompt": "hi"}},
     "ask": {"ask": {"question": "name?"}},
     "outputPath": {"output": "x", "outputPath": "answer"},
@@ -178,7 +181,7 @@ def _keys(value: Any) -> set[str]:
 def test_fragment_words_are_the_ones_the_engine_accepts() -> None:
     from s2o_kernel.kernel.completion import FRAGMENT_KEYWORDS
 
-    session = Session()
+    session = Session(Engine(make_settings({"profiles": PROFILES})))
     assert set(FRAGMENT_KEYWORDS) <= {k for fragment in ACCEPTED for k in _keys(fragment)}
     for fragment in ACCEPTED:
         run = session.run_fragment(fragment)
