@@ -83,12 +83,15 @@ def _request_args(profile: ApiProfile, fields: dict[str, Any]) -> dict[str, Any]
     if headers and not profile.allow_headers:
         raise S2OError("fragment", "this api profile does not allow a command's headers (allow_headers = false)")
     if path is not None and type(path) is not str:
-        raise S2OError("fragment", "path is expected to be str")
+        raise S2OError("fragment", f"path is expected to be str, got {type(path).__name__}")
+    for name, value in (("query", query), ("headers", headers)):
+        if value is not None and type(value) is not dict:
+            raise S2OError("fragment", f"{name} is expected to be dict, got {type(value).__name__}")
     args: dict[str, Any] = {"method": method.upper(), "url": path or ""}
     if query:
-        args["params"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in dict(query).items()}
+        args["params"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in query.items()}
     if headers:
-        args["headers"] = {str(k): str(v) for k, v in dict(headers).items()}
+        args["headers"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in headers.items()}
     if fields.get("has_body"):
         body = fields.get("body")
         if isinstance(body, str):
