@@ -93,7 +93,7 @@ def test_timeouts_failures_and_too_large(http_server: Any) -> None:
     assert (run.code, run.error.code) == ("callFailed", "api-failed")
     s.update_settings({"limits": {"time": 1}})
     run = _run(s, {"profile": "srv", "path": "/slow", "timeout": 10})  # the run's time limit covers the call
-    assert run.code == "timedOut" or run.error.code in ("timedOut", "api-timeout"), run.error
+    assert (run.code, run.error.code) == ("timedOut", "timedOut"), run.error
 
 
 def test_a_secret_header_reaches_the_server_and_never_shows(http_server: Any) -> None:
@@ -135,3 +135,14 @@ def test_the_echo_profile_answers_in_process(monkeypatch: pytest.MonkeyPatch) ->
     run = _run(s, {"profile": "echo", "method": "POST", "path": "/orders/7", "query": {"q": "x"},
                    "body": {"qty": "{ 3 }"}})
     assert run.value == {"method": "POST", "path": "/orders/7", "query": {"q": "x"}, "body": {"qty": 3}}
+
+
+def test_fields_of_the_wrong_type_are_refused_before_any_request(http_server: Any) -> None:
+    s = _session(http_server.url)
+    sent = len(http_server.requests)
+    for fields, message in (({"profile": "open", "query": "{ [1, 2] }"}, "query is expected to be dict, got list"),
+                            ({"profile": "open", "headers": "{ 'X' }"}, "headers is expected to be dict, got str"),
+                            ({"profile": "open", "path": "{ 3 }"}, "path is expected to be str, got int")):
+        run = s.run_fragment({"api": fields})
+        assert (run.code, run.error.code, run.error.message) == ("errorInAgent", "fragment", message)
+    assert len(http_server.requests) == sent

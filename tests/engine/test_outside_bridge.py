@@ -143,3 +143,15 @@ def test_placeholders_resolve_only_known_secrets() -> None:
     text = f"a {placeholder('K')} b {placeholder('NOPE')}"
     assert unplace({"h": [text]}, {"K": "v"}) == {"h": [f"a v b {placeholder('NOPE')}"]}
     assert os.environ.get("S2O_SECRET_K") is None
+
+
+def test_a_call_that_outlives_its_run_leaves_the_worker_in_step(isolated: IsolatedSession, http_server: Any) -> None:
+    isolated.update_settings({"limits": {"time": 1}})
+    isolated.set_vars(agent={"kept": 3})
+    run = isolated.run_fragment({"api": {"profile": "srv", "path": "/slow", "timeout": 10}})
+    assert (run.code, run.error.code) == ("timedOut", "timedOut"), run.error
+    assert isolated.restarts == 0  # answered in time, no kill
+    for _ in range(3):
+        again = isolated.run_fragment([{"api": {"profile": "srv", "path": "/whoami"}}, {"return": "{ result }"}])
+        assert (again.code, again.value) == ("success", {"auth": "***"}), again.error
+    assert isolated.agent_vars == {"kept": 3}

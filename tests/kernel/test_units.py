@@ -477,7 +477,7 @@ def test_magic_help_is_its_module_docstring() -> None:
     import inspect
 
     names = set(magics.line_magic_names()) | set(magics.cell_magic_names())
-    assert len(names) == 16  # %dataflow (issue 10) is the sixteenth
+    assert len(names) == 17  # %dataflow (issue 10) is the sixteenth, %profiles (issue 9) the seventeenth
     for name in names:
         module = importlib.import_module(f"s2o_kernel.kernel.magics.{name}_magic")
         magic = magics.REGISTRY.get(name)

@@ -184,7 +184,8 @@ class Interpreter:
         ``fields`` are the command's evaluated fields; secret text in them travels as its text
         (:func:`~..outside.call.json_fields`; ``not-json`` at its path for a value that is not JSON).
         The call may take ``timeout`` seconds at most, and never longer than what is left of the run's
-        time limit (``timedOut`` when nothing is left). Returns the call's JSON result; raises its coded
+        time limit: a call stopped by that is ``timedOut`` (which ends the run), one stopped by its own
+        ``timeout`` keeps its kind's code (``api-timeout``). Returns the call's JSON result; raises its coded
         error (SPEC 7.1 codes, masked).
         """
         from ..outside.call import OutsideCall, json_fields
@@ -194,7 +195,13 @@ class Interpreter:
             self.check_time(path)
         limit = remaining if timeout is None else min(float(timeout), remaining)
         request = OutsideCall(kind, profile, json_fields(fields, path), path, max(limit, 0.001))
-        return await self.session.outside.call(request, self.emit)
+        try:
+            return await self.session.outside.call(request, self.emit)
+        except S2OError as exc:
+            if exc.code in ("api-timeout", "timedOut") and limit >= remaining:  # the run's time ran out
+                raise S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
+                               f"{self.limits.time:g} s)", path=path) from None
+            raise
 
     def check_time(self, path: str) -> None:
         """Raise ``timedOut`` when the run has passed ``limits.time`` seconds."""

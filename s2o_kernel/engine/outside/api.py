@@ -72,23 +72,34 @@ def make_client(creds: dict[str, Any], profile: ApiProfile) -> tuple[httpx.Async
     return client, client.aclose
 
 
-def _request_args(profile: ApiProfile, fields: dict[str, Any]) -> dict[str, Any]:
-    """httpx ``request`` arguments from a call's fields; ``fragment`` for what the profile forbids."""
-    method = fields.get("method") or "GET"
-    if type(method) is not str or method.upper() not in METHODS:
+def _check_fields(profile: ApiProfile, fields: dict[str, Any]) -> None:
+    """Refuse (``fragment``) a call's fields of the wrong type, or that the profile forbids."""
+    method, path, query, headers = (fields.get(k) for k in ("method", "path", "query", "headers"))
+    if method is not None and (type(method) is not str or method.upper() not in METHODS):
         raise S2OError("fragment", f"method is one of {', '.join(METHODS)}")
-    path, query, headers = fields.get("path"), fields.get("query"), fields.get("headers")
+    if path is not None and type(path) is not str:
+        raise S2OError("fragment", f"path is expected to be str, got {type(path).__name__}")
+    for name, value in (("query", query), ("headers", headers)):
+        if value is not None and type(value) is not dict:
+            raise S2OError("fragment", f"{name} is expected to be dict, got {type(value).__name__}")
     if path not in (None, "") and not profile.allow_path:
         raise S2OError("fragment", "this api profile does not allow a path (allow_path = false)")
     if headers and not profile.allow_headers:
         raise S2OError("fragment", "this api profile does not allow a command's headers (allow_headers = false)")
-    if path is not None and type(path) is not str:
-        raise S2OError("fragment", "path is expected to be str")
-    args: dict[str, Any] = {"method": method.upper(), "url": path or ""}
-    if query:
-        args["params"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in dict(query).items()}
-    if headers:
-        args["headers"] = {str(k): str(v) for k, v in dict(headers).items()}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _request_args(profile: ApiProfile, fields: dict[str, Any]) -> dict[str, Any]:
+    """httpx ``request`` arguments from a call's fields (checked by :func:`_check_fields`)."""
+    _check_fields(profile, fields)
+    args: dict[str, Any] = {"method": (fields.get("method") or "GET").upper(), "url": fields.get("path") or ""}
+    if fields.get("query"):
+        args["params"] = {k: _text(v) for k, v in fields["query"].items()}
+    if fields.get("headers"):
+        args["headers"] = {k: _text(v) for k, v in fields["headers"].items()}
     if fields.get("has_body"):
         body = fields.get("body")
         if isinstance(body, str):
