@@ -25,6 +25,7 @@ from .engine import Engine, Validation
 from .errors import S2OError
 from .execution import Execution
 from .fragments.dataflow import Dataflow
+from .progress import RunProgress
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, copy_json
 from .settings import Settings, make_settings, merge
 from .values import check_value
@@ -101,6 +102,8 @@ class Session:
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
+        #: The loop counts of the last (or running) fragment run, readable from another thread.
+        self.progress = RunProgress()
         self._bind_engine()
         for name, value in (agent or {}).items():
             check_json(value, f"agent.{name}")
@@ -365,6 +368,7 @@ class Session:
         from .fragments.parser import fragment_kind, parse_fragment
 
         start = time.monotonic()
+        self.progress = RunProgress()
         if function is not None and fragment_kind(fragment) != "agent":
             return RunResult(code="errorInAgent", error=S2OError(
                 "fragment", "a function can only be chosen in an agent definition ({\"functions\": {...}})",

@@ -23,7 +23,9 @@ from typing import Any
 from s2o_kernel.engine import RunResult, S2OError
 from s2o_kernel.kernel import cells
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, Prompt, SessionLike
+from s2o_kernel.kernel.history import HistoryLike
 from s2o_kernel.kernel.magics import run_magic_cell
+from s2o_kernel.kernel.progress import ProgressDisplay
 from s2o_kernel.kernel.render import (
     ErrorInfo,
     error_info,
@@ -37,6 +39,9 @@ log = logging.getLogger(__name__)
 
 #: ``publish(msg_type, content)``: sends one IOPub message now.
 Publisher = Callable[[str, dict[str, Any]], None]
+
+#: The reply payload that ends ``jupyter console`` as IPython's ``exit`` does (ipykernel's ``ask_exit``).
+ASK_EXIT = {"source": "ask_exit", "keepkernel": False}
 
 
 @dataclass
@@ -112,7 +117,9 @@ class CellRunner:
     once, on the first cell (settings that failed to load).
     ``startup_warnings``: warnings of the settings loaded at start (e.g. a
     blocking allowlist entry), shown once on the first cell. A contained
-    session's printed text is shown as the cell's ``stdout`` as it comes.
+    session's printed text is shown as the cell's ``stdout`` as it comes, and
+    the progress of a run past two seconds as a display updated in place
+    (:mod:`.progress`; with a publisher only, never for a silent cell).
     Every output's texts have lone surrogates escaped (never dropped); a
     silent cell keeps no output at all.
     """
@@ -145,11 +152,15 @@ class CellRunner:
         self.getpass: Prompt | None = None
         #: The last fragment a cell ran (``%dataflow`` with no argument shows its data flow).
         self.last_fragment: Any = None
+        #: The kernel's input history (``%history``), or ``None`` when it keeps none.
+        self.history: HistoryLike | None = None
         self._live = False
         self._silent = False
         self._running = False
+        self._progress: ProgressDisplay | None = None
         if isinstance(session, ContainedSessionLike):
             session.on_print = self._on_print
+            session.on_progress = self._on_progress
 
     def _on_print(self, text: str) -> None:
         """Text printed by evaluated code in the worker: a ``stdout`` stream of the cell."""
@@ -158,6 +169,26 @@ class CellRunner:
             return
         self.emit_stream("stdout", text)
         self.flush_live()
+
+    def _on_progress(self, report: dict[str, Any]) -> None:
+        """A long run's progress report: shown (after the outputs so far) in the cell's progress display."""
+        if not (self._running and self._live and self.publisher is not None):
+            return
+        try:
+            self.flush_live()
+            if self._progress is None:
+                self._progress = ProgressDisplay(self.publisher)
+            self._progress.show(report)
+        except Exception:  # never break the run because of the frontend
+            self.log.warning("s2o: could not show the progress of a run", exc_info=True)
+
+    def _end_progress(self) -> None:
+        progress, self._progress = self._progress, None
+        if progress is not None:
+            try:
+                progress.end()
+            except Exception:  # never break the reply because of the frontend
+                self.log.warning("s2o: could not clear the progress of a run", exc_info=True)
 
     # -- the MagicContext: what magics use ----------------------------------------
 
@@ -305,6 +336,7 @@ class CellRunner:
         finally:
             self._running = False
             self._silent = False
+            self._end_progress()
         return outcome
 
     def _run(self, code: str) -> None:
@@ -314,6 +346,9 @@ class CellRunner:
             return
         if kind in (cells.LINE_MAGIC, cells.CELL_MAGIC):
             run_magic_cell(self, cell)
+            return
+        if kind == cells.EXIT and (self.session is None or cell.arg not in self.session.locals):
+            self._outcome.payload.append(dict(ASK_EXIT))
             return
         session = self.require_session()
         if kind == cells.HELP:

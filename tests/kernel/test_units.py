@@ -477,7 +477,7 @@ def test_magic_help_is_its_module_docstring() -> None:
     import inspect
 
     names = set(magics.line_magic_names()) | set(magics.cell_magic_names())
-    assert len(names) == 16  # %dataflow (issue 10) is the sixteenth
+    assert len(names) == 18  # %dataflow (issue 10) is the sixteenth; %time and %history (issue 11)
     for name in names:
         module = importlib.import_module(f"s2o_kernel.kernel.magics.{name}_magic")
         magic = magics.REGISTRY.get(name)
@@ -1000,7 +1000,7 @@ def test_state_magic_errors(runner: CellRunner, tmp_path: Path, monkeypatch: pyt
 def test_lsmagic_lists_every_spec_magic(runner: CellRunner) -> None:
     text = results(runner.run("%lsmagic"))[0]["text/plain"]
     for name in ("allowlist", "rules", "limits", "sys", "secret", "vars", "validate", "reset",
-                 "config", "state", "run", "lsmagic", "help"):  # fmt: skip
+                 "config", "state", "run", "lsmagic", "help", "time", "history"):  # fmt: skip
         assert f"  %{name} " in text, name
         assert results(runner.run(f"%help {name}"))[0]["text/plain"].startswith(f"%{name}")
     assert "%%run" in text

@@ -12,12 +12,14 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
               {"id": ID, "ok": false, "error": ERROR}
     event     {"id": ID, "event": "print",  "text": TEXT}       worker → parent, before the reply
               {"id": ID, "event": "output", "part": PART}
+              {"id": ID, "event": "progress", "progress": PROGRESS}   a run past 2 s, twice a second
 
     ERROR     {"code", "message", "line", "col", "path", "stage", "source",
                "details", "python_type", "errors"?: [ERROR, …]}
     DISPLAY   {"repr": TEXT, "json": JSON or null}               a value
     STATE     {"locals": {NAME: JSON}, "agent": {…}, "conv": {…}}
     PART      {"type": "text" | "html" | "image", FIELD: TEXT, …}    an output part (text fields only)
+    PROGRESS  {"elapsed": S, "time_limit": S, "passes": N, "longest": N, "loop_limit": N}  (..progress)
 
 The operations and their ``RESULT`` shapes are listed in :mod:`.server`.
 Printed text is cut into events of at most :data:`PRINT_CHUNK` characters.
@@ -130,6 +132,11 @@ def encode_output(request_id: int | None, part: JSONDict) -> bytes:
     return _line({"id": request_id, "event": "output", "part": part}, "an output part")
 
 
+def encode_progress(request_id: int | None, progress: JSONDict) -> bytes:
+    """A ``progress`` event line: how far the running request has got (:meth:`..progress.RunProgress.report`)."""
+    return _line({"id": request_id, "event": "progress", "progress": progress}, "progress")
+
+
 def encode_error(exc: S2OError) -> JSONDict:
     """An :class:`S2OError` (or :class:`ErrorGroup`) as ``ERROR``."""
     out: JSONDict = {"code": exc.code, "message": exc.message, "line": exc.line, "col": exc.col, "path": exc.path,
@@ -193,7 +200,8 @@ def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """An event: ``kind`` is ``print`` (``payload`` a str) or ``output`` (``payload`` a dict)."""
+    """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a ``PART``) or
+    ``progress`` (``payload`` a ``PROGRESS``)."""
 
     kind: str
     payload: Any
@@ -230,6 +238,8 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
             return Event("print", message["text"])
         if kind == "output" and _is_part(message.get("part")):
             return Event("output", message["part"])
+        if kind == "progress" and _is_progress(message.get("progress")):
+            return Event("progress", message["progress"])
         raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
     ok = message.get("ok")
     if ok is True and "result" in message:
@@ -237,6 +247,17 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
     if ok is False:
         return Reply(None, decode_error(message.get("error")))
     raise fault("a message that is neither an event nor a reply")
+
+
+#: ``PROGRESS``'s fields and their exact types.
+_PROGRESS_FIELDS: dict[str, type] = {"elapsed": float, "time_limit": float, "passes": int, "longest": int,
+                                     "loop_limit": int}
+
+
+def _is_progress(data: object) -> bool:
+    """``data`` is a ``PROGRESS``: exactly its fields, each of its exact type."""
+    return (type(data) is dict and data.keys() == _PROGRESS_FIELDS.keys()
+            and all(type(data[k]) is t for k, t in _PROGRESS_FIELDS.items()))
 
 
 def _object(data: object, what: str) -> JSONDict:

@@ -24,6 +24,7 @@ from s2o_kernel.kernel.magics import (
     expr_magic,
     fragment_magic,
     help_magic,
+    history_magic,
     limits_magic,
     lsmagic_magic,
     reset_magic,
@@ -32,6 +33,7 @@ from s2o_kernel.kernel.magics import (
     secret_magic,
     state_magic,
     sys_magic,
+    time_magic,
     validate_magic,
     vars_magic,
 )
@@ -66,6 +68,8 @@ REGISTRY = Registry([
     secret_magic.MAGIC,
     config_magic.MAGIC,
     state_magic.MAGIC,
+    time_magic.MAGIC,
+    history_magic.MAGIC,
     lsmagic_magic.MAGIC,
     help_magic.MAGIC,
 ])
