@@ -33,3 +33,19 @@ def session_factory():
 def teaching():
     """A session on the embedded default configuration."""
     return Session(Engine(default_settings()))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _history_file(tmp_path_factory: pytest.TempPathFactory):
+    """Kernels started by the tests keep their history in a file of their own, not the user's."""
+    import os
+
+    from s2o_kernel.kernel.history import HISTORY_ENV
+
+    saved = os.environ.get(HISTORY_ENV)
+    os.environ[HISTORY_ENV] = str(tmp_path_factory.mktemp("history") / "history.sqlite")
+    yield
+    if saved is None:
+        os.environ.pop(HISTORY_ENV, None)
+    else:
+        os.environ[HISTORY_ENV] = saved

@@ -30,6 +30,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -103,14 +104,30 @@ class _Store:
                                check_same_thread=False)  # fmt: skip
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            if path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_SCHEMA)
+            _Store._prepare(conn, path)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    @staticmethod
+    def _prepare(conn: sqlite3.Connection, path: str) -> None:
+        """WAL mode and the tables. Switching to WAL can be refused at once ("database is locked",
+        without the busy timeout) while another kernel creates the same file: retried for up to
+        :data:`BUSY_TIMEOUT_MS`."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                if path != ":memory:" and conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(_SCHEMA)
+                break
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        if path != ":memory:":
+            conn.execute("PRAGMA synchronous = NORMAL")
 
     def _new_session(self) -> int:
         cur = self.conn.execute("INSERT INTO sessions (start) VALUES (?)", (_now(),))
