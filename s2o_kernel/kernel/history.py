@@ -157,7 +157,6 @@ class History:
     def __init__(self, path: str | None = None) -> None:
         self._path = path
         self._store: _Store | None = None
-        self._failed = False
         self._lock = threading.Lock()
         self._pending: list[tuple[int, str]] = []
         self._scheduled = False
@@ -184,7 +183,6 @@ class History:
 
     def _fall_back(self, why: str) -> None:
         log.warning("s2o: history kept in memory only (%s)", why)
-        self._failed = True
         if self._store is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._store.conn.close()
