@@ -7,13 +7,15 @@ compares equal on every run.
 (SPEC 12) the kernel only ever sees that text (and the value's JSON form), and reading the text
 keeps one path for both ways of running. The text is parsed as a Python expression (``ast``);
 lists, tuples, sets, dicts and literals are rebuilt, and any other part (``Decimal('1.5')``,
-``nan``, ``datetime.date(2024, 1, 2)``) stays exactly as written. The rebuilt value is printed the way
-IPython's pretty printer (``IPython.lib.pretty``) prints it, so a result looks as it does in IPython
-(the module does not import IPython: the kernel's pure modules import nothing of Jupyter's): on one line when it fits in :data:`WIDTH` characters, otherwise one
-item a line, nested containers indented by one more space per level, dict keys in their order, set
-items sorted. Unlike IPython nothing is cut: every item is shown (no ``...`` after 1000). Text
-that is not such an expression (``<Opaque>``), or longer than :data:`PRETTY_MAX_CHARS`, is shown
-as it is.
+``nan``, ``datetime.date(2024, 1, 2)``) stays exactly as written. The rebuilt value is laid out
+the way IPython's pretty printer (``IPython.lib.pretty``) lays it out, so a result looks as it does
+in IPython: on one line when it fits in :data:`WIDTH` characters, otherwise one item a line, nested
+containers indented by one more space per level, dict keys in their order, set items sorted. Unlike
+IPython nothing is cut: every item is shown (no ``...`` after 1000). Text that is not such an
+expression (``<Opaque>``), or longer than :data:`PRETTY_MAX_CHARS`, is shown as it is. The module
+does not import IPython (the kernel's pure modules import nothing of Jupyter's); a test holds its
+output to IPython's. One known difference: a dict whose keys are tuples or frozensets may break
+its lines elsewhere than IPython, whose queue of groups drops a group in that case.
 
 :func:`rows_table` takes the value's JSON form: a list of objects that all have the same keys
 (rows, as a ``db`` command returns) becomes an html table: a header row of the keys in the first
@@ -109,14 +111,14 @@ class _Rebuilder:
 
 def _sorted(items: Any) -> list[Any]:
     """Set items in IPython's order: sorted, else sorted by their text, else as they come."""
-    items = list(items)
+    listed: list[Any] = list(items)
     try:
-        return sorted(items)
+        return sorted(listed)
     except Exception:
         try:
-            return sorted(items, key=str)
+            return sorted(listed, key=str)
         except Exception:
-            return items
+            return listed
 
 
 class _Printer:
