@@ -39,6 +39,9 @@ class MagicContext(Protocol):
     last_fragment: Any
     #: The kernel's input history (``%history``), or ``None`` when it keeps none.
     history: HistoryLike | None
+    #: How results show (``%display``): ``"plain"`` (text/plain, and a table for rows) or ``"json"``
+    #: (also application/json).
+    display: str
 
     def require_session(self) -> SessionLike:
         """The session; raises ``S2OError("unexpected")`` when the engine did not start."""
