@@ -295,6 +295,9 @@ def guarded_print(*values: Any, sep: Any = None, end: Any = None) -> None:
     print(*values, sep=sep, end=end)
 
 
+guarded_print.__name__ = guarded_print.__qualname__ = "print"  # Python's own errors name it as written
+
+
 #: Real object → guarded stand-in used when an allowlist grants it.
 GUARDED_REPLACEMENTS: dict[int, Any] = {
     **BOUNDED_REPLACEMENTS,
