@@ -65,7 +65,9 @@ def loop(n: int, text: str) -> str:
 
 
 def run_counting(kc: Any, code: str, timeout: float = 240) -> tuple[dict[str, Any], int, int, list[str]]:
-    """Run ``code`` keeping nothing of its output parts: ``(reply, parts, characters, error enames)``."""
+    """Run ``code`` keeping nothing of its output parts: ``(reply, parts, characters, error enames)``.
+
+    The progress display of a long run (``display_data`` with a ``display_id``) is not a part."""
     msg_id = kc.execute(code)
     parts = chars = 0
     errors: list[str] = []
@@ -75,7 +77,7 @@ def run_counting(kc: Any, code: str, timeout: float = 240) -> tuple[dict[str, An
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
         kind = msg["msg_type"]
-        if kind == "display_data":
+        if kind == "display_data" and "display_id" not in msg["content"].get("transient", {}):
             parts += 1
             chars += len(msg["content"]["data"].get("text/plain", ""))
         elif kind == "error":
