@@ -280,7 +280,7 @@ def wrap_generator_function(fn: Any) -> Any:
     return granted
 
 
-def guarded_print(*values: Any, sep: Any = None, end: Any = None) -> None:
+def guarded_print(*values: Any, sep: Any = None, end: Any = None, **others: Any) -> None:
     """``print`` as an allowlist grants it: ``values`` as text, separated by ``sep`` (default a space)
     and followed by ``end`` (default a newline), on the run's standard output, which the kernel
     shows as the cell's ``stdout`` stream in order with its other output (SPEC 9).
@@ -289,13 +289,12 @@ def guarded_print(*values: Any, sep: Any = None, end: Any = None) -> None:
     exact ``str`` (``runtime`` ``TypeError`` otherwise); a secret refuses to become text
     (``not-allowed``), as in an f-string.
     """
+    for name in others:  # file=, flush= or a misspelling: named as Python names it for print itself
+        raise S2OError("runtime", f"TypeError: print() got an unexpected keyword argument {name!r}")
     for what, value in (("sep", sep), ("end", end)):
         if value is not None and type(value) is not str:
             raise S2OError("runtime", f"TypeError: {what} must be None or a string, not {type_name(value)}")
     print(*values, sep=sep, end=end)
-
-
-guarded_print.__name__ = guarded_print.__qualname__ = "print"  # Python's own errors name it as written
 
 
 #: Real object → guarded stand-in used when an allowlist grants it.
