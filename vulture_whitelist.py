@@ -40,3 +40,5 @@ _.maxdict, _.repr_int, _.repr_instance
 # the outside world (issue 9): httpx calls a transport's handler, SQLAlchemy calls its "connect" event
 # listener with (dbapi_connection, connection_record), secrets_file is a settings field read from TOML
 _.handle_async_request, _query_only, record, _.secrets_file
+# papermill calls the translator's codify and loads the engine named by the entry point (s2o_kernel/parameters.py)
+_.codify, S2OEngine

@@ -65,3 +65,17 @@ def data_dir(tmp_path, monkeypatch):
     """``S2O_DATA_DIR`` in a fresh folder: the demo database is made there on first use."""
     monkeypatch.setenv("S2O_DATA_DIR", str(tmp_path / "s2o-data"))
     return tmp_path / "s2o-data"
+@pytest.fixture(scope="session", autouse=True)
+def _history_file(tmp_path_factory: pytest.TempPathFactory):
+    """Kernels started by the tests keep their history in a file of their own, not the user's."""
+    import os
+
+    from s2o_kernel.kernel.history import HISTORY_ENV
+
+    saved = os.environ.get(HISTORY_ENV)
+    os.environ[HISTORY_ENV] = str(tmp_path_factory.mktemp("history") / "history.sqlite")
+    yield
+    if saved is None:
+        os.environ.pop(HISTORY_ENV, None)
+    else:
+        os.environ[HISTORY_ENV] = saved

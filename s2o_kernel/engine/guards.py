@@ -5,8 +5,8 @@ A literal attribute is checked at validation; a name built at run time
 (:func:`denylist.name_violation`), and no attribute at all may be read on
 frames, tracebacks, code objects, generators, coroutines and async
 generators. When an allowlist grants ``getattr``, ``hasattr``, ``pow``,
-``range`` or ``asyncio.gather``, the name is bound to the guarded version
-here instead of the real one.
+``range``, ``print`` or ``asyncio.gather``, the name is bound to the guarded
+version here instead of the real one.
 
 Guards never trust the objects they are handed (SPEC 12). A ``str`` subclass
 can answer ``startswith`` or ``__eq__`` as it likes, a ``dict`` subclass can
@@ -280,10 +280,28 @@ def wrap_generator_function(fn: Any) -> Any:
     return granted
 
 
+def guarded_print(*values: Any, sep: Any = None, end: Any = None, **others: Any) -> None:
+    """``print`` as an allowlist grants it: ``values`` as text, separated by ``sep`` (default a space)
+    and followed by ``end`` (default a newline), on the run's standard output, which the kernel
+    shows as the cell's ``stdout`` stream in order with its other output (SPEC 9).
+
+    No ``file`` and no ``flush``: a run writes nowhere else. ``sep`` and ``end`` must be ``None`` or
+    exact ``str`` (``runtime`` ``TypeError`` otherwise); a secret refuses to become text
+    (``not-allowed``), as in an f-string.
+    """
+    for name in others:  # file=, flush= or a misspelling: named as Python names it for print itself
+        raise S2OError("runtime", f"TypeError: print() got an unexpected keyword argument {name!r}")
+    for what, value in (("sep", sep), ("end", end)):
+        if value is not None and type(value) is not str:
+            raise S2OError("runtime", f"TypeError: {what} must be None or a string, not {type_name(value)}")
+    print(*values, sep=sep, end=end)
+
+
 #: Real object → guarded stand-in used when an allowlist grants it.
 GUARDED_REPLACEMENTS: dict[int, Any] = {
     **BOUNDED_REPLACEMENTS,
     id(getattr): guarded_getattr,
     id(hasattr): guarded_hasattr,
+    id(print): guarded_print,
     id(asyncio.gather): guarded_gather,
 }

@@ -10,10 +10,12 @@ methods, comparisons or length, and its ``repr`` never shows the value.
 
 from __future__ import annotations
 
+import keyword
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import rules
 from .errors import S2OError
 
 #: Scalar JSON types, exact (float is checked to be finite on its own).
@@ -377,3 +379,18 @@ class ErrorView:
 
     def __repr__(self) -> str:
         return f"<error {self.code}: {self.message}>"
+
+
+def check_target_name(name: object) -> str:
+    """``name`` when it may be set as a variable; raises ``S2OError`` (``fragment``, ``underscore``) otherwise.
+
+    The name must be an exact ``str``, an ASCII identifier that is not a Python keyword (``None``,
+    ``if``: an expression could never read it), not starting with ``_`` and not a runtime namespace.
+    """
+    if type(name) is not str or not name.isidentifier() or not name.isascii() or keyword.iskeyword(name):
+        raise S2OError("fragment", f"{name!r} is not a valid variable name", stage="validate")
+    if name.startswith("_"):
+        raise S2OError("underscore", f"names starting with '_' are not allowed: '{name}'", stage="validate")
+    if name in rules.RESERVED_NAMES:
+        raise S2OError("fragment", f"'{name}' is a runtime namespace, not a variable", stage="validate")
+    return name

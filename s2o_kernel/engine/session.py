@@ -12,7 +12,6 @@ Every failure is an :class:`~.errors.S2OError`; see :mod:`.execution` for how Py
 from __future__ import annotations
 
 import contextlib
-import keyword
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -26,7 +25,8 @@ from .errors import S2OError
 from .execution import Execution
 from .fragments.dataflow import Dataflow
 from .outside.call import Outside
-from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, copy_json
+from .progress import RunProgress
+from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
 from .settings import Settings, make_settings, merge
 from .values import check_value
 
@@ -67,21 +67,6 @@ class RunResult:
     error: S2OError | None = None
 
 
-def check_target_name(name: object) -> str:
-    """``name`` when it may be set as a variable; raises ``S2OError`` (``fragment``, ``underscore``) otherwise.
-
-    The name must be an exact ``str``, an ASCII identifier that is not a Python keyword (``None``,
-    ``if``: an expression could never read it), not starting with ``_`` and not a runtime namespace.
-    """
-    if type(name) is not str or not name.isidentifier() or not name.isascii() or keyword.iskeyword(name):
-        raise S2OError("fragment", f"{name!r} is not a valid variable name", stage="validate")
-    if name.startswith("_"):
-        raise S2OError("underscore", f"names starting with '_' are not allowed: '{name}'", stage="validate")
-    if name in rules.RESERVED_NAMES:
-        raise S2OError("fragment", f"'{name}' is a runtime namespace, not a variable", stage="validate")
-    return name
-
-
 class Session:
     """One running agent: locals, agent and conversation variables, and the engine in use (SPEC 5).
 
@@ -105,6 +90,8 @@ class Session:
         self._outside: Outside | None = None
         self._own_outside = True
         self.llm_messages: list[dict[str, Any]] = []  # the conversation's model messages (llm, SPEC 7.1)
+        #: The loop counts of the last (or running) fragment run, readable from another thread.
+        self.progress = RunProgress()
         self._bind_engine()
         for name, value in (agent or {}).items():
             check_json(value, f"agent.{name}")
@@ -391,6 +378,7 @@ class Session:
         from .fragments.parser import fragment_kind, parse_fragment
 
         start = time.monotonic()
+        self.progress = RunProgress()
         if function is not None and fragment_kind(fragment) != "agent":
             return RunResult(code="errorInAgent", error=S2OError(
                 "fragment", "a function can only be chosen in an agent definition ({\"functions\": {...}})",

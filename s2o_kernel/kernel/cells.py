@@ -10,6 +10,8 @@ precedence:
   (line magic, argument = the rest of the cell, so a JSON argument may span
   lines);
 * ``name?`` / ``?name`` → help on a name (IPython's ``?``), shown in the pager;
+* ``exit``, ``quit``, ``exit()`` or ``quit()`` → end the console, as in IPython (the runner
+  evaluates it instead when a local variable has that name);
 * JSON: a string literal → a dynamic string; a fragment (command object, list
   of commands, function object, agent definition) → a fragment run;
 * a cell wrapped whole in braces ``{ ... }`` → the dynamic-string form: the
@@ -39,6 +41,10 @@ HELP = "help"
 DYNAMIC = "dynamic"
 FRAGMENT = "fragment"
 EXPRESSION = "expression"
+EXIT = "exit"
+
+#: Cells that end ``jupyter console`` (IPython's ``exit`` and ``quit``), and the name each reads.
+EXIT_WORDS = {"exit": "exit", "quit": "quit", "exit()": "exit", "quit()": "quit"}
 
 _MAGIC_RE = re.compile(r"^(%%?)([^\s]*)[ \t]*(.*)$")
 _MAGIC_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -149,6 +155,8 @@ def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:
         return Cell(EMPTY, "")
     if text.startswith("%"):
         return _magic_cell(text, code)
+    if text in EXIT_WORDS:
+        return Cell(EXIT, text, arg=EXIT_WORDS[text])
     m = _HELP_RE.match(text)
     if m:
         return Cell(HELP, text, arg=m.group("pre") or m.group("post"))

@@ -10,8 +10,9 @@ and checked, statically by mypy and at run time by ``tests/kernel/test_contract.
   :class:`~s2o_kernel.engine.Validation`, ``run_fragment`` a :class:`~s2o_kernel.engine.RunResult`
   and ``dataflow`` a :class:`~s2o_kernel.engine.Dataflow` (SPEC 2, 3, 7, 8).
 * :class:`ContainedSessionLike`: what a session whose runs happen in a worker process adds:
-  ``on_print`` (text printed by evaluated code, handed to the cell as it comes) and ``close()``
-  (stops the worker; the kernel calls it on shutdown).
+  ``on_print`` (text printed by evaluated code, handed to the cell as it comes), ``on_progress``
+  (how far a run past two seconds has got) and ``close()`` (stops the worker; the kernel calls it
+  on shutdown).
 * :class:`EngineFunctions`: the two pure engine functions the cell runner uses; the module
   ``s2o_kernel.engine`` is one.
 * :data:`Prompt`: the front end's password prompt, as the kernel hands it to ``%secret``.
@@ -160,7 +161,7 @@ class ContainedSessionLike(Protocol):
     """What a session whose runs happen in a supervised worker process (SPEC 12) has besides :class:`SessionLike`.
 
     The engine's ``IsolatedSession`` has it. Deliberately not a subclass of :class:`SessionLike`:
-    ``isinstance(session, ContainedSessionLike)`` then looks only at ``on_print`` and ``close``
+    ``isinstance(session, ContainedSessionLike)`` then looks only at ``on_print``, ``on_progress`` and ``close``
     (Python 3.11 evaluates every property a runtime protocol names, and each of
     ``SessionLike``'s is a round trip to the worker).
     """
@@ -168,6 +169,10 @@ class ContainedSessionLike(Protocol):
     #: ``on_print(text)``: called with text that evaluated code printed, in order with the run's
     #: output parts; ``None`` drops it.
     on_print: Callable[[str], None] | None
+    #: ``on_progress(report)``: called twice a second while a run that has gone on for 2 s goes on;
+    #: ``report`` is ``{"elapsed", "time_limit", "passes", "longest", "loop_limit"}`` (seconds and
+    #: counts, SPEC 6's limits); ``None`` drops it.
+    on_progress: Callable[[dict[str, Any]], None] | None
 
     def close(self) -> None:
         """Stop the worker."""

@@ -1,78 +1,329 @@
-"""The kernel's input history: what ``history_request`` answers (Jupyter messaging, ``tail``, ``range``, ``search``).
+"""The kernel's input history, kept in a SQLite file across sessions (SPEC 9.1 ``%history``; Jupyter
+messaging ``history_request``).
 
-Entries are ``(session, line, code, result_text)``: ``session`` is always :data:`HISTORY_SESSION`
-(one session per kernel process), ``line`` the execution count and ``result_text`` the
-``text/plain`` of the cell's result (``None`` when it had none). At most :data:`HISTORY_MAX`
-entries are kept, the oldest dropped first. Nothing here imports Jupyter.
+The file is ``<jupyter data dir>/s2o/history.sqlite`` (``jupyter_core.paths.jupyter_data_dir()``), or
+the path in ``$S2O_HISTORY_FILE`` (``:memory:`` keeps history in memory only, for this kernel). It has
+two tables, as IPython's history has: ``sessions(session, start, end)``, one row per kernel, and
+``cells(session, line, source)``, one row per cell run with ``store_history`` (``line`` is the
+execution count). Several kernels may write the same file at once: it is in WAL mode and every
+connection waits up to :data:`BUSY_TIMEOUT_MS` for a lock.
+
+Nothing touches the file on the kernel's hot path. One background thread (a single-worker
+``ThreadPoolExecutor``) owns the connection: it opens the file on its first task, and
+:meth:`History.remember` only appends to a list and, when no write is pending, schedules one, so
+a burst of cells becomes one transaction. Reads (:meth:`History.reply`, :meth:`History.entries`)
+run on the same thread after the pending writes, so they see every cell remembered before them;
+the caller waits at most :data:`READ_TIMEOUT` seconds and gets nothing after that.
+
+The text of a cell's result is kept for this kernel only, in memory (the last :data:`OUTPUTS_KEPT`
+cells), for ``history_request`` with ``output``; the file holds sources only. When the file cannot
+be opened or written (a read-only folder, a corrupt file), history goes on in memory and the
+kernel log says why once. Nothing here imports Jupyter but ``jupyter_core.paths``, and only on the
+history thread.
 """
 
 from __future__ import annotations
 
-import fnmatch
-from typing import Any
+import contextlib
+import datetime
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
-#: Session number reported in history replies (the one session of this process).
-HISTORY_SESSION = 1
-#: How many entries are kept.
-HISTORY_MAX = 10_000
+log = logging.getLogger(__name__)
 
-Entry = tuple[int, int, str, "str | None"]
+#: Environment variable naming the history file (``:memory:``: no file).
+HISTORY_ENV = "S2O_HISTORY_FILE"
+#: How long a connection waits for another kernel's lock on the file, in milliseconds.
+BUSY_TIMEOUT_MS = 5000
+#: How long a reader waits for the history thread, in seconds.
+READ_TIMEOUT = 5.0
+#: Most results kept in memory for ``output=True``.
+OUTPUTS_KEPT = 1000
+#: Most entries one read returns (a ``tail`` without ``n``, a ``range`` without ``stop``).
+MAX_ENTRIES = 10_000
+
+#: ``(session, line, source)``: one cell of the history.
+Entry = tuple[int, int, str]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (session INTEGER PRIMARY KEY AUTOINCREMENT, start TEXT, end TEXT);
+CREATE TABLE IF NOT EXISTS cells (session INTEGER NOT NULL, line INTEGER NOT NULL, source TEXT NOT NULL,
+                                  PRIMARY KEY (session, line));
+"""
+
+T = TypeVar("T")
+
+
+def history_path() -> str:
+    """Where the history is kept: ``$S2O_HISTORY_FILE``, else ``<jupyter data dir>/s2o/history.sqlite``."""
+    env = os.environ.get(HISTORY_ENV, "").strip()
+    if env:
+        return env
+    from jupyter_core.paths import jupyter_data_dir
+
+    return os.path.join(jupyter_data_dir(), "s2o", "history.sqlite")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+class HistoryLike(Protocol):
+    """What ``%history`` needs of the history (the cell runner holds one, or ``None``)."""
+
+    @property
+    def session(self) -> int | None:
+        """This kernel's session number, or ``None`` when the history cannot be read."""
+        ...
+
+    def entries(self, access: str, **query: Any) -> list[Entry]:
+        """The entries of a ``tail``, ``range`` or ``search`` (see :meth:`History.entries`)."""
+        ...
+
+
+class _Store:
+    """The connection and this kernel's session row; used on the history thread only."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.conn = self._open(path)
+        self.session = self._new_session()
+
+    @staticmethod
+    def _open(path: str) -> sqlite3.Connection:
+        if path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)  # fmt: skip
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            _Store._prepare(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _prepare(conn: sqlite3.Connection, path: str) -> None:
+        """WAL mode and the tables. Switching to WAL can be refused at once ("database is locked",
+        without the busy timeout) while another kernel creates the same file: retried for up to
+        :data:`BUSY_TIMEOUT_MS`."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                if path != ":memory:" and conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(_SCHEMA)
+                break
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        if path != ":memory:":
+            conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _new_session(self) -> int:
+        cur = self.conn.execute("INSERT INTO sessions (start) VALUES (?)", (_now(),))
+        return int(cur.lastrowid or 0)
+
+    def write(self, cells: list[tuple[int, str]]) -> None:
+        with self.conn:  # one transaction for the batch
+            self.conn.execute("BEGIN")
+            self.conn.executemany("INSERT OR REPLACE INTO cells (session, line, source) VALUES (?, ?, ?)",
+                                  [(self.session, line, source) for line, source in cells])  # fmt: skip
+
+    def end(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("UPDATE sessions SET end = ? WHERE session = ?", (_now(), self.session))
+        self.conn.close()
+
+    def rows(self, sql: str, args: tuple[Any, ...]) -> list[Entry]:
+        return [(int(s), int(n), str(src)) for s, n, src in self.conn.execute(sql, args)]
 
 
 class History:
-    """The cells run with ``store_history``, oldest first."""
+    """The history of this kernel and the earlier ones that used the same file (see the module doc).
 
-    def __init__(self, limit: int = HISTORY_MAX) -> None:
-        self._entries: list[Entry] = []
-        self._limit = limit
+    ``path``: the file (default :func:`history_path`, read on the history thread). Thread-safe.
+    """
 
-    def remember(self, line: int, code: str, result_text: str | None) -> None:
-        """Add the cell run as execution ``line``; drop the oldest entries beyond the limit."""
-        self._entries.append((HISTORY_SESSION, line, code, result_text))
-        if len(self._entries) > self._limit:
-            del self._entries[: len(self._entries) - self._limit]
+    def __init__(self, path: str | None = None) -> None:
+        self._path = path
+        self._store: _Store | None = None
+        self._lock = threading.Lock()
+        self._pending: list[tuple[int, str]] = []
+        self._scheduled = False
+        self._outputs: OrderedDict[int, str | None] = OrderedDict()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- the history thread ---------------------------------------------------------------------
+    def _submit(self, fn: Callable[[], T]) -> Any:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="s2o-history")
+        return self._executor.submit(fn)
+
+    def _ready(self) -> _Store:
+        """The store, opened on first use; in memory when the file cannot be used."""
+        if self._store is None:
+            path = self._path or history_path()
+            try:
+                self._store = _Store(path)
+            except (OSError, sqlite3.Error) as exc:
+                self._fall_back(f"cannot open {path}: {exc}")
+        assert self._store is not None
+        return self._store
+
+    def _fall_back(self, why: str) -> None:
+        log.warning("s2o: history kept in memory only (%s)", why)
+        if self._store is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._store.conn.close()
+        self._store = _Store(":memory:")
+
+    def _flush(self) -> None:
+        with self._lock:
+            cells, self._pending, self._scheduled = self._pending, [], False
+        if not cells:
+            return
+        store = self._ready()
+        try:
+            store.write(cells)
+        except sqlite3.Error as exc:
+            self._fall_back(f"cannot write {store.path}: {exc}")
+            self._ready().write(cells)
+
+    def _call(self, fn: Callable[[_Store], T], default: T) -> T:
+        """Run ``fn(store)`` on the history thread after the pending writes; ``default`` on any failure."""
+        if self._closed:
+            return default
+
+        def task() -> T:
+            self._flush()
+            return fn(self._ready())
+
+        try:
+            result: T = self._submit(task).result(READ_TIMEOUT)
+        except Exception:  # a history that cannot answer answers nothing
+            log.warning("s2o: could not read the history", exc_info=True)
+            return default
+        return result
+
+    # -- the kernel's side -----------------------------------------------------------------------
+    def remember(self, line: int, source: str, result_text: str | None) -> None:
+        """Keep the cell run as execution ``line`` (written by the history thread, never here)."""
+        if self._closed:
+            return
+        with self._lock:
+            self._outputs[line] = result_text
+            while len(self._outputs) > OUTPUTS_KEPT:
+                self._outputs.popitem(last=False)
+            self._pending.append((line, source))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        with contextlib.suppress(RuntimeError):  # the interpreter is shutting down: nothing is written any more
+            self._submit(self._flush)
+
+    @property
+    def session(self) -> int | None:
+        """This kernel's session number in the file (``None`` when the history cannot be read)."""
+        return self._call(lambda store: store.session, None)
+
+    def entries(self, access: str, **query: Any) -> list[Entry]:
+        """The entries of a ``history_request``, oldest first.
+
+        ``access`` is ``tail`` (``n``: the last n cells of every session), ``range`` (``session``:
+        a number, or 0 / ``None`` for this kernel and -k for the k-th before it; ``start`` and
+        ``stop``: lines, ``start <= line < stop``) or ``search`` (``pattern``: a glob, case
+        sensitive, matched against the whole source; ``n``: the last n matches; ``unique``: only
+        the latest of equal sources). Anything else is a ``tail``. Malformed values give ``[]``.
+        """
+        return self._call(lambda store: _query(store, access, query), [])
 
     def reply(self, access: str, *, output: bool = False, **query: Any) -> list[tuple[Any, ...]]:
-        """The ``history`` list of a ``history_reply``.
+        """The ``history`` list of a ``history_reply``: ``(session, line, source)`` items, or
+        ``(session, line, (source, result_text))`` with ``output`` (``None`` for earlier kernels)."""
+        entries = self.entries(access, **query)
+        if not output:
+            return list(entries)
+        mine = self._store.session if self._store is not None else None
+        with self._lock:
+            outputs = dict(self._outputs)
+        return [(s, n, (src, outputs.get(n) if s == mine else None)) for s, n, src in entries]
 
-        ``access`` is ``tail``, ``range`` or ``search``; ``query`` holds the request's ``session``,
-        ``start``, ``stop``, ``n``, ``pattern`` and ``unique``. Each item is ``(session, line,
-        code)``, or ``(session, line, (code, result_text))`` with ``output``.
-        """
+    def close(self) -> None:
+        """Write what is pending, end this kernel's session row and stop the thread (waits at most
+        :data:`READ_TIMEOUT` seconds)."""
+        if self._closed:
+            return
+
+        def end() -> None:
+            self._flush()
+            if self._store is not None:
+                self._store.end()
+
+        with contextlib.suppress(Exception):
+            self._submit(end).result(READ_TIMEOUT)
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+
+
+def _number(value: Any, default: int | None) -> int | None:
+    if value is None:
+        return default
+    if type(value) is not int:
+        raise ValueError(f"not a number: {value!r}")
+    return value
+
+
+def _query(store: _Store, access: str, query: dict[str, Any]) -> list[Entry]:
+    """The entries of one request (see :meth:`History.entries`); ``[]`` for malformed values."""
+    try:
         if access == "range":
-            entries = self.range(query.get("session"), query.get("start"), query.get("stop"))
-        elif access == "search":
-            entries = self.search(query.get("pattern"), query.get("n"), unique=bool(query.get("unique")))
-        else:
-            entries = self.tail(query.get("n"))
-        return [(s, line, (code, out) if output else code) for s, line, code, out in entries]
+            return _range(store, query)
+        if access == "search":
+            return _search(store, query)
+        n = _number(query.get("n"), MAX_ENTRIES) or 0
+        rows = store.rows("SELECT session, line, source FROM cells ORDER BY session DESC, line DESC LIMIT ?",
+                          (max(0, min(n, MAX_ENTRIES)),))  # fmt: skip
+        return rows[::-1]
+    except (ValueError, sqlite3.Error):
+        return []
 
-    def tail(self, n: int | None) -> list[Entry]:
-        """The last ``n`` entries (all when ``n`` is ``None``)."""
-        if n is None:
-            return list(self._entries)
-        return self._entries[-n:] if n > 0 else []
 
-    def range(self, session: int | None, start: int | None, stop: int | None) -> list[Entry]:
-        """Entries with ``start <= line < stop`` of this session (``0``, ``None`` or negative: this one)."""
-        if session not in (None, 0, HISTORY_SESSION) and not (isinstance(session, int) and session < 0):
-            return []
-        lo = start if start is not None else 0
-        hi = stop if stop is not None else (self._entries[-1][1] + 1 if self._entries else 0)
-        return [e for e in self._entries if lo <= e[1] < hi]
+def _range(store: _Store, query: dict[str, Any]) -> list[Entry]:
+    session = _number(query.get("session"), 0) or 0
+    if session <= 0:
+        session += store.session
+    start = _number(query.get("start"), 0) or 0
+    stop = _number(query.get("stop"), None)
+    return store.rows("SELECT session, line, source FROM cells WHERE session = ? AND line >= ? AND line < ? "
+                      "ORDER BY line LIMIT ?", (session, start, stop if stop is not None else 2**62, MAX_ENTRIES))
 
-    def search(self, pattern: str | None, n: int | None, *, unique: bool = False) -> list[Entry]:
-        """The last ``n`` entries whose code matches the glob ``pattern``.
 
-        ``unique`` keeps only the latest of entries with the same code.
-        """
-        found = [e for e in self._entries if fnmatch.fnmatchcase(e[2], pattern or "*")]
-        if unique:
-            seen: set[str] = set()
-            kept: list[Entry] = []
-            for entry in reversed(found):
-                if entry[2] not in seen:
-                    seen.add(entry[2])
-                    kept.append(entry)
-            found = kept[::-1]
-        return found[-n:] if n else found
+def _search(store: _Store, query: dict[str, Any]) -> list[Entry]:
+    pattern = query.get("pattern")
+    pattern = pattern if type(pattern) is str else "*"
+    n = _number(query.get("n"), None)
+    limit = MAX_ENTRIES if not n or n < 0 else min(n, MAX_ENTRIES)
+    sql = "SELECT session, line, source FROM cells WHERE source GLOB ? ORDER BY session DESC, line DESC"
+    if not query.get("unique"):
+        return store.rows(sql + " LIMIT ?", (pattern, limit))[::-1]
+    found: list[Entry] = []
+    seen: set[str] = set()
+    for entry in store.conn.execute(sql, (pattern,)):
+        if entry[2] not in seen:
+            seen.add(entry[2])
+            found.append((int(entry[0]), int(entry[1]), str(entry[2])))
+            if len(found) >= limit:
+                break
+    return found[::-1]

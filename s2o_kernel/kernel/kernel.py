@@ -109,11 +109,14 @@ class S2OKernel(Kernel):
         )
         self.runner.log = self.log
         self.runner.publisher = self._publish_now
+        self.runner.history = self.history
         # The contained session's worker is a child process: stop it when the
-        # kernel shuts down (do_shutdown) or exits any other way.
+        # kernel shuts down (do_shutdown) or exits any other way; the history
+        # writes what is pending and closes its session.
         atexit.register(self._close_session)
 
     def _close_session(self) -> None:
+        self.history.close()
         if isinstance(self.s2o_session, ContainedSessionLike):
             with contextlib.suppress(Exception):
                 self.s2o_session.close()
@@ -292,7 +295,8 @@ class S2OKernel(Kernel):
         unique: bool = False,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """``history_request``: ``tail``, ``range`` or ``search`` over this kernel's cells."""
+        """``history_request``: ``tail``, ``range`` or ``search`` over the cells of this and earlier
+        kernels (the SQLite history of :mod:`.history`); ``raw`` is ignored (cells are kept as typed)."""
         try:
             history = self.history.reply(hist_access_type, output=output, session=session, start=start,
                                          stop=stop, n=n, pattern=pattern, unique=unique)  # fmt: skip

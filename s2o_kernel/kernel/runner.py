@@ -23,7 +23,9 @@ from typing import Any
 from s2o_kernel.engine import RunResult, S2OError
 from s2o_kernel.kernel import cells
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, Prompt, SessionLike
+from s2o_kernel.kernel.history import HistoryLike
 from s2o_kernel.kernel.magics import run_magic_cell
+from s2o_kernel.kernel.progress import ProgressDisplay
 from s2o_kernel.kernel.render import (
     ErrorInfo,
     error_info,
@@ -37,6 +39,9 @@ log = logging.getLogger(__name__)
 
 #: ``publish(msg_type, content)``: sends one IOPub message now.
 Publisher = Callable[[str, dict[str, Any]], None]
+
+#: The reply payload that ends ``jupyter console`` as IPython's ``exit`` does (ipykernel's ``ask_exit``).
+ASK_EXIT = {"source": "ask_exit", "keepkernel": False}
 
 
 @dataclass
@@ -112,7 +117,9 @@ class CellRunner:
     once, on the first cell (settings that failed to load).
     ``startup_warnings``: warnings of the settings loaded at start (e.g. a
     blocking allowlist entry), shown once on the first cell. A contained
-    session's printed text is shown as the cell's ``stdout`` as it comes.
+    session's printed text is shown as the cell's ``stdout`` as it comes, and
+    the progress of a run past two seconds as a display updated in place
+    (:mod:`.progress`; with a publisher only, never for a silent cell).
     Every output's texts have lone surrogates escaped (never dropped); a
     silent cell keeps no output at all.
     """
@@ -145,11 +152,17 @@ class CellRunner:
         self.getpass: Prompt | None = None
         #: The last fragment a cell ran (``%dataflow`` with no argument shows its data flow).
         self.last_fragment: Any = None
+        #: The kernel's input history (``%history``), or ``None`` when it keeps none.
+        self.history: HistoryLike | None = None
+        #: How results show (``%display``, SPEC 9): ``"plain"`` or ``"json"`` (adds ``application/json``).
+        self.display = "plain"
         self._live = False
         self._silent = False
         self._running = False
+        self._progress: ProgressDisplay | None = None
         if isinstance(session, ContainedSessionLike):
             session.on_print = self._on_print
+            session.on_progress = self._on_progress
 
     def _on_print(self, text: str) -> None:
         """Text printed by evaluated code in the worker: a ``stdout`` stream of the cell."""
@@ -158,6 +171,26 @@ class CellRunner:
             return
         self.emit_stream("stdout", text)
         self.flush_live()
+
+    def _on_progress(self, report: dict[str, Any]) -> None:
+        """A long run's progress report: shown (after the outputs so far) in the cell's progress display."""
+        if not (self._running and self._live and self.publisher is not None):
+            return
+        try:
+            self.flush_live()
+            if self._progress is None:
+                self._progress = ProgressDisplay(self.publisher)
+            self._progress.show(report)
+        except Exception:  # never break the run because of the frontend
+            self.log.warning("s2o: could not show the progress of a run", exc_info=True)
+
+    def _end_progress(self) -> None:
+        progress, self._progress = self._progress, None
+        if progress is not None:
+            try:
+                progress.end()
+            except Exception:  # never break the reply because of the frontend
+                self.log.warning("s2o: could not clear the progress of a run", exc_info=True)
 
     # -- the MagicContext: what magics use ----------------------------------------
 
@@ -206,7 +239,10 @@ class CellRunner:
         self._add("display_data", {"data": data, "metadata": metadata or {}})
 
     def emit_result(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
-        """Add the ``execute_result`` (the kernel adds its execution count)."""
+        """Add the ``execute_result`` (the kernel adds its execution count). Its ``application/json``
+        is kept only in the ``json`` display mode (SPEC 9: ``%display json``)."""
+        if self.display != "json" and "application/json" in data:
+            data = {mime: part for mime, part in data.items() if mime != "application/json"}
         data = escape_surrogates(data)
         self._add("execute_result", {"data": data, "metadata": metadata or {}})
         text = data.get("text/plain")
@@ -225,7 +261,11 @@ class CellRunner:
         """``execute_result`` for a value; ``None`` shows nothing (as in IPython)."""
         if value is None:
             return
-        self.emit_result(value_bundle(value, as_json=self.as_json, redact=self.redact))
+        self.emit_result(self.result_bundle(value))
+
+    def result_bundle(self, value: Any) -> dict[str, Any]:
+        """The mime bundle of a result in the session's display mode (:func:`.render.value_bundle`)."""
+        return value_bundle(value, as_json=self.as_json, redact=self.redact, with_json=self.display == "json")
 
     def flush_live(self) -> None:
         """Publish the outputs collected so far and forget them, when live publishing is on."""
@@ -310,6 +350,7 @@ class CellRunner:
         finally:
             self._running = False
             self._silent = False
+            self._end_progress()
         return outcome
 
     def _run(self, code: str) -> None:
@@ -319,6 +360,9 @@ class CellRunner:
             return
         if kind in (cells.LINE_MAGIC, cells.CELL_MAGIC):
             run_magic_cell(self, cell)
+            return
+        if kind == cells.EXIT and (self.session is None or cell.arg not in self.session.locals):
+            self._outcome.payload.append(dict(ASK_EXIT))
             return
         session = self.require_session()
         if kind == cells.HELP:
@@ -383,6 +427,6 @@ class CellRunner:
             return {"status": "error", **error_info(exc, self.redact).content()}
         return {
             "status": "ok",
-            "data": escape_surrogates(value_bundle(value, as_json=self.as_json, redact=self.redact)),
+            "data": escape_surrogates(self.result_bundle(value)),
             "metadata": {},
         }

@@ -173,6 +173,8 @@ def test_reply_and_events_round_trip() -> None:
     part = {"type": "text", "text": "hello"}
     assert wire.decode_message(wire.encode_output(3, part), 3) == wire.Event("output", part)
     assert wire.decode_message(wire.encode_print(3, "hi\n"), 3) == wire.Event("print", "hi\n")
+    progress = {"elapsed": 2.5, "time_limit": 30.0, "passes": 7, "longest": 3, "loop_limit": 10000}
+    assert wire.decode_message(wire.encode_progress(3, progress), 3) == wire.Event("progress", progress)
 
 
 @pytest.mark.parametrize("message", [
@@ -187,6 +189,14 @@ def test_reply_and_events_round_trip() -> None:
     {"id": 1, "event": "output", "part": {"type": "text", "text": ["not", "text"]}},
     {"id": 1, "event": "output", "part": {"text": "no type"}},
     {"id": 1, "event": "bell"},
+    {"id": 1, "event": "progress", "progress": "2.5 s"},
+    {"id": 1, "event": "progress", "progress": {"elapsed": 2.5}},  # fields missing
+    {"id": 1, "event": "progress", "progress": {"elapsed": 2, "time_limit": 30.0, "passes": 7, "longest": 3,
+                                                "loop_limit": 10000}},  # an int where a float belongs
+    {"id": 1, "event": "progress", "progress": {"elapsed": 2.5, "time_limit": 30.0, "passes": True, "longest": 3,
+                                                "loop_limit": 10000}},  # True is no count
+    {"id": 1, "event": "progress", "progress": {"elapsed": 2.5, "time_limit": 30.0, "passes": 7, "longest": 3,
+                                                "loop_limit": 10000, "more": 1}},
     {"id": 1, "ok": False, "error": "boom"},
     [1, 2],
 ])
@@ -375,6 +385,36 @@ def test_nothing_is_sent_between_requests() -> None:
                         wire.Reply("done", None)]
 
 
+def test_progress_is_reported_only_for_a_run_past_two_seconds_of_its_request() -> None:
+    """The reporter sends nothing before PROGRESS_AFTER, between requests, or for another request."""
+    from s2o_kernel.engine import Engine, Session
+
+    out = io.BytesIO()
+    worker = server.Worker(out)
+    worker.session = Session(Engine(make_settings({"limits": {"time": 7, "loop_iterations": 50}})))
+    worker.report_progress(100.0)  # no run
+    worker.begin(5)
+    worker.running = (5, 100.0, True)
+    worker.session.progress.note_pass(1)
+    worker.session.progress.note_pass(2)
+    worker.session.progress.note_pass(1)
+    worker.report_progress(100.0 + server.PROGRESS_AFTER - 0.01)  # too soon
+    assert out.getvalue() == b""
+    worker.printed("waiting text")  # printed text without its end of line goes first
+    worker.report_progress(100.0 + server.PROGRESS_AFTER + 0.5)
+    worker.running = (5, 100.0, False)  # an expression: no loop counts
+    worker.report_progress(103.0)
+    worker.running = (4, 100.0, False)  # a run of another request: nothing
+    worker.report_progress(103.0)
+    worker.reply(wire.encode_result(5, "done"))
+    messages = [wire.decode_message(line, 5) for line in out.getvalue().splitlines()]
+    assert messages == [
+        wire.Event("print", "waiting text"),
+        wire.Event("progress", {"elapsed": 2.5, "time_limit": 7.0, "passes": 3, "longest": 2, "loop_limit": 50}),
+        wire.Event("progress", {"elapsed": 3.0, "time_limit": 7.0, "passes": 0, "longest": 0, "loop_limit": 50}),
+        wire.Reply("done", None)]
+
+
 # -- IsolatedSession with a real worker ----------------------------------------------------------
 
 #: Settings of a worker that grants ``os`` so a cell can write to the reply pipe, as a compromised worker could.
@@ -426,6 +466,26 @@ def _flood(n: int) -> list[Any]:
     """A fragment with one output and ``n`` log lines of 10,000 characters."""
     return [{"output": "one"}, {"for": {"item": "k", "in": f"{{ range({n}) }}",
                                         "commands": [{"log": "{ 'x' * 10000 }"}]}}, {"return": "{ 5 }"}]
+
+
+def test_a_long_run_reports_its_progress_to_on_progress() -> None:
+    settings = make_settings({"allowlist": "s2o_kernel.examples.slow_answer as slow_answer", "limits": {"time": 9}})
+    session = IsolatedSession(settings)
+    reports: list[dict[str, Any]] = []
+    session.on_progress = reports.append
+    try:
+        run = session.run_fragment({"for": {"item": "i", "in": "{ [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] }",
+                                            "commands": [{"var": {"w": "{ await slow_answer(0.25) }"}}]}})
+        assert run.code == "success", run.error
+        assert reports, "a 3 s run reports its progress"
+        assert all(r["elapsed"] >= server.PROGRESS_AFTER and r["time_limit"] == 9.0 for r in reports)
+        assert [r["passes"] for r in reports] == sorted(r["passes"] for r in reports)
+        assert all(0 < r["longest"] == r["passes"] <= 12 for r in reports)
+        reports.clear()
+        assert session.evaluate("await slow_answer(0.5)") == "done"
+        assert reports == []  # a quick run reports nothing
+    finally:
+        session.close()
 
 
 def test_a_flood_of_log_lines_leaves_the_next_cells_their_own_results() -> None:

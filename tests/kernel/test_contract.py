@@ -18,7 +18,7 @@ import pytest
 from fake_session import FakeSession
 
 from s2o_kernel import engine
-from s2o_kernel.engine import Engine, IsolatedSession, Session, make_settings
+from s2o_kernel.engine import IsolatedSession, Session
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, SessionLike
 
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "s2o_kernel" / "kernel"

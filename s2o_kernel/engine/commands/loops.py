@@ -2,8 +2,8 @@
 
 Each execution of a ``for``/``while`` command counts its own iterations against
 ``limits.loop_iterations`` (a loop inside a loop counts separately; code ``loop-limit``) and checks the
-run's time limit on every pass. ``break`` and ``continue`` outside a loop are refused at validation
-(``loop-control``).
+run's time limit on every pass; every pass is counted on the session's ``progress``
+(:mod:`..progress`). ``break`` and ``continue`` outside a loop are refused at validation (``loop-control``).
 """
 
 from __future__ import annotations
@@ -124,6 +124,7 @@ async def iteration(it: Interpreter, cmd: Command, count: int) -> bool:
         raise S2OError("loop-limit", f"the loop ran more than {limit} iterations "
                        f"(limits.loop_iterations = {limit})", path=cmd.path)
     it.check_time(cmd.path)
+    it.session.progress.note_pass(count)
     try:
         await it.block(cmd.children["commands"])
     except Break:

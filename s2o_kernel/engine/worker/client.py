@@ -105,6 +105,9 @@ class IsolatedSession:
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
+        #: ``on_progress(PROGRESS)``: called in the caller's thread, twice a second, while a run that has
+        #: gone on for 2 s goes on (``PROGRESS`` as :mod:`.wire` describes it); ``None`` drops it.
+        self.on_progress: Callable[[dict[str, Any]], None] | None = None
         try:
             self.warnings = self._start()
         except BaseException:
@@ -255,14 +258,15 @@ class IsolatedSession:
 
     def _read_until_reply(self, channel: Channel, request_id: int, deadline: float,
                           on_event: OnEvent | None) -> wire.Reply:
-        """Hand each event to :attr:`on_print` or ``on_event`` until the reply arrives."""
+        """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives."""
         while True:
             message = channel.receive(request_id, deadline)
             if isinstance(message, wire.Reply):
                 return message
-            if message.kind == "print":
-                if self.on_print is not None:
-                    self.on_print(message.payload)
+            if message.kind in ("print", "progress"):
+                handler = self.on_print if message.kind == "print" else self.on_progress
+                if handler is not None:
+                    handler(message.payload)
             elif message.kind == "outside":
                 self._serve_outside(channel, request_id, message.payload, deadline, on_event)
             elif on_event is not None:

@@ -40,7 +40,11 @@ see :mod:`.forward`). The worker's settings hold no secret value and no profile 
 
 Every reply and event carries the id of its request (see :mod:`.wire`);
 text that evaluated code prints travels as ``print`` events, in order with
-the other events of the request (see :class:`PrintEvents`). A request line
+the other events of the request (see :class:`PrintEvents`). A run (``evaluate``,
+``evaluate_dynamic``, ``run_fragment``) that has gone on for
+:data:`PROGRESS_AFTER` seconds gets a ``progress`` event every
+:data:`PROGRESS_EVERY` seconds from a reporter thread (:meth:`Worker.report_progress`),
+so a front end can show how far it has got; a run that ends sooner sends none. A request line
 over the cap, or one that is not a request, gets a ``worker-protocol`` error
 reply without an id.
 """
@@ -50,16 +54,21 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Any
 
 from ..errors import S2OError
+from ..progress import RunProgress
 from ..scopes import as_json
 from . import wire
 from .forward import Forwarder, StdinRouter
 from .framing import CHUNK, MAX_MESSAGE
 
 Request = dict[str, Any]
+#: Seconds a run goes on before the worker reports its progress, and between two reports.
+PROGRESS_AFTER = 2.0
+PROGRESS_EVERY = 0.5
 #: Operations served before ``init`` has made the session.
 SESSIONLESS = frozenset({"init", "ping"})
 
@@ -94,6 +103,8 @@ class Worker:
         self.pending_chars = 0
         #: The session's door outside: calls go to the parent (:mod:`.forward`).
         self.forwarder = Forwarder(self)
+        #: ``(request id, start, loops counted)`` of the run being served, ``None`` between runs.
+        self.running: tuple[int, float, bool] | None = None
 
     # -- the reply pipe ----------------------------------------------------------------------
     def begin(self, request_id: int) -> None:
@@ -148,6 +159,30 @@ class Worker:
             self.pending_print, self.pending_chars = [], 0
             self.stdout.write(wire.encode_print(self.request_id, text))
 
+    def report_progress(self, now: float) -> None:
+        """Send a ``progress`` event for the run being served when it has gone on for
+        :data:`PROGRESS_AFTER` seconds (the loop counts for a fragment run only)."""
+        running = self.running
+        if running is None or now - running[1] < PROGRESS_AFTER:
+            return
+        request_id, start, loops = running
+        limits = self.session.settings.limits
+        counts = self.session.progress if loops else RunProgress()
+        line = wire.encode_progress(request_id, counts.report(now - start, limits.time, limits.loop_iterations))
+        with self.write_lock:
+            if self.request_id == request_id and self.running is running:
+                self._flush_printed()
+                self.stdout.write(line)
+                self.stdout.flush()
+
+    def _run(self, fn: Callable[..., Any], *args: Any, loops: bool = False) -> Any:
+        """``fn(*args)``, interruptible, as the run whose progress is reported."""
+        self.running = (self.request_id or 0, time.monotonic(), loops)
+        try:
+            return _interruptible(fn, *args)
+        finally:
+            self.running = None
+
     # -- state -------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         """``STATE``: agent, conversation and the JSON-serialisable locals (what survives a restart)."""
@@ -184,14 +219,15 @@ class Worker:
         return {"warnings": [*self.confinement_warnings, *self.session.engine.warnings]}
 
     def do_evaluate(self, req: Request) -> Any:
-        return wire.encode_value(_interruptible(self.session.evaluate, req["expr"]))
+        return wire.encode_value(self._run(self.session.evaluate, req["expr"]))
 
     def do_evaluate_dynamic(self, req: Request) -> Any:
-        return wire.encode_value(_interruptible(self.session.evaluate_dynamic, req["text"]))
+        return wire.encode_value(self._run(self.session.evaluate_dynamic, req["text"]))
 
     def do_run_fragment(self, req: Request) -> Any:
-        run = _interruptible(lambda: self.session.run_fragment(
-            req["fragment"], on_output=self.send_output, inputs=req.get("inputs"), function=req.get("function")))
+        run = self._run(lambda: self.session.run_fragment(
+            req["fragment"], on_output=self.send_output, inputs=req.get("inputs"), function=req.get("function")),
+            loops=True)
         return wire.encode_run(run, self.state())
 
     def do_validate(self, req: Request) -> Any:
@@ -309,6 +345,16 @@ def read_request(stdin: IO[bytes]) -> bytes | None:
     raise wire.too_large("the request", size)
 
 
+def _report_progress(worker: Worker) -> None:
+    """The reporter thread: every :data:`PROGRESS_EVERY` seconds, a ``progress`` event for a long run."""
+    while True:
+        time.sleep(PROGRESS_EVERY)
+        try:
+            worker.report_progress(time.monotonic())
+        except Exception:  # a report that cannot be sent is skipped; the run goes on
+            continue
+
+
 def main() -> int:
     """Serve requests until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's process group gets every interrupt
@@ -318,6 +364,7 @@ def main() -> int:
     worker.confinement_warnings = confine.apply(confine.scratch_folder()).warnings  # before the first request
     sys.stdout = PrintEvents(worker)  # printed text travels as events, never as raw bytes
     router = StdinRouter(sys.stdin.buffer, worker.forwarder)  # requests here, outside replies to the forwarder
+    threading.Thread(target=_report_progress, args=(worker,), name="s2o-progress", daemon=True).start()
     while True:
         line = router.requests.get()
         if isinstance(line, S2OError):

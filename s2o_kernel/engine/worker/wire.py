@@ -15,6 +15,7 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
               {"id": ID, "event": "outside", "call": CALL}      the run asks the parent to make a call
     outside   {"op": "outside_reply", "id": ID, "ok": true, "result": JSON}     parent → worker, one per
     reply     {"op": "outside_reply", "id": ID, "ok": false, "error": ERROR}    ``outside`` event, in order
+              {"id": ID, "event": "progress", "progress": PROGRESS}   a run past 2 s, twice a second
 
     ERROR     {"code", "message", "line", "col", "path", "stage", "source",
                "details", "python_type", "errors"?: [ERROR, …]}
@@ -26,6 +27,7 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
 
 An ``outside reply`` line always starts with :data:`OUTSIDE_REPLY_PREFIX` (``op`` is its first key), so
 the worker's stdin reader routes it to the waiting call without decoding it (:mod:`.forward`).
+    PROGRESS  {"elapsed": S, "time_limit": S, "passes": N, "longest": N, "loop_limit": N}  (..progress)
 
 The operations and their ``RESULT`` shapes are listed in :mod:`.server`.
 Printed text is cut into events of at most :data:`PRINT_CHUNK` characters.
@@ -176,6 +178,11 @@ def decode_outside_reply(line: bytes, request_id: int) -> Reply:
     raise fault("an outside reply that is neither a result nor an error", PARENT)
 
 
+def encode_progress(request_id: int | None, progress: JSONDict) -> bytes:
+    """A ``progress`` event line: how far the running request has got (:meth:`..progress.RunProgress.report`)."""
+    return _line({"id": request_id, "event": "progress", "progress": progress}, "progress")
+
+
 def encode_error(exc: S2OError) -> JSONDict:
     """An :class:`S2OError` (or :class:`ErrorGroup`) as ``ERROR``."""
     out: JSONDict = {"code": exc.code, "message": exc.message, "line": exc.line, "col": exc.col, "path": exc.path,
@@ -239,8 +246,9 @@ def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a dict) or ``outside``
-    (``payload`` an :class:`~..outside.call.OutsideCall`)."""
+    """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a ``PART``),
+    ``progress`` (``payload`` a ``PROGRESS``) or ``outside`` (``payload`` an
+    :class:`~..outside.call.OutsideCall`)."""
 
     kind: str
     payload: Any
@@ -282,6 +290,8 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
                 return Event("outside", OutsideCall.from_json(message.get("call")))
             except ValueError as exc:
                 raise fault(f"an outside call of the wrong shape: {exc}") from None
+        if kind == "progress" and _is_progress(message.get("progress")):
+            return Event("progress", message["progress"])
         raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
     ok = message.get("ok")
     if ok is True and "result" in message:
@@ -289,6 +299,17 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
     if ok is False:
         return Reply(None, decode_error(message.get("error")))
     raise fault("a message that is neither an event nor a reply")
+
+
+#: ``PROGRESS``'s fields and their exact types.
+_PROGRESS_FIELDS: dict[str, type] = {"elapsed": float, "time_limit": float, "passes": int, "longest": int,
+                                     "loop_limit": int}
+
+
+def _is_progress(data: object) -> bool:
+    """``data`` is a ``PROGRESS``: exactly its fields, each of its exact type."""
+    return (type(data) is dict and data.keys() == _PROGRESS_FIELDS.keys()
+            and all(type(data[k]) is t for k, t in _PROGRESS_FIELDS.items()))
 
 
 def _object(data: object, what: str) -> JSONDict:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from s2o_kernel.engine import RunResult, S2OError
 from s2o_kernel.kernel.cells import CELL_MAGIC, Cell, valid_magic_name
 from s2o_kernel.kernel.contract import Prompt, SessionLike
+from s2o_kernel.kernel.history import HistoryLike
 from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
 
 Handler = Callable[["MagicCall"], None]
@@ -36,6 +37,11 @@ class MagicContext(Protocol):
     getpass: Prompt | None
     #: The last fragment a cell ran (``%dataflow`` with no argument), or ``None``.
     last_fragment: Any
+    #: The kernel's input history (``%history``), or ``None`` when it keeps none.
+    history: HistoryLike | None
+    #: How results show (``%display``): ``"plain"`` (text/plain, and a table for rows) or ``"json"``
+    #: (also application/json).
+    display: str
 
     def require_session(self) -> SessionLike:
         """The session; raises ``S2OError("unexpected")`` when the engine did not start."""

@@ -1,0 +1,200 @@
+"""The SQLite input history (``s2o_kernel/kernel/history.py``): what ``history_request`` and ``%history`` read.
+
+Real SQLite files in a temporary folder; two real processes for concurrent writers. The restart
+across real kernels is in ``test_console_kernel.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from s2o_kernel.kernel import history as history_module
+from s2o_kernel.kernel.history import HISTORY_ENV, History, history_path
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "sub" / "history.sqlite")
+
+
+def _sessions(path: str, cells: list[list[str]]) -> list[int]:
+    """Write one closed session per list of cell sources; their session numbers."""
+    numbers = []
+    for sources in cells:
+        h = History(path)
+        for line, source in enumerate(sources, 1):
+            h.remember(line, source, f"out {source}")
+        number = h.session
+        assert number is not None
+        numbers.append(number)
+        h.close()
+    return numbers
+
+
+def test_the_file_is_in_jupyters_data_dir_unless_the_environment_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_core.paths import jupyter_data_dir
+
+    monkeypatch.delenv(HISTORY_ENV, raising=False)
+    assert history_path() == os.path.join(jupyter_data_dir(), "s2o", "history.sqlite")
+    monkeypatch.setenv(HISTORY_ENV, "/somewhere/h.sqlite")
+    assert history_path() == "/somewhere/h.sqlite"
+
+
+def test_cells_are_written_on_the_history_thread_in_wal_mode(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    writers: list[str] = []
+    real_write = history_module._Store.write
+
+    def spy(self: Any, cells: list[tuple[int, str]]) -> None:
+        writers.append(threading.current_thread().name)
+        real_write(self, cells)
+
+    monkeypatch.setattr(history_module._Store, "write", spy)
+    h = History(path)
+    for line in range(1, 51):
+        h.remember(line, f"{line} + 1", str(line + 1))
+    assert [e[1:] for e in h.entries("tail", n=2)] == [(49, "49 + 1"), (50, "50 + 1")]
+    h.close()
+    assert writers and all(name.startswith("s2o-history") for name in writers)
+    assert len(writers) < 50  # cells that arrive together are written together
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT count(*) FROM cells").fetchone()[0] == 50
+        assert conn.execute("SELECT end IS NOT NULL FROM sessions").fetchall() == [(1,)]
+
+
+def test_tail_reads_every_session_oldest_first(path: str) -> None:
+    s1, s2 = _sessions(path, [["a1", "a2"], ["b1"]])
+    h = History(path)
+    try:
+        h.remember(1, "c1", "r")
+        me = h.session
+        assert len({s1, s2, me}) == 3
+        assert h.entries("tail", n=3) == [(s1, 2, "a2"), (s2, 1, "b1"), (me, 1, "c1")]
+        assert h.entries("tail", n=10) == [(s1, 1, "a1"), (s1, 2, "a2"), (s2, 1, "b1"), (me, 1, "c1")]
+        assert h.entries("tail") == h.entries("tail", n=10)
+        assert h.entries("tail", n=0) == []
+        # output: the result text of this kernel's cells only (earlier kernels kept none)
+        assert h.reply("tail", n=2, output=True) == [(s2, 1, ("b1", None)), (me, 1, ("c1", "r"))]
+        assert h.reply("tail", n=1) == [(me, 1, "c1")]
+    finally:
+        h.close()
+
+
+def test_range_reads_one_session_by_number_or_relative(path: str) -> None:
+    s1, s2 = _sessions(path, [["a1", "a2", "a3"], ["b1", "b2"]])
+    h = History(path)
+    try:
+        for line, source in enumerate(["c1", "c2", "c3"], 1):
+            h.remember(line, source, None)
+        me = h.session
+        assert h.entries("range", session=0, start=2, stop=3) == [(me, 2, "c2")]
+        assert h.entries("range", start=0) == [(me, 1, "c1"), (me, 2, "c2"), (me, 3, "c3")]
+        assert h.entries("range", session=-1) == [(s2, 1, "b1"), (s2, 2, "b2")]
+        assert h.entries("range", session=s1, start=2) == [(s1, 2, "a2"), (s1, 3, "a3")]
+        assert h.entries("range", session=me + 100) == []
+    finally:
+        h.close()
+
+
+def test_search_matches_globs_across_sessions(path: str) -> None:
+    s1, = _sessions(path, [["1 + 1", "len('x')", "1 + 2", "1 + 1"]])
+    h = History(path)
+    try:
+        h.remember(1, "1 + 3", None)
+        h.remember(2, "1 + 1", None)
+        me = h.session
+        assert h.entries("search", pattern="1 + *") == [
+            (s1, 1, "1 + 1"), (s1, 3, "1 + 2"), (s1, 4, "1 + 1"), (me, 1, "1 + 3"), (me, 2, "1 + 1")]
+        assert h.entries("search", pattern="1 + *", n=2) == [(me, 1, "1 + 3"), (me, 2, "1 + 1")]
+        # unique: the latest of equal cells only
+        assert h.entries("search", pattern="1 + *", unique=True) == [(s1, 3, "1 + 2"), (me, 1, "1 + 3"),
+                                                                     (me, 2, "1 + 1")]
+        assert h.entries("search", pattern="1 + *", unique=True, n=1) == [(me, 2, "1 + 1")]
+        assert h.entries("search", pattern="LEN*") == []  # case sensitive, as IPython's
+        assert h.entries("search", pattern="len(?x?)") == [(s1, 2, "len('x')")]
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize(
+    ("access", "query"),
+    [("tail", {"n": "5"}), ("tail", {"n": 2.5}), ("tail", {"n": True}), ("search", {"n": "5"}),
+     ("range", {"session": "x"}), ("range", {"start": []}), ("range", {"stop": "9"})],
+)  # fmt: skip
+def test_malformed_requests_read_nothing(path: str, access: str, query: dict[str, Any]) -> None:
+    h = History(path)
+    try:
+        h.remember(1, "1 + 1", None)
+        assert h.entries(access, **query) == []
+        assert h.entries("search", pattern=5) == [(h.session, 1, "1 + 1")]  # no pattern: everything
+    finally:
+        h.close()
+
+
+def test_a_file_that_cannot_be_used_keeps_history_in_memory(tmp_path: Path, caplog: Any) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    h = History(str(blocker / "history.sqlite"))
+    try:
+        h.remember(1, "1 + 1", "2")
+        assert h.reply("tail", n=5, output=True) == [(h.session, 1, ("1 + 1", "2"))]
+    finally:
+        h.close()
+    assert "history kept in memory only" in caplog.text
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    h = History(str(corrupt))
+    try:
+        h.remember(1, "2 + 2", None)
+        assert [e[2] for e in h.entries("tail", n=5)] == ["2 + 2"]
+    finally:
+        h.close()
+
+
+def test_after_close_nothing_is_kept_or_read(path: str) -> None:
+    h = History(path)
+    h.remember(1, "a", None)
+    h.close()
+    h.remember(2, "b", None)
+    assert h.entries("tail", n=5) == []
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT source FROM cells").fetchall() == [("a",)]
+
+
+_WRITER = """
+import sys
+from s2o_kernel.kernel.history import History
+h = History(sys.argv[1])
+for line in range(1, 301):
+    h.remember(line, f"{sys.argv[2]} {line}", None)
+    if line % 7 == 0:
+        h.entries("tail", n=1)  # reads between writes, as history requests come
+h.close()
+"""
+
+
+def test_two_kernels_write_the_same_file_at_once(path: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, path, name], env=env, stderr=subprocess.PIPE)
+             for name in ("left", "right")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        assert b"history kept in memory only" not in err  # nobody gave up on the shared file
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT session, line, source FROM cells").fetchall()
+        sessions = conn.execute("SELECT session FROM sessions").fetchall()
+    assert len(sessions) == 2
+    assert len(rows) == 600
+    by_session: dict[int, set[str]] = {}
+    for session, _line, source in rows:
+        by_session.setdefault(session, set()).add(source.split()[0])
+    assert sorted(len(v) for v in by_session.values()) == [1, 1]
