@@ -89,12 +89,19 @@ class LabServer:
         return json.loads(body) if body else None
 
     def log_tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the server's log, for a failure message."""
-        try:
-            text = self.log.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        """The last ``lines`` lines of the server's log, for a failure message; the token shows as
+        ``***``."""
+        return _log_text(self.log, self.token, lines)
+
+
+def _log_text(log: Path, token: str, lines: int = 40) -> str:
+    """The last ``lines`` lines of ``log`` with ``token`` replaced by ``***`` (the server prints its
+    URL with the token)."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]).replace(token, "***")
 
 
 def _folders(base: Path) -> dict[str, Path]:
@@ -141,7 +148,7 @@ def _wait_ready(process: subprocess.Popen[bytes], runtime: Path, token: str, log
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"JupyterLab exited with {process.returncode}:\n{log.read_text(errors='replace')}")
+            raise RuntimeError(f"JupyterLab exited with {process.returncode}:\n{_log_text(log, token)}")
         info = _server_info(runtime, process.pid)
         if info is not None:
             base_url = f"http://127.0.0.1:{info['port']}/"
@@ -150,7 +157,7 @@ def _wait_ready(process: subprocess.Popen[bytes], runtime: Path, token: str, log
                 if answer.status == 200:
                     return base_url
         time.sleep(0.2)
-    raise RuntimeError(f"JupyterLab did not answer within {START_TIMEOUT} s:\n{log.read_text(errors='replace')}")
+    raise RuntimeError(f"JupyterLab did not answer within {START_TIMEOUT} s:\n{_log_text(log, token)}")
 
 
 def _stop(server: LabServer) -> None:
