@@ -1,6 +1,6 @@
 """JupyterLab in a real browser (issue 11, SPEC 9): what a person sees of s2o results in a notebook.
 
-A throwaway JupyterLab (``tests/support/jupyterlab_server.py``: 127.0.0.1, a free port, a token, every
+A throwaway JupyterLab (``tests/support/lab_harness.py``: 127.0.0.1, a free port, a token, every
 Jupyter folder in the test's temp dir, this checkout's kernel as ``s2o-browser``) serves a notebook of
 three cells; Debian's headless Chromium, driven by Playwright for Python, opens it, waits for the
 kernel, runs all cells from the Run menu and reads the page:
@@ -30,7 +30,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
-from jupyterlab_server import KERNEL_NAME, MARKER, LabServer, command_lines, running_lab, sweep
+from lab_harness import KERNEL_NAME, MARKER, LabServer, command_lines, running_lab, sweep
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, ViewportSize, sync_playwright
 
