@@ -36,3 +36,5 @@ __getattr__
 # reprlib.Repr settings and the methods it dispatches to by type name (values._BoundedRepr)
 _.maxlevel, _.maxstring, _.maxother, _.maxlong, _.maxlist, _.maxtuple, _.maxset, _.maxfrozenset, _.maxdeque
 _.maxdict, _.repr_int, _.repr_instance
+# papermill calls the translator's codify and loads the engine named by the entry point (s2o_kernel/parameters.py)
+_.codify, S2OEngine

@@ -3,6 +3,10 @@
 Nothing here talks to ZMQ or imports Jupyter; the functions take plain values and return plain
 dicts, so they are unit-tested directly.
 
+A result (:func:`value_bundle`) is ``text/plain``: its repr laid out as IPython lays it out
+(:mod:`.pretty`); rows (a list of objects with the same keys) also carry a ``text/html`` table;
+``application/json`` only when asked (``%display json``).
+
 Errors are the engine's own types: an :class:`~s2o_kernel.engine.S2OError` (the kernel raises
 them too, e.g. ``S2OError("magic", ...)``) shows as ``code: message`` followed by its position, its
 ``details`` one a line and its notes (``add_note``); an :class:`~s2o_kernel.engine.ErrorGroup`
@@ -30,6 +34,7 @@ from typing import Any
 import nh3
 
 from s2o_kernel.engine import ErrorGroup, S2OError
+from s2o_kernel.kernel.pretty import pretty_text, rows_table
 
 Redactor = Callable[[str], str]
 
@@ -230,17 +235,33 @@ def value_bundle(
     *,
     as_json: Callable[[Any], Any] | None = None,
     redact: Redactor | None = None,
+    with_json: bool = False,
 ) -> dict[str, Any]:
-    """Mime bundle of a result: ``text/plain`` repr and, for JSON values, ``application/json``."""
+    """Mime bundle of a result (SPEC 9).
+
+    * ``text/plain``: ``repr(value)`` with secrets redacted, pretty-printed as IPython prints it
+      (:func:`~s2o_kernel.kernel.pretty.pretty_text`: one line when it fits in 79 characters,
+      otherwise one item a line);
+    * ``text/html``: when the value's JSON form (``as_json``) is rows, a list of objects with the
+      same keys, a table of them (:func:`~s2o_kernel.kernel.pretty.rows_table`);
+    * ``application/json``: the JSON form, only when ``with_json`` (``%display json``) and the value
+      is JSON.
+
+    Never raises: a repr that fails shows a placeholder, an ``as_json`` that fails counts as "not JSON".
+    """
     red = redact or _identity
-    data: dict[str, Any] = {"text/plain": _safe_redact(red, safe_repr(value))}
+    data: dict[str, Any] = {"text/plain": pretty_text(_safe_redact(red, safe_repr(value)))}
+    js = None
     if as_json is not None:
         try:
             js = as_json(value)
         except Exception:
             js = None
-        if js is not None:
-            data["application/json"] = redact_json(js, red)
+    table = rows_table(js, lambda text: _safe_redact(red, text))
+    if table is not None:
+        data["text/html"] = table
+    if with_json and js is not None:
+        data["application/json"] = redact_json(js, red)
     return data
 
 
@@ -250,7 +271,8 @@ def json_text(value: Any) -> str:
 
 
 def json_bundle(value: Any, redact: Redactor | None = None) -> dict[str, Any]:
-    """Bundle for a JSON document shown by a magic (settings, variables)."""
+    """Bundle for a JSON document shown by a magic (settings): its pretty JSON text and, for
+    ``%display json``, ``application/json`` (the runner drops it in the ``plain`` mode)."""
     red = redact or _identity
     return {
         "text/plain": _safe_redact(red, json_text(value)),

@@ -145,6 +145,8 @@ class CellRunner:
         self.getpass: Prompt | None = None
         #: The last fragment a cell ran (``%dataflow`` with no argument shows its data flow).
         self.last_fragment: Any = None
+        #: How results show (``%display``, SPEC 9): ``"plain"`` or ``"json"`` (adds ``application/json``).
+        self.display = "plain"
         self._live = False
         self._silent = False
         self._running = False
@@ -206,7 +208,10 @@ class CellRunner:
         self._add("display_data", {"data": data, "metadata": metadata or {}})
 
     def emit_result(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
-        """Add the ``execute_result`` (the kernel adds its execution count)."""
+        """Add the ``execute_result`` (the kernel adds its execution count). Its ``application/json``
+        is kept only in the ``json`` display mode (SPEC 9: ``%display json``)."""
+        if self.display != "json" and "application/json" in data:
+            data = {mime: part for mime, part in data.items() if mime != "application/json"}
         data = escape_surrogates(data)
         self._add("execute_result", {"data": data, "metadata": metadata or {}})
         text = data.get("text/plain")
@@ -225,7 +230,11 @@ class CellRunner:
         """``execute_result`` for a value; ``None`` shows nothing (as in IPython)."""
         if value is None:
             return
-        self.emit_result(value_bundle(value, as_json=self.as_json, redact=self.redact))
+        self.emit_result(self.result_bundle(value))
+
+    def result_bundle(self, value: Any) -> dict[str, Any]:
+        """The mime bundle of a result in the session's display mode (:func:`.render.value_bundle`)."""
+        return value_bundle(value, as_json=self.as_json, redact=self.redact, with_json=self.display == "json")
 
     def flush_live(self) -> None:
         """Publish the outputs collected so far and forget them, when live publishing is on."""
@@ -378,6 +387,6 @@ class CellRunner:
             return {"status": "error", **error_info(exc, self.redact).content()}
         return {
             "status": "ok",
-            "data": escape_surrogates(value_bundle(value, as_json=self.as_json, redact=self.redact)),
+            "data": escape_surrogates(self.result_bundle(value)),
             "metadata": {},
         }

@@ -42,7 +42,9 @@ def runner(mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterat
     session = _session(monkeypatch, mode)
     assert isinstance(session, api.IsolatedSession) == (mode == "isolated")
     try:
-        yield CellRunner(session, api)
+        runner = CellRunner(session, api)
+        runner.display = "json"  # %display json: results carry their JSON form, which value() reads
+        yield runner
     finally:
         close = getattr(session, "close", None)
         if close is not None:
@@ -301,7 +303,9 @@ def contained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[CellR
     monkeypatch.chdir(tmp_path)
     session = _session(monkeypatch, "isolated")
     try:
-        yield CellRunner(session, api)
+        runner = CellRunner(session, api)
+        runner.display = "json"  # %display json: results carry their JSON form, which value() reads
+        yield runner
     finally:
         session.close()
 

@@ -172,7 +172,13 @@ def test_images_are_png_or_jpeg_with_a_text_fallback(kc: Any) -> None:
 def test_a_lone_surrogate_is_shown_escaped_never_dropped(kc: Any) -> None:
     # a result: its repr was escaped already, its JSON form lost the character
     data = result_data(execute(kc, '"a\\udc80b"')[1])
-    assert data == {"text/plain": "'a\\udc80b'", "application/json": "a\\udc80b"}
+    assert data == {"text/plain": "'a\\udc80b'"}
+    ok(execute(kc, "%display json")[0])
+    try:
+        data = result_data(execute(kc, '["a\\udc80b"]')[1])
+    finally:
+        ok(execute(kc, "%display plain")[0])
+    assert data == {"text/plain": "['a\\udc80b']", "application/json": ["a\\udc80b"]}
     # an output part, html and printed in a log line
     cell = json.dumps([{"output": "x\udc80y"}, {"output": {"html": "<i>\udc80</i>"}}, {"log": "l\udc80g"}])
     reply, outputs = execute(kc, cell)
@@ -218,7 +224,7 @@ def test_a_file_that_is_not_valid_input_is_not_quoted(kc: Any, secret_files: Pat
     _no_secret(reply)
     for message in outputs:
         _no_secret(message["content"])
-    assert result_data(execute(kc, "%limits")[1])["application/json"]["time"] == 30
+    assert json.loads(result_data(execute(kc, "%limits")[1])["text/plain"])["time"] == 30
 
 
 def test_state_save_writes_strict_json(kc: Any, kernel_cwd: Path) -> None:

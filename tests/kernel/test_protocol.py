@@ -133,14 +133,14 @@ def test_execute_result_bundle(kc: Any) -> None:
     assert reply["status"] == "ok"
     assert [m["msg_type"] for m in outputs] == ["execute_result"]
     content = outputs[0]["content"]
-    assert content["data"] == {"text/plain": "3", "application/json": 3}
+    assert content["data"] == {"text/plain": "3"}  # SPEC 9: text/plain only, unless %display json
     assert content["execution_count"] == reply["execution_count"]
 
 
 def test_dynamic_string_cell(kc: Any) -> None:
     reply, outputs = execute(kc, '"Hello {name}"')
     assert reply["status"] == "ok"
-    assert result_data(outputs) == {"text/plain": "'Hello {name}'", "application/json": "Hello {name}"}
+    assert result_data(outputs) == {"text/plain": "'Hello {name}'"}
     reply, outputs = execute(kc, '"{ 6 * 7 }"')
     assert result_data(outputs)["text/plain"] == "42"
 
@@ -149,7 +149,7 @@ def test_braces_cell_is_dynamic_string_form(kc: Any) -> None:
     _, outputs = execute(kc, "{ 6 * 7 }")
     assert result_data(outputs)["text/plain"] == "42"
     _reply, outputs = execute(kc, '{"a": 1}')
-    assert result_data(outputs) == {"text/plain": "{'a': 1}", "application/json": {"a": 1}}
+    assert result_data(outputs) == {"text/plain": "{'a': 1}"}
 
 
 def test_error_cell_iopub_and_reply(kc: Any) -> None:
@@ -179,7 +179,7 @@ def test_var_fragment_then_expression(kc: Any) -> None:
     reply, outputs = execute(kc, '{"var": {"x": 1}}')
     assert reply["status"] == "ok" and outputs == []
     reply, outputs = execute(kc, "x + 1")
-    assert result_data(outputs) == {"text/plain": "2", "application/json": 2}
+    assert result_data(outputs) == {"text/plain": "2"}
 
 
 def test_error_aborts_queued_cells(kc: Any) -> None:
@@ -204,7 +204,7 @@ def test_fragment_outputs_logs_and_value(kc: Any) -> None:
     assert outputs[0]["content"]["data"] == {"text/plain": "hello"}
     assert outputs[1]["content"]["data"] == {"text/html": "<b>x</b>", "text/plain": "x"}
     assert outputs[2]["content"] == {"name": "stderr", "text": "trace {1}\n2\n"}
-    assert outputs[3]["content"]["data"] == {"text/plain": "42", "application/json": 42}
+    assert outputs[3]["content"]["data"] == {"text/plain": "42"}
 
 
 def test_fragment_fail_keeps_earlier_outputs(kc: Any) -> None:
@@ -231,18 +231,17 @@ def test_silent_execution_publishes_nothing(kc: Any) -> None:
 def test_user_expressions(kc: Any) -> None:
     reply, _ = execute(kc, "1", user_expressions={"ok": "2 * 21", "bad": "y.__dict__"})
     ue = reply["user_expressions"]
-    assert ue["ok"] == {"status": "ok", "data": {"text/plain": "42", "application/json": 42},
-                        "metadata": {}}  # fmt: skip
+    assert ue["ok"] == {"status": "ok", "data": {"text/plain": "42"}, "metadata": {}}
     assert ue["bad"]["status"] == "error" and ue["bad"]["ename"] == "underscore"
 
 
 def test_magics_round_trip(kc: Any) -> None:
     reply, outputs = execute(kc, "%limits")
-    assert result_data(outputs)["application/json"]["time"] == 30
+    assert json.loads(result_data(outputs)["text/plain"])["time"] == 30
     reply, _ = execute(kc, '%limits {"loop_iterations": 500}')
     assert reply["status"] == "ok"
     reply, outputs = execute(kc, "%limits")
-    assert result_data(outputs)["application/json"]["loop_iterations"] == 500
+    assert json.loads(result_data(outputs)["text/plain"])["loop_iterations"] == 500
     reply, _ = execute(kc, '%limits {"loop_iterations": }')
     assert (reply["status"], reply["ename"]) == ("error", "syntax")
     reply, _ = execute(kc, "%nosuchmagic")
@@ -551,7 +550,7 @@ def test_run_magic(kc: Any, kernel_cwd: Path) -> None:
     assert [m["msg_type"] for m in outputs] == ["display_data", "display_data", "stream", "execute_result"]
     assert outputs[0]["content"]["data"] == {"text/plain": "Hello Ann"}
     assert outputs[2]["content"] == {"name": "stderr", "text": "greeted\n"}
-    assert outputs[3]["content"]["data"] == {"text/plain": "3", "application/json": 3}
+    assert outputs[3]["content"]["data"] == {"text/plain": "3"}
     reply, outputs = execute(kc, "%run agent.json --function refuse")
     assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "failCommand", "out of stock")
     assert [m["msg_type"] for m in outputs] == ["display_data", "error"]
@@ -574,13 +573,13 @@ def test_state_and_config_magics(kc: Any, kernel_cwd: Path) -> None:
     reply, _ = execute(kc, "%state load state.json")
     assert reply["status"] == "ok", reply
     reply, outputs = execute(kc, "agent.cart + [conv.n]")
-    assert result_data(outputs)["application/json"] == ["{not evaluated}", 2]
+    assert result_data(outputs)["text/plain"] == "['{not evaluated}', 2]"
     (kernel_cwd / "extra.toml").write_text("[limits]\nloop_iterations = 321\n")
     reply, _ = execute(kc, "%config extra.toml")
     assert reply["status"] == "ok", reply
     try:
         _, outputs = execute(kc, "%limits")
-        assert result_data(outputs)["application/json"]["loop_iterations"] == 321
+        assert json.loads(result_data(outputs)["text/plain"])["loop_iterations"] == 321
     finally:
         execute(kc, '%limits {"loop_iterations": 10000}')
 

@@ -100,7 +100,7 @@ class S2OKernelTests(jupyter_kernel_test.KernelTests):
 
     code_execute_result = [
         {"code": "1 + 2", "result": "3"},
-        {"code": "1 + 2", "mime": "application/json", "result": 3},  # type: ignore[dict-item]
+        {"code": "[1, 2]", "result": "[1, 2]"},
         {"code": '"Hello {name}"', "result": "'Hello {name}'"},
         {"code": "{ 6 * 7 }", "result": "42"},
         {"code": "sum(countdown(3))", "result": "6"},

@@ -193,8 +193,10 @@ def test_error_details_listed_one_a_line() -> None:
 
 
 def test_value_bundle() -> None:
-    assert render.value_bundle(3, as_json=fake_as_json) == {"text/plain": "3", "application/json": 3}
-    assert render.value_bundle("Hello {name}", as_json=fake_as_json) == {
+    # text/plain only by default (SPEC 9); application/json when the session asks for it
+    assert render.value_bundle(3, as_json=fake_as_json) == {"text/plain": "3"}
+    assert render.value_bundle(3, as_json=fake_as_json, with_json=True) == {"text/plain": "3", "application/json": 3}
+    assert render.value_bundle("Hello {name}", as_json=fake_as_json, with_json=True) == {
         "text/plain": "'Hello {name}'",
         "application/json": "Hello {name}",
     }
@@ -222,7 +224,7 @@ def test_output_parts() -> None:
 def test_expression_result(runner: CellRunner) -> None:
     out = runner.run("1 + 2")
     assert out.ok
-    assert results(out) == [{"text/plain": "3", "application/json": 3}]
+    assert results(out) == [{"text/plain": "3"}]
 
 
 def test_none_shows_nothing(runner: CellRunner) -> None:
@@ -242,7 +244,7 @@ def test_dynamic_string_cells(runner: CellRunner, session: FakeSession) -> None:
     session.locals["price"] = 4
     assert results(runner.run("{ price * 2 }"))[0]["text/plain"] == "8"
     assert ("dynamic", "{ price * 2 }") in session.evaluated
-    assert results(runner.run('{"a": 1}'))[0]["application/json"] == {"a": 1}
+    assert results(runner.run('{"a": 1}')) == [{"text/plain": "{'a': 1}"}]
 
 
 def test_fragment_outputs_logs_and_value(runner: CellRunner) -> None:
@@ -256,7 +258,7 @@ def test_fragment_outputs_logs_and_value(runner: CellRunner) -> None:
     assert out.outputs[0][1]["data"] == {"text/plain": "one"}
     assert out.outputs[1][1]["data"] == {"text/html": "<i>two</i>", "text/plain": "two"}
     assert out.outputs[2][1] == {"name": "stderr", "text": "trace\n"}
-    assert out.outputs[3][1]["data"]["application/json"] == [1, 2]
+    assert out.outputs[3][1]["data"] == {"text/plain": "[1, 2]"}
 
 
 def test_fragment_parts_stream_while_running(session: FakeSession) -> None:
@@ -359,8 +361,7 @@ def test_no_session_reports_startup_error() -> None:
 
 def test_user_expressions(runner: CellRunner) -> None:
     res = runner.evaluate_user_expressions({"a": "1 + 1", "b": "y.__dict__", "c": "opaque"})
-    assert res["a"] == {"status": "ok", "data": {"text/plain": "2", "application/json": 2},
-                        "metadata": {}}  # fmt: skip
+    assert res["a"] == {"status": "ok", "data": {"text/plain": "2"}, "metadata": {}}
     assert res["b"]["status"] == "error" and res["b"]["ename"] == "underscore"
     assert res["c"]["data"] == {"text/plain": "<Opaque>"}
 
@@ -390,6 +391,10 @@ def test_allowlist_show_and_replace(runner: CellRunner, session: FakeSession) ->
 
 def test_settings_magics_show_and_merge(runner: CellRunner, session: FakeSession) -> None:
     shown = results(runner.run("%limits"))[0]
+    assert list(shown) == ["text/plain"]
+    assert json.loads(shown["text/plain"]) == {"time": 30.0, "loop_iterations": 10000}
+    assert runner.run("%display json").ok
+    shown = results(runner.run("%limits"))[0]
     assert shown["application/json"] == {"time": 30.0, "loop_iterations": 10000}
     assert json.loads(shown["text/plain"]) == shown["application/json"]
     assert runner.run('%limits {"time": 5}').ok
@@ -413,25 +418,41 @@ def test_sys_magic_splits_const(runner: CellRunner, session: FakeSession) -> Non
     assert session.patches[-1] == {"const": {"rate": 2}, "sys": {"inputs": {"query": "hi"}}}
     assert runner.run('%sys {"const": {"rate": 3}}').ok
     assert session.patches[-1] == {"const": {"rate": 3}}
-    shown = results(runner.run("%sys"))[0]["application/json"]
-    assert shown == {"inputs": {"query": "hi"}, "const": {"rate": 3}}
+    shown = results(runner.run("%sys"))[0]
+    assert list(shown) == ["text/plain"]
+    assert json.loads(shown["text/plain"]) == {"inputs": {"query": "hi"}, "const": {"rate": 3}}
 
 
 def test_vars_and_reset(runner: CellRunner, session: FakeSession) -> None:
     session.locals.update(x=1, o=Opaque())
     session.agent_vars["visits"] = 2
+    session.conv_vars["note"] = "<b>" + "x" * 120 + SECRET
     out = results(runner.run("%vars"))[0]
-    assert out["text/plain"] == "locals:\n  x = 1\n  o = <Opaque>\nagent:\n  visits = 2\nconv:\n  (none)"
-    assert "application/json" not in out  # a local is not JSON
+    assert out["text/plain"] == (
+        "scope   name    value\n"
+        "locals  x       1\n"
+        "locals  o       <Opaque>\n"
+        "agent   visits  2\n"
+        "conv    note    '<b>" + "x" * 95 + "…"
+    )
+    assert out["text/html"].count("<tr>") == 5 and "<th>scope</th><th>name</th><th>value</th>" in out["text/html"]
+    assert "<td>&#x27;&lt;b&gt;xxx" in out["text/html"]  # escaped
+    assert "application/json" not in out
+    runner.run("%display json")
+    assert "application/json" not in results(runner.run("%vars"))[0]  # a local is not JSON
     session.locals.pop("o")
+    session.conv_vars.clear()
     assert results(runner.run("%vars"))[0]["application/json"] == {
         "locals": {"x": 1}, "agent": {"visits": 2}, "conv": {}}  # fmt: skip
     assert runner.run("%reset").ok
     assert session.locals == {} and session.agent_vars == {}
+    assert results(runner.run("%vars")) == [{"text/plain": "(no variables)"}]
     assert runner.run("%vars now").error.ename == "magic"
 
 
 def test_validate_magic(runner: CellRunner) -> None:
+    assert list(results(runner.run("%validate len(x)"))[0]) == ["text/plain"]
+    runner.run("%display json")
     ok = results(runner.run("%validate len(x) + secret"))[0]
     assert ok["application/json"] == {"ok": True, "allowlist_names": ["len"], "local_names": ["x"],
                                       "secrets": ["KEY"]}  # fmt: skip
@@ -477,7 +498,7 @@ def test_magic_help_is_its_module_docstring() -> None:
     import inspect
 
     names = set(magics.line_magic_names()) | set(magics.cell_magic_names())
-    assert len(names) == 16  # %dataflow (issue 10) is the sixteenth
+    assert len(names) == 17  # %dataflow (issue 10) is the sixteenth, %display (issue 11) the seventeenth
     for name in names:
         module = importlib.import_module(f"s2o_kernel.kernel.magics.{name}_magic")
         magic = magics.REGISTRY.get(name)
@@ -867,10 +888,10 @@ def test_run_magic(runner: CellRunner, session: FakeSession, tmp_path: Path,
     assert out.ok, out.error
     assert [t for t, _ in out.outputs] == ["display_data", "stream", "execute_result"]
     assert out.outputs[1][1] == {"name": "stderr", "text": "step\n"}
-    assert results(out) == [{"text/plain": "42", "application/json": 42}]
+    assert results(out) == [{"text/plain": "42"}]
     assert session.run_args == {"fragment": AGENT, "inputs": {"q": "hi"}, "function": None}
     out = runner.run("%run agent.json --function greet")
-    assert results(out)[0]["application/json"] == "hello"
+    assert results(out) == [{"text/plain": "'hello'"}]
     assert session.run_args["function"] == "greet" and session.run_args["inputs"] is None
     # The cell form: the JSON inputs below the first line.
     assert runner.run('%%run agent.json --inputs\n{"q": 1}').ok

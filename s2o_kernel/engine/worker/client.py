@@ -52,7 +52,7 @@ from ..engine import Validation
 from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
 from ..session import RunResult
-from ..settings import Settings, make_settings, merge
+from ..settings import Settings, bare_settings, merge
 from . import wire
 from .framing import LineReader, Oversized
 
@@ -423,7 +423,7 @@ class IsolatedSession:
 
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""
-        new = make_settings(merge(self._settings.to_dict(), patch))
+        new = bare_settings(merge(self._settings.to_dict(), patch))
         warnings = wire.decode_warnings(self._call("update_settings", {"patch": patch}))
         self._settings = new
         if self._channel is not None:

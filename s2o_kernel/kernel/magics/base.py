@@ -36,6 +36,9 @@ class MagicContext(Protocol):
     getpass: Prompt | None
     #: The last fragment a cell ran (``%dataflow`` with no argument), or ``None``.
     last_fragment: Any
+    #: How results show (``%display``): ``"plain"`` (text/plain, and a table for rows) or ``"json"``
+    #: (also application/json).
+    display: str
 
     def require_session(self) -> SessionLike:
         """The session; raises ``S2OError("unexpected")`` when the engine did not start."""

@@ -1,6 +1,10 @@
-"""show local, agent and conversation variables
+"""show local, agent and conversation variables as a table
 
 %vars
+
+One row a variable: its scope (locals, agent, conv), its name and its value's repr (cut at 100
+characters). Shown as an html table with a plain-text table as its fallback; with %display json,
+also as application/json when every value is JSON.
 """
 
 from __future__ import annotations
@@ -8,26 +12,32 @@ from __future__ import annotations
 from typing import Any
 
 from s2o_kernel.kernel.magics.base import Magic, MagicCall
+from s2o_kernel.kernel.pretty import rows_table, rows_text
 from s2o_kernel.kernel.render import json_bundle, safe_repr
 
+#: The longest value text the table shows; a longer one is cut and ends with ``…``.
+VALUE_WIDTH = 100
 
-def _scope_lines(title: str, values: dict[str, Any]) -> list[str]:
-    lines = [f"{title}:"]
-    if not values:
-        lines.append("  (none)")
-    lines.extend(f"  {key} = {safe_repr(value)}" for key, value in values.items())
-    return lines
+
+def _value_text(value: Any, redact: Any) -> str:
+    text = " ".join(redact(safe_repr(value)).split("\n"))
+    return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 1] + "…"
 
 
 def handle(call: MagicCall) -> None:
-    """``%vars``: every variable as text, and as JSON when every value is JSON (SPEC 5, 9.1)."""
+    """``%vars``: every variable, one row each (SPEC 5, 9.1); ``(no variables)`` when there are none.
+
+    The value is redacted before it is cut, so a secret is never shown in part.
+    """
     call.no_argument()
     session = call.ctx.require_session()
     scopes = (("locals", session.locals), ("agent", session.agent_vars), ("conv", session.conv_vars))
-    text_lines: list[str] = []
-    for title, values in scopes:
-        text_lines.extend(_scope_lines(title, values))
-    data: dict[str, Any] = {"text/plain": call.ctx.redact("\n".join(text_lines))}
+    rows = [{"scope": title, "name": call.ctx.redact(str(name)), "value": _value_text(value, call.ctx.redact)}
+            for title, values in scopes for name, value in values.items()]
+    if not rows:
+        call.ctx.emit_result({"text/plain": "(no variables)"})
+        return
+    data: dict[str, Any] = {"text/plain": rows_text(rows), "text/html": rows_table(rows)}
     as_json = {title: call.ctx.as_json(dict(values)) for title, values in scopes}
     if all(value is not None for value in as_json.values()):
         data["application/json"] = json_bundle(as_json, call.ctx.redact)["application/json"]

@@ -1,0 +1,277 @@
+"""How a result looks (SPEC 9): its repr pretty-printed as IPython does, and rows as an html table.
+
+Both functions are pure (text or JSON in, text out) and deterministic, so a stored notebook output
+compares equal on every run.
+
+:func:`pretty_text` takes the result's ``repr`` text, not the value: in the contained worker
+(SPEC 12) the kernel only ever sees that text (and the value's JSON form), and reading the text
+keeps one path for both ways of running. The text is parsed as a Python expression (``ast``);
+lists, tuples, sets, dicts and literals are rebuilt, and any other part (``Decimal('1.5')``,
+``nan``, ``datetime.date(2024, 1, 2)``) stays exactly as written. The rebuilt value is laid out
+the way IPython's pretty printer (``IPython.lib.pretty``) lays it out, so a result looks as it does
+in IPython: on one line when it fits in :data:`WIDTH` characters, otherwise one item a line, nested
+containers indented by one more space per level, dict keys in their order, set items sorted. Unlike
+IPython nothing is cut: every item is shown (no ``...`` after 1000). Text that is not such an
+expression (``<Opaque>``), or longer than :data:`PRETTY_MAX_CHARS`, is shown as it is. The module
+does not import IPython (the kernel's pure modules import nothing of Jupyter's); a test holds its
+output to IPython's. One known difference: a dict whose keys are tuples or frozensets may break
+its lines elsewhere than IPython, whose queue of groups drops a group in that case.
+
+:func:`rows_table` takes the value's JSON form: a list of objects that all have the same keys
+(rows, as a ``db`` command returns) becomes an html table: a header row of the keys in the first
+row's order, then at most :data:`ROW_CAP` rows and a last line ``… N more rows``. A string cell
+shows its text, any other cell its Python repr (``None``, ``True``, ``1.5``, ``[1, 2]``); every
+text is html-escaped and passed through the redactor (secrets become ``***``).
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+from collections.abc import Callable
+from typing import Any
+
+#: Line width of the pretty-printed text (IPython's default).
+WIDTH = 79
+#: Longer ``repr`` texts are shown as they are: parsing them costs time and memory in the kernel
+#: (about 65 MB and 0.1 s per 200,000 characters of small items).
+PRETTY_MAX_CHARS = 200_000
+#: Rows an html table shows; the rest are counted in a last line.
+ROW_CAP = 100
+
+
+class _Verbatim:
+    """A part of a ``repr`` that is not a literal: printed exactly as it was written."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class _NotRebuilt(Exception):
+    """The text is not something :class:`_Rebuilder` can show faithfully."""
+
+
+class _Rebuilder:
+    """Rebuilds the value a parsed one-line ``repr`` stands for, as far as the pretty printer needs it.
+
+    Lists, tuples, sets, dicts, ``set()`` and ``frozenset({...})`` are rebuilt; a literal whose own
+    ``repr`` is the text as written is kept as its value; any other part becomes :class:`_Verbatim`.
+    Raises :class:`_NotRebuilt` when the rebuilt value would not show what the text says (a
+    repeated dict key or set item, ``{**x}``).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.raw = text.encode("utf-8", "surrogatepass")  # ast's columns are UTF-8 byte offsets
+
+    def segment(self, node: ast.expr) -> str:
+        """The text of ``node`` exactly as written."""
+        return self.raw[node.col_offset:node.end_col_offset].decode("utf-8", "surrogatepass")
+
+    def container(self, node: ast.List | ast.Tuple | ast.Set | ast.Dict) -> Any:
+        """A list, tuple, set or dict node rebuilt."""
+        if isinstance(node, ast.List):
+            return [self.value(e) for e in node.elts]
+        if isinstance(node, ast.Tuple):
+            return tuple(self.value(e) for e in node.elts)
+        if isinstance(node, ast.Set):
+            items = {self.value(e) for e in node.elts}
+            if len(items) != len(node.elts):  # a custom repr that repeats an item
+                raise _NotRebuilt
+            return items
+        keys = [k for k in node.keys if k is not None]
+        if len(keys) != len(node.keys):  # ``{**x}``: not a repr
+            raise _NotRebuilt
+        pairs = {self.value(k): self.value(v) for k, v in zip(keys, node.values, strict=True)}
+        if len(pairs) != len(keys):
+            raise _NotRebuilt
+        return pairs
+
+    def value(self, node: ast.expr) -> Any:
+        """The value ``node`` stands for."""
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            return self.container(node)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset")
+                and not node.keywords and len(node.args) <= 1):
+            # ``set()`` and ``frozenset({...})``: rebuilt, so their items are sorted as IPython sorts them
+            inner = self.value(node.args[0]) if node.args else set()
+            if isinstance(inner, set):
+                return inner if node.func.id == "set" and not inner else frozenset(inner)
+        segment = self.segment(node)
+        try:
+            value = ast.literal_eval(node)  # 1, 'a', -1, None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return _Verbatim(segment)
+        return value if repr(value) == segment else _Verbatim(segment)
+
+
+def _sorted(items: Any) -> list[Any]:
+    """Set items in IPython's order: sorted, else sorted by their text, else as they come."""
+    listed: list[Any] = list(items)
+    try:
+        return sorted(listed)
+    except Exception:
+        try:
+            return sorted(listed, key=str)
+        except Exception:
+            return listed
+
+
+class _Printer:
+    """IPython's pretty printer (``IPython.lib.pretty``) for the values :class:`_Rebuilder` makes.
+
+    A container is a group: ``open``, items separated by ``,`` and a break, ``close``. A group
+    that fits on its line, with the text that must follow it before the next break, is written
+    flat; otherwise every break of it is a new line, indented by the sum of the opening widths
+    of the groups it is in (1 for ``[``, ``(``, ``{``; 11 for ``frozenset({``), and its items are
+    laid out the same way. The outermost group breaks first. Deterministic; a test holds it to
+    IPython's own output.
+    """
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.out: list[str] = []
+        self._flat: dict[int, str] = {}
+
+    @staticmethod
+    def parts(value: Any) -> tuple[str, list[tuple[Any, Any]], str, str] | None:
+        """``(open, [(key or _NO_KEY, item)...], tail, close)`` of a non-empty container, else ``None``."""
+        kind = type(value)
+        if not value or kind not in (list, tuple, set, frozenset, dict):
+            return None
+        if kind is dict:
+            return "{", list(value.items()), "", "}"
+        if kind is list:
+            return "[", [(_NO_KEY, x) for x in value], "", "]"
+        if kind is tuple:
+            return "(", [(_NO_KEY, x) for x in value], "," if len(value) == 1 else "", ")"
+        start, end = ("{", "}") if kind is set else ("frozenset({", "})")
+        return start, [(_NO_KEY, x) for x in _sorted(value)], "", end
+
+    def flat(self, value: Any) -> str:
+        """``value`` on one line."""
+        known = self._flat.get(id(value))
+        if known is not None:
+            return known
+        parts = self.parts(value)
+        if parts is None:
+            empty = type(value) in (set, frozenset) and not value
+            text = f"{type(value).__name__}()" if empty else repr(value)
+        else:
+            start, items, tail, end = parts
+            inner = ", ".join(self.flat(x) if k is _NO_KEY else f"{self.flat(k)}: {self.flat(x)}" for k, x in items)
+            text = start + inner + tail + end
+        self._flat[id(value)] = text
+        return text
+
+    def layout(self, value: Any, col: int, indent: int, trail: int) -> int:
+        """Write ``value`` starting at column ``col`` inside groups indenting ``indent``; ``trail``
+        characters must follow on the same line. Returns the column after it."""
+        text = self.flat(value)
+        parts = self.parts(value)
+        if parts is None or col + len(text) + trail <= self.width:
+            self.out.append(text)
+            return col + len(text)
+        start, items, tail, end = parts
+        self.out.append(start)
+        col += len(start)
+        inner = indent + len(start)
+        for i, (key, item) in enumerate(items):
+            if i:
+                self.out.append(",\n" + " " * inner)
+                col = inner
+            after = len(tail) + len(end) + trail if i == len(items) - 1 else 1
+            if key is not _NO_KEY:
+                col = self.layout(key, col, inner, self.key_trail(item, after)) + 2
+                self.out.append(": ")
+            col = self.layout(item, col, inner, after)
+        self.out.append(tail + end)
+        return col + len(tail) + len(end)
+
+    def key_trail(self, value: Any, after: int) -> int:
+        """What must follow a dict key on its line, for the value ``value`` and the ``after`` that
+        follows it: ``": "`` and the value up to its own first break (IPython breaks the key, the
+        shallower group, when the line overflows before that)."""
+        parts = self.parts(value)
+        if parts is None or len(parts[1]) == 1:
+            return 2 + len(self.flat(value)) + after
+        start, items, _, _ = parts
+        key, first = items[0]
+        first_text = self.flat(first) if key is _NO_KEY else f"{self.flat(key)}: {self.flat(first)}"
+        return 2 + len(start) + len(first_text) + 1
+
+
+#: The key of an item that has none (a list, tuple or set item).
+_NO_KEY = object()
+
+
+def pretty_text(text: str, width: int = WIDTH) -> str:
+    """``text`` (a value's ``repr``) pretty-printed as IPython prints the value (module docstring).
+
+    Returns ``text`` unchanged when it is not a Python expression of containers and literals, spans
+    several lines, or is longer than :data:`PRETTY_MAX_CHARS`. Never raises.
+    """
+    if len(text) > PRETTY_MAX_CHARS or "\n" in text or text[:1] not in ("[", "(", "{", "s", "f"):
+        return text
+    try:
+        tree = ast.parse(text, mode="eval")
+        printer = _Printer(width)
+        printer.layout(_Rebuilder(text).value(tree.body), 0, 0, 0)
+    except (_NotRebuilt, SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return text
+    return "".join(printer.out)
+
+
+def _cell_text(value: Any) -> str:
+    """A table cell: a string's own text, any other JSON value's Python repr."""
+    return value if isinstance(value, str) else repr(value)
+
+
+def is_rows(value: Any) -> bool:
+    """True for a non-empty list of JSON objects that all have the same, non-empty, set of keys."""
+    if not isinstance(value, list) or not value or not all(isinstance(row, dict) for row in value):
+        return False
+    keys = value[0].keys()
+    return bool(keys) and all(row.keys() == keys for row in value)
+
+
+def rows_table(value: Any, redact: Callable[[str], str] | None = None) -> str | None:
+    """``value`` (a JSON value) as an html table when it is rows (:func:`is_rows`), else ``None``.
+
+    Header: the first row's keys; body: the first :data:`ROW_CAP` rows, cells in the header's
+    order; then ``… N more rows`` when there are more. Every text is redacted (``redact``) and
+    html-escaped.
+    """
+    if not is_rows(value):
+        return None
+    red = redact or (lambda t: t)
+    keys = list(value[0])
+
+    def cell(tag: str, text: str) -> str:
+        return f"<{tag}>{html.escape(red(text))}</{tag}>"
+
+    lines = ['<table class="s2o-rows">', "<thead>", "<tr>" + "".join(cell("th", k) for k in keys) + "</tr>",
+             "</thead>", "<tbody>"]
+    lines.extend("<tr>" + "".join(cell("td", _cell_text(row[k])) for k in keys) + "</tr>" for row in value[:ROW_CAP])
+    lines.append("</tbody>")
+    lines.append("</table>")
+    more = len(value) - ROW_CAP
+    if more > 0:
+        lines.append(f"<p>… {more} more row{'s' if more != 1 else ''}</p>")
+    return "\n".join(lines)
+
+
+def rows_text(rows: list[dict[str, str]]) -> str:
+    """Rows of texts (every row with the first row's keys) as a plain-text table: a header line of
+    the keys, then one line a row, columns padded to their widest text and two spaces apart.
+    Trailing spaces are dropped. ``""`` for no rows."""
+    if not rows:
+        return ""
+    keys = list(rows[0])
+    widths = [max(len(key), *(len(row[key]) for row in rows)) for key in keys]
+    lines = [keys, *([row[key] for key in keys] for row in rows)]
+    return "\n".join("  ".join(t.ljust(w) for t, w in zip(line, widths, strict=True)).rstrip() for line in lines)

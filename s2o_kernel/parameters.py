@@ -1,0 +1,129 @@
+"""papermill parameters for s2o notebooks: the ``s2o`` translator (issue 11).
+
+``papermill in.ipynb out.ipynb -p name value -y "{...}"`` writes the parameters into the notebook
+as one cell that a language understands. For the ``s2o`` kernel and language that cell is one
+``var`` fragment (SPEC 7) setting a local variable per parameter::
+
+    # Parameters
+    {
+      "var": {
+        "name": "Ada",
+        "count": 3
+      }
+    }
+
+Values are JSON of every type (str, int, float, bool, None, list, dict) and stay exactly the values
+given: a string that the fragment would read as an expression (one that starts with ``{`` and ends
+with ``}``, SPEC 1) is written as the expression of its Python string literal (``"{ '{x}' }"``,
+ASCII only), at any depth; dict keys are never expressions. A value JSON cannot hold (NaN, an
+infinity, a date from YAML, ...) raises ``ValueError`` naming the parameter; papermill stops with it.
+The whole cell counts toward ``limits.definition_length`` (20,480 characters by default) like any
+fragment.
+
+Registration: papermill 2.7 has no entry point for translators, only for engines
+(``papermill.engine``) and I/O handlers (``papermill.io``), and it loads those when it is imported.
+The package declares an engine entry point ``s2o`` (:class:`S2OEngine`, papermill's own nbclient
+engine unchanged), so papermill imports this module at start and the ``register`` call below runs;
+``-p`` then works with papermill's default engine. ``papermill --help-notebook`` lists the names
+and defaults of a ``var`` fragment in the cell tagged ``parameters`` (:meth:`S2OTranslator.inspect`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from typing import Any
+
+from papermill.engines import NBClientEngine
+from papermill.models import Parameter
+from papermill.translators import Translator, papermill_translators
+
+#: The kernel's name and language (kernelspec/kernel.json): papermill looks a translator up by either.
+LANGUAGE = "s2o"
+
+
+def _literal(value: Any, where: str) -> Any:
+    """``value`` as fragment JSON that sets exactly ``value``; ``ValueError`` when it is not JSON."""
+    if isinstance(value, str):
+        if value.startswith("{") and value.endswith("}"):
+            return "{ " + ascii(value) + " }"
+        return value
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"s2o parameter {where} is {value!r}, which JSON cannot hold")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_literal(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"s2o parameter {where} has the key {key!r}; JSON keys are strings")
+            out[key] = _literal(item, f"{where}[{key!r}]")
+        return out
+    raise ValueError(f"s2o parameter {where} is a {type(value).__name__}; parameters are JSON values")
+
+
+def _value(field: Any) -> Any:
+    """The value a ``var`` field sets, for ``--help-notebook``: a string literal expression (as
+    :func:`_literal` writes it) read back, anything else as it is (an expression stays its text)."""
+    if isinstance(field, str) and field.startswith("{") and field.endswith("}"):
+        try:
+            value = ast.literal_eval(field[1:-1].strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return field
+        return value if isinstance(value, str) else field
+    return field
+
+
+class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
+    """Writes papermill's parameters as one ``var`` fragment cell (module docstring)."""
+
+    @classmethod
+    def codify(cls, parameters: dict[str, Any], comment: str = "Parameters") -> str:
+        """The cell: a ``# comment`` line (the kernel skips comment lines) and the fragment.
+
+        Raises ``ValueError`` for a parameter name that is not a string or a value that is not JSON.
+        """
+        fields = {}
+        for name, value in parameters.items():
+            if not isinstance(name, str):
+                raise ValueError(f"s2o parameter names are strings, not {name!r}")
+            fields[name] = _literal(value, repr(name))
+        text = json.dumps({"var": fields}, indent=2, ensure_ascii=False, allow_nan=False)
+        return f"{cls.comment(comment)}\n{text}\n"
+
+    @classmethod
+    def comment(cls, cmt_str: str) -> str:
+        """A comment line (SPEC 9: a cell's lines starting with ``#`` are comments)."""
+        return f"# {cmt_str}".strip()
+
+    @classmethod
+    def inspect(cls, parameters_cell: Any) -> list[Any]:
+        """The parameters a ``var`` fragment in the cell sets (name, JSON type, default), for
+        ``papermill --help-notebook``; ``[]`` for any other cell."""
+        lines = [line for line in str(parameters_cell.source).splitlines() if not line.lstrip().startswith("#")]
+        try:
+            data = json.loads("\n".join(lines))
+        except ValueError:
+            return []
+        fields = data.get("var") if isinstance(data, dict) else None
+        if not isinstance(fields, dict):
+            return []
+        return [Parameter(name=name, inferred_type_name=type(_value(value)).__name__,
+                          default=json.dumps(_value(value)), help="")
+                for name, value in fields.items()]  # fmt: skip
+
+
+class S2OEngine(NBClientEngine):  # type: ignore[misc]  # papermill is untyped
+    """papermill's nbclient engine, unchanged (``--engine s2o`` is the same as the default).
+
+    It exists for its entry point: papermill imports the engines' modules when it starts, which
+    registers :class:`S2OTranslator` (papermill has no entry point for translators).
+    """
+
+
+papermill_translators.register(LANGUAGE, S2OTranslator)
