@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from s2o_kernel.engine import Engine, IsolatedSession, Session, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, Session, bare_settings
 
 DATA = {
     "price": 12.5,
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter samples")
     args = parser.parse_args(argv)
     budget = 0.05 if args.quick else 0.25
-    settings = make_settings({"allowlist": ALLOW})
+    settings = bare_settings({"allowlist": ALLOW})
     allow = {n: __builtins__[n] if isinstance(__builtins__, dict) else getattr(__builtins__, n)
              for n in ALLOW.split()}
     g = {"__builtins__": allow, **DATA}

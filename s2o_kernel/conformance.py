@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .engine import Engine, IsolatedSession, RemoteValue, S2OError, Session, Settings, as_json, make_settings
+from .engine import Engine, IsolatedSession, RemoteValue, S2OError, Session, Settings, as_json, bare_settings
 from .engine.scopes import SecretText
 
 #: Key of an outcome holding the text of a secret result, for comparison only: --show omits it
@@ -110,7 +110,7 @@ def _settings_for(case: dict[str, Any], time_limit: float | None) -> Settings:
         limits = dict(data.get("limits") or {})
         limits["time"] = min(float(limits.get("time", time_limit)), time_limit)
         data["limits"] = limits
-    return make_settings(data)
+    return bare_settings(data)
 
 
 def _error_outcome(cid: Any, exc: S2OError) -> dict[str, Any]:

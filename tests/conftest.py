@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from s2o_kernel.engine import Engine, Session, default_settings, make_settings
+from s2o_kernel.engine import Engine, Session, bare_settings, default_settings
 
 HELPERS_DIR = Path(__file__).parent / "conformance"
 #: Helpers shared by the test groups (engine/, kernel/, security/, conformance/): the kernel harness,
@@ -21,7 +21,7 @@ for _folder in (HELPERS_DIR, SUPPORT_DIR):
 def make_session(**settings) -> Session:
     """A fresh session on settings given as SPEC-10 keyword arguments (allowlist defaults to empty)."""
     settings.setdefault("allowlist", "")
-    return Session(Engine(make_settings(settings)))
+    return Session(Engine(bare_settings(settings)))
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ Jupyter protocol. Public API::
 
     from s2o_kernel.engine import Engine, Session, Settings, S2OError, load_settings
 
-    engine = Engine(load_settings())          # or Engine(Settings(allowlist="len"))
+    engine = Engine(load_settings())          # s2o.toml merged over the embedded default
+    Engine(make_settings({"limits": {"time": 1}}))   # a dict merged over the embedded default
+    Engine(bare_settings({"allowlist": "len"}))      # from nothing: only len, every operator on
     session = Session(engine)
     session.evaluate("len([1, 2])")           # -> 2
     session.evaluate_dynamic("{ 1 + 1 }")     # -> 2 (SPEC 1)
@@ -26,7 +28,7 @@ from .fragments.parser import fragment_kind
 from .outside.ask import ask_each
 from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
-from .settings import Settings, default_settings, load_settings, make_settings, read_toml
+from .settings import Settings, bare_settings, default_settings, load_settings, make_settings, read_toml
 from .worker import IsolatedSession
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "Validation",
     "as_json",
     "ask_each",
+    "bare_settings",
     "default_settings",
     "fragment_kind",
     "fragment_words",

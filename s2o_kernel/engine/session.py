@@ -27,7 +27,7 @@ from .fragments.dataflow import Dataflow
 from .outside.call import Outside
 from .progress import RunProgress
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
-from .settings import Settings, make_settings, merge
+from .settings import Settings, bare_settings, merge
 from .values import check_value
 
 #: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
@@ -289,7 +289,7 @@ class Session:
         Returns the new engine's warnings. Raises ``S2OError`` with stage ``load`` (codes ``settings``,
         ``allowlist``, ``refused-entry``) and then leaves the session exactly as it was.
         """
-        engine = Engine(make_settings(merge(self._run.engine.settings.to_dict(), patch)))
+        engine = Engine(bare_settings(merge(self._run.engine.settings.to_dict(), patch)))
         if self._run.engine.guarded:
             engine = engine.with_guard()
         old, self._run.engine = self._run.engine.settings, engine
@@ -367,8 +367,9 @@ class Session:
         """Check then run a fragment as one run (SPEC 7); never raises for bad input.
 
         ``fragment`` is parsed JSON: a command object, a list of commands, a function object or an
-        agent definition. Every problem is reported before anything runs (``RunResult.error`` is then
-        an :class:`~.errors.ErrorGroup` when there are several). An agent definition's functions stay
+        agent definition; JSON text is refused (``fragment``: "pass the parsed value"). Every
+        problem is reported before anything runs (``RunResult.error`` is then an
+        :class:`~.errors.ErrorGroup` when there are several). An agent definition's functions stay
         defined for later ``call`` commands; ``function`` picks the one to run (default ``main``),
         whose declared arguments come from ``inputs`` (also ``sys.inputs`` during the run).
         ``on_output`` is called with each output part as it is produced.

@@ -12,14 +12,16 @@ teaching allowlist, the bounded rewrites of ``**``, ``*`` and ``<<``, a SQLite
 database profile and a scripted LLM profile). Secrets also come from
 environment variables ``S2O_SECRET_<NAME>``.
 
-Note the model's own defaults are SPEC 10's bare defaults (an empty
-allowlist, every operator on): the conformance runner starts from those, the
-kernel from the embedded default.
+Building settings from a dict: :func:`make_settings` merges the dict over the
+embedded default, as a file is merged; :func:`bare_settings` starts from the
+model's own defaults, SPEC 10's bare defaults (an empty allowlist, every
+operator on), which the conformance runner uses (SPEC 11).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 import tomllib
@@ -118,7 +120,7 @@ class Settings(_Strict):
     profiles: Profiles = Field(default_factory=Profiles)
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as a SPEC-10-shaped dict that :func:`make_settings` turns back into equal
+        """The settings as a SPEC-10-shaped dict that :func:`bare_settings` turns back into equal
         settings (optional ``sys`` members only when enabled)."""
         data = self.model_dump(mode="python", exclude={"sys"})
         data["sys"] = {"inputs": copy.deepcopy(self.sys.inputs), **copy.deepcopy(self.sys.enabled())}
@@ -156,11 +158,13 @@ def _error_from_validation(exc: ValidationError) -> S2OError:
                     details={"problems": problems})
 
 
-def make_settings(data: dict[str, Any]) -> Settings:
-    """Build :class:`Settings` from a SPEC-10-shaped dict.
+def bare_settings(data: dict[str, Any]) -> Settings:
+    """Build :class:`Settings` from a SPEC-10-shaped dict over SPEC 10's *bare* defaults: what
+    ``data`` leaves out is the model's default (an empty allowlist, every operator on, no profiles),
+    not the embedded default. For complete settings (``Settings.to_dict()``, a file already merged)
+    and for the conformance runner (SPEC 11: an absent allowlist means an empty one).
 
-    Raises ``S2OError(code="settings", stage="load")`` naming each unknown key
-    or wrong value.
+    Raises ``S2OError(code="settings", stage="load")`` naming each unknown key or wrong value.
     """
     if not isinstance(data, dict):
         raise S2OError("settings", "settings must be an object", stage="load")
@@ -172,6 +176,20 @@ def make_settings(data: dict[str, Any]) -> Settings:
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise _error_from_validation(exc) from None
+
+
+def make_settings(data: dict[str, Any]) -> Settings:
+    """Build :class:`Settings` from a SPEC-10-shaped dict merged over the embedded default, as a
+    settings file is (:func:`load_settings`, SPEC 9): ``make_settings({"limits": {"time": 1}})`` keeps
+    the teaching allowlist, the bounded rewrites and the offline profiles and changes the time limit.
+    Objects merge key by key (:func:`merge`); write ``"allowlist": ""`` for an empty allowlist, or use
+    :func:`bare_settings` to start from nothing.
+
+    Raises ``S2OError(code="settings", stage="load")`` naming each unknown key or wrong value.
+    """
+    if not isinstance(data, dict):
+        raise S2OError("settings", "settings must be an object", stage="load")
+    return bare_settings(merge(default_data(), data))
 
 
 def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -186,15 +204,19 @@ def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def _default_text() -> str:
+    return resources.files(__package__).joinpath("default.toml").read_text(encoding="utf-8")
+
+
 def default_data() -> dict[str, Any]:
-    """The embedded default configuration as a dict (``s2o_kernel/engine/default.toml``)."""
-    text = resources.files(__package__).joinpath("default.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    """The embedded default configuration as a dict (``s2o_kernel/engine/default.toml``), a fresh copy."""
+    return tomllib.loads(_default_text())
 
 
 def default_settings() -> Settings:
     """The embedded default (SPEC 9): teaching allowlist, bounded rewrites, offline profiles."""
-    return make_settings(default_data())
+    return bare_settings(default_data())
 
 
 def _toml_problem(exc: tomllib.TOMLDecodeError) -> tuple[str, int | None, int | None]:
@@ -280,4 +302,4 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     extra = env_secrets()
     if extra:
         data["secrets"] = {**data.get("secrets", {}), **extra}
-    return make_settings(data)
+    return bare_settings(data)

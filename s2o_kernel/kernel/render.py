@@ -3,6 +3,10 @@
 Nothing here talks to ZMQ or imports Jupyter; the functions take plain values and return plain
 dicts, so they are unit-tested directly.
 
+A result (:func:`value_bundle`) is ``text/plain``: its repr laid out as IPython lays it out
+(:mod:`.pretty`); rows (a list of objects with the same keys) also carry a ``text/html`` table;
+``application/json`` only when asked (``%display json``).
+
 Errors are the engine's own types: an :class:`~s2o_kernel.engine.S2OError` (the kernel raises
 them too, e.g. ``S2OError("magic", ...)``) shows as ``code: message`` followed by its position, its
 ``details`` one a line and its notes (``add_note``); an :class:`~s2o_kernel.engine.ErrorGroup`

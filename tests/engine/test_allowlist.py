@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 from s2o_kernel.engine.allowlist import load_allowlist
 
 
 def run(expr, allowlist, **kw):
-    return Session(Engine(make_settings({"allowlist": allowlist, **kw}))).evaluate(expr)
+    return Session(Engine(bare_settings({"allowlist": allowlist, **kw}))).evaluate(expr)
 
 
 def test_six_forms_and_rename():
@@ -98,7 +98,7 @@ def test_blocking_entry_warns():
 
 
 def test_exists_allowlist_and_dotted_lookup():
-    s = Session(Engine(make_settings({"allowlist": "json\nmath.sqrt"})))
+    s = Session(Engine(bare_settings({"allowlist": "json\nmath.sqrt"})))
     assert s.evaluate("sys.exists('allowlist', 'json')") is True
     assert s.evaluate("sys.exists('allowlist', 'math.sqrt')") is True
     assert s.evaluate("sys.exists('allowlist', 'math.floor')") is False
@@ -106,7 +106,7 @@ def test_exists_allowlist_and_dotted_lookup():
 
 
 def test_guarded_getattr_and_hasattr_apply_the_name_rules_at_run_time():
-    s = Session(Engine(make_settings({"allowlist": "getattr\nhasattr\njson"})), locals={"x": 1})
+    s = Session(Engine(bare_settings({"allowlist": "getattr\nhasattr\njson"})), locals={"x": 1})
     for expr, code in [("getattr(x, '_' + '_class__')", "underscore"), ("getattr('s', 'for' + 'mat')", "format"),
                        ("getattr(x, 'gi_' + 'frame')", "attribute"), ("hasattr(x, '__class__')", "underscore"),
                        ("getattr(json, 'codecs')", "not-allowed")]:
@@ -121,9 +121,9 @@ def test_guarded_getattr_and_hasattr_apply_the_name_rules_at_run_time():
 def test_operator_rewrite_target_must_be_a_two_argument_allowlist_function():
     for target in ("nothing", "len"):
         with pytest.raises(S2OError) as err:
-            Engine(make_settings({"allowlist": "len", "rules": {"operators": {"+": target}}}))
+            Engine(bare_settings({"allowlist": "len", "rules": {"operators": {"+": target}}}))
         assert err.value.code == "settings" and err.value.stage == "load"
-    e = Engine(make_settings({"rules": {"operators": {"**": "bounded_pow"}}}))
+    e = Engine(bare_settings({"rules": {"operators": {"**": "bounded_pow"}}}))
     with pytest.raises(S2OError) as err:
         Session(e).evaluate("9 ** 9 ** 9")
     assert err.value.code == "runtime" and "OverflowError" in err.value.message

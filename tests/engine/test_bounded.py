@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 
 OPERATORS = {"**": "bounded_pow", "*": "bounded_mult", "<<": "bounded_lshift", "%": "bounded_mod"}
 ALLOWLIST = """
@@ -22,7 +22,7 @@ math
 
 @pytest.fixture
 def session() -> Session:
-    return Session(Engine(make_settings({"allowlist": ALLOWLIST, "rules": {"operators": OPERATORS}})))
+    return Session(Engine(bare_settings({"allowlist": ALLOWLIST, "rules": {"operators": OPERATORS}})))
 
 
 REFUSED = [
@@ -92,5 +92,5 @@ def test_a_host_objects_own_method_of_a_sized_name_is_not_touched() -> None:
         def zfill(self, n: int) -> str:
             return f"pad {n}"
 
-    s = Session(Engine(make_settings({"allowlist": ""})), locals={"p": Pad()})
+    s = Session(Engine(bare_settings({"allowlist": ""})), locals={"p": Pad()})
     assert s.evaluate("p.zfill(10**9)") == "pad 1000000000"

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from s2o_kernel.engine import Access, Dataflow, Engine, IsolatedSession, S2OError, Session, make_settings
+from s2o_kernel.engine import Access, Dataflow, Engine, IsolatedSession, S2OError, Session, bare_settings
 from s2o_kernel.engine.worker import wire
 
 D = "\u2020"
@@ -23,7 +23,7 @@ M = "functions.main.commands"
 
 @pytest.fixture(scope="module")
 def isolated() -> Iterator[IsolatedSession]:
-    session = IsolatedSession(make_settings({"allowlist": "len"}))
+    session = IsolatedSession(bare_settings({"allowlist": "len"}))
     try:
         yield session
     finally:
@@ -31,7 +31,7 @@ def isolated() -> Iterator[IsolatedSession]:
 
 
 def _session() -> Session:
-    return Session(Engine(make_settings({"allowlist": "len"})))
+    return Session(Engine(bare_settings({"allowlist": "len"})))
 
 
 def test_every_access_is_listed_in_document_order() -> None:

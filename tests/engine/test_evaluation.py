@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, as_json, default_settings, make_settings
+from s2o_kernel.engine import Engine, S2OError, Session, as_json, bare_settings, default_settings
 
 HELPERS = "s2o_conformance_helpers"
 
@@ -17,7 +17,7 @@ HELPERS = "s2o_conformance_helpers"
 def session(allowlist="", **kw):
     locs = kw.pop("locals", None)
     agent = kw.pop("agent", None)
-    return Session(Engine(make_settings({"allowlist": allowlist, **kw})), locals=locs, agent=agent)
+    return Session(Engine(bare_settings({"allowlist": allowlist, **kw})), locals=locs, agent=agent)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -297,7 +297,7 @@ def test_json_that_is_not_a_fragment_names_the_unknown_command():
 
 @pytest.mark.parametrize("name", ["None", "if", "lambda", "caf\u00e9", "x[0]", "a.b", "_p", "agent"])
 def test_variable_names_an_expression_could_never_read_are_refused(name):
-    session = Session(Engine(make_settings({"allowlist": ""})))
+    session = Session(Engine(bare_settings({"allowlist": ""})))
     with pytest.raises(S2OError) as err:
         session.set_vars(locals={"ok": 1, name: 2})
     assert err.value.code in ("fragment", "underscore")
@@ -307,7 +307,7 @@ def test_variable_names_an_expression_could_never_read_are_refused(name):
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), [1.0, float("nan")], {"a": float("inf")}])
 def test_agent_variables_hold_finite_json_numbers_only(value):
     # new-user finding: NaN could be set but not saved (%state save refused it later)
-    session = Session(Engine(make_settings({"allowlist": ""})))
+    session = Session(Engine(bare_settings({"allowlist": ""})))
     with pytest.raises(S2OError) as err:
         session.set_agent("x", value)
     assert err.value.code == "not-json"
@@ -318,7 +318,7 @@ def test_agent_variables_refuse_subclasses_of_json_types():
     class Lying(str):
         pass
 
-    session = Session(Engine(make_settings({"allowlist": ""})))
+    session = Session(Engine(bare_settings({"allowlist": ""})))
     with pytest.raises(S2OError) as err:
         session.set_agent("x", Lying("a"))
     assert err.value.code == "not-json"
@@ -327,7 +327,7 @@ def test_agent_variables_refuse_subclasses_of_json_types():
 @pytest.mark.parametrize("expr", ["sys.secret['K'] + '!'", "'!' + sys.secret['K']", "sys.secret['K'] * 2",
                                   "sys.secret['K'] < 'a'"])
 def test_secrets_refuse_arithmetic_with_the_secret_message(expr):
-    session = Session(Engine(make_settings({"allowlist": "", "secrets": {"K": "v"}})))
+    session = Session(Engine(bare_settings({"allowlist": "", "secrets": {"K": "v"}})))
     with pytest.raises(S2OError) as err:
         session.evaluate(expr)
     assert err.value.code == "not-allowed" and "f-string" in err.value.message

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 
 
 def session() -> Session:
-    return Session(Engine(make_settings({"allowlist": "asyncio.sleep\nstr"})))
+    return Session(Engine(bare_settings({"allowlist": "asyncio.sleep\nstr"})))
 
 
 def branch(name: str, delay: float, target: str) -> list[dict]:

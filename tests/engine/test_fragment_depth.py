@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 from s2o_kernel.engine.commands.call import CallFields
 from s2o_kernel.engine.fragments.depth import MAX_NESTING
 from s2o_kernel.engine.fragments.interpreter import run_program
@@ -22,7 +22,7 @@ from s2o_kernel.engine.scopes import MAX_JSON_DEPTH
 
 
 def session(allowlist: str = "", **limits) -> Session:
-    return Session(Engine(make_settings({"allowlist": allowlist, "limits": {"definition_length": 10 ** 6, **limits}})))
+    return Session(Engine(bare_settings({"allowlist": allowlist, "limits": {"definition_length": 10 ** 6, **limits}})))
 
 
 def nested_list(depth: int) -> object:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 
 TICKS = {"n": 0}
 
@@ -36,7 +36,7 @@ async def spawn() -> str:
 
 
 def _session() -> Session:
-    return Session(Engine(make_settings({"allowlist": "asyncio.gather"})),
+    return Session(Engine(bare_settings({"allowlist": "asyncio.gather"})),
                    locals={"burn": burn, "fail": fail, "spawn": spawn})
 
 

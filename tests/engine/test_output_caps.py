@@ -21,19 +21,20 @@ from s2o_kernel.engine import (
     IsolatedSession,
     S2OError,
     Session,
+    bare_settings,
     default_settings,
     make_settings,
     read_toml,
 )
 from s2o_kernel.engine import settings as settings_module
 from s2o_kernel.engine.commands.output import OutputBudget, part_bytes
-from s2o_kernel.engine.settings import MAX_OUTPUT_PART, merge
+from s2o_kernel.engine.settings import MAX_OUTPUT_PART
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def settings_with(**limits: Any) -> Any:
-    return make_settings(merge(default_settings().to_dict(), {"limits": limits}))
+    return make_settings({"limits": limits})
 
 
 def loop(n: int, text: str) -> dict[str, Any]:
@@ -70,13 +71,13 @@ def test_the_budget_allows_up_to_each_cap_and_counts_nothing_it_refuses() -> Non
 
 
 def test_output_limits_are_settings_with_spec_defaults() -> None:
-    limits = make_settings({}).limits
+    limits = bare_settings({}).limits
     assert (limits.output_part_bytes, limits.output_parts, limits.output_bytes) == (1 << 20, 1000, 16 << 20)
     assert default_settings().limits == limits
     for bad in ({"output_parts": 0}, {"output_bytes": 0}, {"output_part_bytes": 0},
                 {"output_part_bytes": MAX_OUTPUT_PART + 1}, {"output_parts": "5"}):
         with pytest.raises(S2OError) as exc:
-            make_settings({"limits": bad})
+            bare_settings({"limits": bad})
         assert exc.value.code == "settings" and exc.value.path == f"limits.{next(iter(bad))}"
 
 
@@ -174,7 +175,7 @@ def test_without_a_sink_the_parts_come_back_in_the_result(isolated: IsolatedSess
 
 def test_a_worker_that_sends_parts_past_the_caps_is_restarted() -> None:
     """The parent charges the parts it receives too: a worker past the caps is not trusted."""
-    settings = make_settings({"allowlist": "os\nlen", "allow_unsafe_entries": True,
+    settings = bare_settings({"allowlist": "os\nlen", "allow_unsafe_entries": True,
                               "limits": {"time": 5, "output_parts": 2}})
     session = IsolatedSession(settings)  # request 1 is init, so the next request is 2
     try:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from s2o_kernel.engine import Engine, ErrorGroup, S2OError, make_settings
+from s2o_kernel.engine import Engine, ErrorGroup, S2OError, bare_settings
 from s2o_kernel.engine.denylist import DENIED_ATTRIBUTES
 
 
 def engine(**settings):
     settings.setdefault("allowlist", "len\nsorted\nmath\ns2o_conformance_helpers.fetch as fetch")
-    return Engine(make_settings(settings))
+    return Engine(bare_settings(settings))
 
 
 def codes(expr, **settings):
@@ -198,6 +198,6 @@ def test_a_node_kind_nobody_admitted_is_refused():
 def test_calling_a_granted_module_is_checked_without_raising():
     # fuzz finding: the not-awaited rule asked inspect whether a Namespace is a coroutine function,
     # and inspect's probe of __name__ raised the Namespace's not-allowed error out of validate()
-    engine = Engine(make_settings({"allowlist": "json"}))
+    engine = Engine(bare_settings({"allowlist": "json"}))
     assert engine.validate("json(1)").errors == []
     assert engine.validate("[x for x in json(1)]").errors == []

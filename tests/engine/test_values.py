@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 from s2o_kernel.engine import values as V
 
 
@@ -31,7 +31,7 @@ async def _agen():
 
 
 def session(allowlist: str = "", **state) -> Session:
-    return Session(Engine(make_settings({"allowlist": allowlist})), **state)
+    return Session(Engine(bare_settings({"allowlist": allowlist})), **state)
 
 
 # -- error text from any value ---------------------------------------------------------------------

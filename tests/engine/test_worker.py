@@ -26,11 +26,17 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import IsolatedSession, RunResult, S2OError, Validation, default_settings, make_settings
+from s2o_kernel.engine import (
+    IsolatedSession,
+    RunResult,
+    S2OError,
+    Validation,
+    bare_settings,
+    make_settings,
+)
 from s2o_kernel.engine.codes import CODES
 from s2o_kernel.engine.errors import ErrorGroup
 from s2o_kernel.engine.scopes import RemoteValue
-from s2o_kernel.engine.settings import merge
 from s2o_kernel.engine.worker import framing, server, wire
 
 pytestmark = pytest.mark.timeout(120)
@@ -423,7 +429,7 @@ UNSAFE = {"allowlist": "os\nlen\nrange", "allow_unsafe_entries": True, "limits":
 
 @pytest.fixture
 def unsafe() -> Iterator[IsolatedSession]:
-    session = IsolatedSession(make_settings(UNSAFE))
+    session = IsolatedSession(bare_settings(UNSAFE))
     session.set_vars(locals={"kept": 41}, agent={"visits": 3}, conv={"turns": 2})
     try:
         yield session
@@ -490,7 +496,7 @@ def test_a_long_run_reports_its_progress_to_on_progress() -> None:
 
 def test_a_flood_of_log_lines_leaves_the_next_cells_their_own_results() -> None:
     """Issue 8: 30 MB of log lines under a 2 s limit once left the reply half-read."""
-    session = IsolatedSession(make_settings(merge(default_settings().to_dict(), {"limits": {"time": 2}})))
+    session = IsolatedSession(make_settings({"limits": {"time": 2}}))
     try:
         session.set_vars(locals={"kept": 41}, agent={"visits": 3}, conv={"turns": 2})
         parts: list[dict[str, Any]] = []
@@ -506,7 +512,7 @@ def test_a_flood_of_log_lines_leaves_the_next_cells_their_own_results() -> None:
 
 
 def test_a_reply_over_the_cap_is_a_coded_error_and_keeps_the_worker() -> None:
-    session = IsolatedSession(make_settings(merge(default_settings().to_dict(), {"limits": {"time": 20}})))
+    session = IsolatedSession(make_settings({"limits": {"time": 20}}))
     try:
         session.set_vars(locals={"kept": 41}, agent={"visits": 3}, conv={"turns": 2})
         pid = session.pid

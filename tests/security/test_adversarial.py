@@ -49,7 +49,7 @@ from typing import Any
 import containment as C
 import pytest
 
-from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings
 
 CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "corpus.jsonl"
 CASES = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
@@ -155,7 +155,7 @@ def case_settings(case: dict[str, Any]) -> Any:
     for key in ("rules", "sys", "const"):
         if key in case:
             data[key] = case[key]
-    return make_settings(data)
+    return bare_settings(data)
 
 
 def outcome_problems(case: dict[str, Any], o: Outcome, *, pids: set[int], in_process: bool) -> list[str]:
@@ -360,7 +360,7 @@ def test_failed_isolated_session_leaves_no_worker(arena):
     not whenever the garbage collector gets to the half-built session.
     """
     with pytest.raises(S2OError) as info:
-        IsolatedSession(make_settings({"allowlist": "inspect"}))
+        IsolatedSession(bare_settings({"allowlist": "inspect"}))
     assert info.value.stage == "load" and info.value.code == "refused-entry"
     left = C.wait_gone(C.descendants() - arena["before"], timeout=2.0)
     assert not left, ("IsolatedSession raised at load but left its worker running while the error is kept: "

@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 from kernel_harness import PACKAGE_ROOT, execute, install_spec, result_data, start_kernel, stop_kernel
 
-from s2o_kernel.engine import IsolatedSession, S2OError, make_settings
+from s2o_kernel.engine import IsolatedSession, S2OError, bare_settings
 from s2o_kernel.engine.confine import seccomp, syscalls
 
 PROBE = Path(__file__).resolve().parents[1] / "support" / "confine_probe.py"
@@ -425,7 +425,7 @@ def attempts_as_cells(target: Target) -> dict[str, str]:
 
 def test_isolated_session_with_unsafe_entries_reaches_nothing(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("S2O_CONFINE", raising=False)
-    session = IsolatedSession(make_settings(UNSAFE))
+    session = IsolatedSession(bare_settings(UNSAFE))
     try:
         check_said(session.warnings)
         for name, cell in attempts_as_cells(target).items():
@@ -448,7 +448,7 @@ def test_isolated_session_with_unsafe_entries_reaches_nothing(target: Target, mo
 
 def test_isolated_session_says_once_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("S2O_CONFINE", "off")
-    session = IsolatedSession(make_settings({"allowlist": "len"}))
+    session = IsolatedSession(bare_settings({"allowlist": "len"}))
     try:
         said = [w for w in session.warnings if "OS confinement" in w]
         assert len(said) == 1 and "S2O_CONFINE=off" in said[0]

@@ -76,7 +76,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import InvalidArgument
 
-from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "corpus.jsonl"
@@ -374,7 +374,7 @@ def fuzz_dir(tmp_path_factory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def engine(fuzz_dir) -> Engine:
-    return Engine(make_settings(FUZZ_SETTINGS))
+    return Engine(bare_settings(FUZZ_SETTINGS))
 
 
 @pytest.fixture(scope="module")
@@ -411,7 +411,7 @@ def address_space_cap(extra: int) -> Iterator[None]:
 
 def _isolated_elapsed(src: str) -> tuple[float, str]:
     """Run ``src`` in an IsolatedSession with the fuzz settings; ``(seconds, outcome)``."""
-    iso = IsolatedSession(make_settings(FUZZ_SETTINGS))
+    iso = IsolatedSession(bare_settings(FUZZ_SETTINGS))
     try:
         iso.run_fragment({"var": {"x": 3, "y": "abc", "items": [1, 2, 3], "d": {"a": 1}, "agent.kept": 1,
                                   "conv.c": "v"}})

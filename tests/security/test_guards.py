@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, default_settings, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings, default_settings
 from s2o_kernel.engine.allowlist import load_allowlist
 from s2o_kernel.engine.denylist import is_class, is_metaclass, name_violation
 from s2o_kernel.engine.guards import (
@@ -75,7 +75,7 @@ def arena(tmp_path, monkeypatch):
 
 
 def _unsafe(allowlist: str) -> Any:
-    return make_settings({"allowlist": allowlist, "allow_unsafe_entries": True, "limits": {"time": 5}})
+    return bare_settings({"allowlist": allowlist, "allow_unsafe_entries": True, "limits": {"time": 5}})
 
 
 # -- the exploit, reproduced --------------------------------------------------------------------
@@ -90,7 +90,7 @@ def test_the_lying_name_fooled_the_old_check():
 
 def test_teaching_allowlist_with_abc_is_refused_at_load():
     with pytest.raises(S2OError) as err:
-        Engine(make_settings({"allowlist": TEACHING_PLUS_ABC}))
+        Engine(bare_settings({"allowlist": TEACHING_PLUS_ABC}))
     assert err.value.code == "refused-entry" and err.value.stage == "load"
     assert "builds classes" in err.value.details["lines"]["abc"]
 
@@ -131,7 +131,7 @@ def test_exploit_is_contained_in_the_worker(arena):
 
 def test_teaching_allowlist_with_abc_is_refused_by_the_worker():
     with pytest.raises(S2OError) as err:
-        IsolatedSession(make_settings({"allowlist": TEACHING_PLUS_ABC}))
+        IsolatedSession(bare_settings({"allowlist": TEACHING_PLUS_ABC}))
     assert err.value.code == "refused-entry"
 
 
@@ -151,7 +151,7 @@ def test_calls_that_build_classes_are_refused(expr):
 
 
 def test_ordinary_calls_with_many_arguments_still_work():
-    s = Session(Engine(make_settings({"allowlist": "max\nsorted\nround\nstr\ntype", "allow_unsafe_entries": True})))
+    s = Session(Engine(bare_settings({"allowlist": "max\nsorted\nround\nstr\ntype", "allow_unsafe_entries": True})))
     assert s.evaluate("max(1, 5, 3)") == 5
     assert s.evaluate("max(*[1, 5, 3])") == 5
     assert s.evaluate("sorted(*[[3, 1]], **{'reverse': True})") == [3, 1]
@@ -224,7 +224,7 @@ def test_kwargs_guard_reads_the_real_contents_and_returns_a_plain_dict():
 
 
 def test_kwargs_guard_through_a_session():
-    s = Session(Engine(make_settings({"allowlist": "sorted"})), locals={"opts": {"reverse": True}})
+    s = Session(Engine(bare_settings({"allowlist": "sorted"})), locals={"opts": {"reverse": True}})
     assert s.evaluate("sorted([1, 3, 2], **opts)") == [3, 2, 1]
 
 
@@ -273,7 +273,7 @@ def test_result_and_locals_check_sees_through_subclasses_and_views(make):
     with pytest.raises(S2OError) as err:
         check_value(make(gen), "the result")
     assert err.value.code == "not-allowed" and "generator" in err.value.message
-    s = Session(Engine(make_settings({"allowlist": ""})))
+    s = Session(Engine(bare_settings({"allowlist": ""})))
     with pytest.raises(S2OError):
         s.set_local("hidden", make(_generator()))
     assert "hidden" not in s.locals

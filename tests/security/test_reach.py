@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings
 
 HERE = Path(__file__).resolve().parents[1] / "support"
 HOSTS = "s2o_reach_hosts"
@@ -109,7 +109,7 @@ def _settings() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def isolated() -> IsolatedSession:
-    s = IsolatedSession(make_settings(_settings()))
+    s = IsolatedSession(bare_settings(_settings()))
     yield s
     s.close()
 
@@ -117,7 +117,7 @@ def isolated() -> IsolatedSession:
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_in_process(payload: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    session = Session(Engine(make_settings(_settings())))
+    session = Session(Engine(bare_settings(_settings())))
     assert session.engine.guarded
     with pytest.raises(S2OError) as err:
         session.evaluate(payload)
@@ -138,7 +138,7 @@ def test_a_c_chain_runs_no_code_and_writes_no_file(tmp_path: Path, monkeypatch: 
     (tmp_path / "s2o-markers").mkdir()
     walk = ("[k for k in ().__class__.__base__.__subclasses__() if k.__name__ == 'catch_warnings'][0]()"
             "._module.__builtins__['open']('s2o-markers/c-chain', 'w').write('escaped')")
-    session = Session(Engine(make_settings(_settings())))
+    session = Session(Engine(bare_settings(_settings())))
     with pytest.raises(S2OError) as err:
         session.evaluate(f"list(map(list, map(map, c.iterate(), [[{walk!r}]])))")
     assert err.value.code == "not-allowed", err.value
@@ -146,7 +146,7 @@ def test_a_c_chain_runs_no_code_and_writes_no_file(tmp_path: Path, monkeypatch: 
 
 
 def test_c_chains_of_harmless_values_still_work() -> None:
-    session = Session(Engine(make_settings(_settings())))
+    session = Session(Engine(bare_settings(_settings())))
     assert session.evaluate("list(map(list, map(map, [str, len], [['a'], ['bc']])))") == [["a"], [2]]
     assert session.evaluate("list(itertools.chain.from_iterable(map(map, [str], [[1, 2]])))") == ["1", "2"]
     assert session.evaluate("sorted([3, 1, 2], key=functools.cmp_to_key(operator.sub))") == [1, 2, 3]
@@ -178,7 +178,7 @@ def test_a_c_chain_is_refused_through_a_real_kernel(tmp_path: Path) -> None:
 
 
 def test_host_objects_still_work() -> None:
-    session = Session(Engine(make_settings(_settings())))
+    session = Session(Engine(bare_settings(_settings())))
     assert session.evaluate("double(21)") == 42
     assert session.evaluate("c.plain()") == {"a": [1, 2.5, "x"], "b": None}
     assert session.evaluate("[x * 2 for x in c.plain()['a'][:1]]") == [2]
@@ -192,7 +192,7 @@ def test_a_host_object_given_as_a_local_guards_the_session() -> None:
     sys.path.insert(0, str(HERE))
     import s2o_reach_hosts as hosts
 
-    session = Session(Engine(make_settings({"allowlist": "len"})))
+    session = Session(Engine(bare_settings({"allowlist": "len"})))
     assert not session.engine.guarded
     session.set_local("box", hosts.Container())
     assert session.engine.guarded
@@ -208,7 +208,7 @@ def test_dangerous_locals_are_refused_when_given(value: str) -> None:
     import string
 
     given = {"os": os, "exec": exec, "formatter": string.Formatter()}[value]
-    session = Session(Engine(make_settings({"allowlist": ""})))
+    session = Session(Engine(bare_settings({"allowlist": ""})))
     with pytest.raises(S2OError) as err:
         session.set_local("x", given)
     assert err.value.code == "not-allowed"
@@ -221,7 +221,7 @@ def test_an_instance_of_a_refused_class_is_refused_when_the_allowlist_loads(tmp_
 
     sys.path.insert(0, str(tmp_path))
     with pytest.raises(S2OError) as err:
-        Engine(make_settings({"allowlist": "s2o_reach_fmt.fmt as fmt"}))
+        Engine(bare_settings({"allowlist": "s2o_reach_fmt.fmt as fmt"}))
     assert err.value.code == "refused-entry"
     assert "string.Formatter" in err.value.message
 

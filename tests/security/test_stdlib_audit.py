@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, default_settings, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings, default_settings
 from s2o_kernel.engine import stdlib_audit as audit
 from s2o_kernel.engine.allowlist import load_allowlist
 from s2o_kernel.engine.denylist import is_class, is_metaclass
@@ -67,14 +67,14 @@ def test_unsafe_entries_are_accepted_with_a_warning():
 @pytest.mark.parametrize("entry", ["timeit", "logging.Formatter", "resource", "atexit", "abc", "wave"])
 def test_refusals_hold_in_the_worker(entry):
     with pytest.raises(S2OError) as err:
-        IsolatedSession(make_settings({"allowlist": entry}))
+        IsolatedSession(bare_settings({"allowlist": entry}))
     assert err.value.code == "refused-entry"
 
 
 # -- granted modules leave no state a cell can change ------------------------------------------------
 
 def _session(allowlist: str, kind: str) -> Any:
-    settings = make_settings({"allowlist": allowlist, "limits": {"time": 5}})
+    settings = bare_settings({"allowlist": allowlist, "limits": {"time": 5}})
     return Session(Engine(settings)) if kind == "in-process" else IsolatedSession(settings)
 
 
@@ -132,7 +132,7 @@ def test_shared_state_mutators_are_left_out_of_whole_modules():
 def test_calendar_first_weekday_stays_the_hosts():
     import calendar
 
-    s = Session(Engine(make_settings({"allowlist": "calendar"})))
+    s = Session(Engine(bare_settings({"allowlist": "calendar"})))
     before = calendar.firstweekday()
     with pytest.raises(S2OError):
         s.evaluate("calendar.setfirstweekday(3)")
@@ -192,7 +192,7 @@ def test_own_package_members_are_refused_singly(own_package, member, word):
 
 
 def test_own_package_functions_are_granted_as_written(own_package):
-    s = Session(Engine(make_settings({"allowlist": f"{own_package}.price as price"})))
+    s = Session(Engine(bare_settings({"allowlist": f"{own_package}.price as price"})))
     assert s.evaluate("price(21)") == 42
 
 
@@ -258,7 +258,7 @@ def test_teaching_and_tour_allowlists_load_without_warnings():
 
 
 def test_textwrap_functions_still_work_without_the_class():
-    s = Session(Engine(make_settings({"allowlist": "textwrap"})))
+    s = Session(Engine(bare_settings({"allowlist": "textwrap"})))
     assert s.evaluate("textwrap.fill('a b c', 3)") == textwrap.fill("a b c", 3)
 
 

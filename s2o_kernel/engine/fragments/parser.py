@@ -356,10 +356,17 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
                    functions: dict[str, Function] | None = None) -> Program:
     """Parse and check ``fragment`` whole; raises :class:`S2OError` or an ``ErrorGroup`` listing every problem.
 
+    ``fragment`` is parsed JSON; JSON *text* (a ``str`` or ``bytes``) is refused with code ``fragment``
+    and a message saying to pass ``json.loads(text)`` (text is never parsed here: a JSON string is
+    a valid JSON document but never a fragment, so guessing could only mislead).
+
     ``known`` are the locals already set (a notebook's earlier cells); ``functions`` are functions
     defined earlier that ``call`` may reach.
     """
     kind = fragment_kind(fragment)
+    if kind is None and isinstance(fragment, (str, bytes, bytearray)):
+        raise S2OError("fragment", f"a fragment is parsed JSON, and this is a {type(fragment).__name__} "
+                       "(JSON text?); pass the parsed value: run_fragment(json.loads(text))", stage="validate")
     if kind is None:
         unknown = _unknown_commands(fragment)
         hint = f" (unknown command {', '.join(repr(k) for k in unknown)}; commands are " \

@@ -56,7 +56,7 @@ from ..fragments.dataflow import Dataflow
 from ..outside.call import OutsideCall
 from ..outside.secrets import worker_settings
 from ..session import RunResult
-from ..settings import Settings, make_settings, merge
+from ..settings import Settings, bare_settings, merge
 from . import wire
 from .channel import Channel, death
 
@@ -398,7 +398,7 @@ class IsolatedSession:
 
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""
-        new = make_settings(merge(self._settings.to_dict(), patch))
+        new = bare_settings(merge(self._settings.to_dict(), patch))
         warnings = wire.decode_warnings(self._call("update_settings", {"patch": worker_settings(patch)}))
         old, self._settings = self._settings, new
         if (old.profiles, old.secrets) != (new.profiles, new.secrets):

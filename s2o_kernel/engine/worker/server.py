@@ -207,9 +207,9 @@ class Worker:
     def do_init(self, req: Request) -> Any:
         from ..engine import Engine
         from ..session import Session
-        from ..settings import make_settings
+        from ..settings import bare_settings
 
-        settings = make_settings(req["settings"])
+        settings = bare_settings(req["settings"])
         state = req.get("state") or {}
         self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
                                conv=state.get("conv"))

@@ -1,0 +1,199 @@
+"""JupyterLab in a real browser (issue 11, SPEC 9): what a person sees of s2o results in a notebook.
+
+A throwaway JupyterLab (``tests/support/lab_harness.py``: 127.0.0.1, a free port, a token, every
+Jupyter folder in the test's temp dir, this checkout's kernel as ``s2o-browser``) serves a notebook of
+three cells; Debian's headless Chromium, driven by Playwright for Python, opens it, waits for the
+kernel, runs all cells from the Run menu and reads the page:
+
+1. ``1 + 1`` shows as the plain text ``2``: a ``text/plain`` rendering, and no JSON tree viewer
+   (``.jp-RenderedJSON``, the DOM of JupyterLab's ``application/json`` renderer) anywhere;
+2. rows (a list of dicts with the same keys) show as an html ``<table>`` of their keys and values;
+3. ``price.__class__`` shows the error: its ename (``underscore``) and the source line with a caret
+   under it.
+
+The screenshot lands in ``build/artefacts/jupyterlab.png`` (kept by CI as an artefact), also when the
+test fails. Nothing started for the test outlives it: every process carries the run's marker, and a
+sweep after tear-down fails the test when one is still alive (after killing it).
+
+Chromium is never downloaded (no ``playwright install``): the test uses the system's ``chromium``
+(``scripts/install-system-deps.sh`` installs Debian's) and FAILS, never skips, when it is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+from lab_harness import KERNEL_NAME, MARKER, LabServer, command_lines, running_lab, sweep
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page, ViewportSize, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Where CI collects artefacts; ``build/`` is git-ignored.
+ARTEFACTS = ROOT / "build" / "artefacts"
+SCREENSHOT = ARTEFACTS / "jupyterlab.png"
+#: Chromium's switches: headless, no sandbox (CI runs as root), and nothing that calls out.
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+#: The page's size in CSS pixels, and so the screenshot's.
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
+#: Milliseconds any one wait on the page may take (the first kernel start on a busy machine is slow).
+PAGE_TIMEOUT = 90_000
+NOTEBOOK = "browser-test.ipynb"
+CELLS = [
+    "1 + 1",
+    "[{'item': 'tea', 'price': 3}, {'item': 'cake', 'price': 5}]",
+    "price.__class__",
+]
+#: True in the page once every code cell shows an execution count (``[N]:``, not ``[*]:`` or ``[ ]:``).
+ALL_CELLS_RAN = """(count) => {
+    const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')];
+    return prompts.length === count && prompts.every((p) => /^\\[\\d+\\]:$/.test(p.textContent.trim()));
+}"""
+
+
+def _notebook() -> dict[str, object]:
+    """The nbformat 4.5 notebook of ``CELLS`` on the ``s2o-browser`` kernel, never run."""
+    cells = [
+        {"cell_type": "code", "execution_count": None, "id": f"cell-{i}", "metadata": {}, "outputs": [],
+         "source": source}
+        for i, source in enumerate(CELLS)
+    ]
+    return {
+        "cells": cells,
+        "metadata": {"kernelspec": {"name": KERNEL_NAME, "display_name": KERNEL_NAME, "language": "s2o"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def _chromium() -> str:
+    """The system's Chromium; fails the test (never skips it) when there is none."""
+    found = shutil.which("chromium")
+    if found is None:
+        pytest.fail("Chromium is missing: run `bash scripts/install-system-deps.sh` (installs Debian's chromium)")
+    return found
+
+
+@pytest.fixture
+def run_id(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The run's marker, in this process's environment so Playwright's driver and the browser carry it
+    too; after the test (server and browser closed), no process carrying it may be alive."""
+    run = uuid.uuid4().hex
+    monkeypatch.setenv(MARKER, run)
+    yield run
+    leftovers = sweep(run)
+    assert leftovers == [], f"processes outlived the browser test (now killed): {leftovers}"
+
+
+@contextmanager
+def _browser_page(executable: str, profile: Path) -> Iterator[Page]:
+    """A page of headless ``executable`` with the fresh profile folder ``profile``; the browser and
+    Playwright's driver are closed on exit."""
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport=VIEWPORT,
+        )
+        try:
+            context.set_default_timeout(PAGE_TIMEOUT)
+            yield context.pages[0] if context.pages else context.new_page()
+        finally:
+            context.close()
+
+
+def _log_in(page: Page, lab: LabServer) -> None:
+    """Log in on the server's login page with the token, as a person pastes it; the token never
+    appears in an address (so in no error message or log either)."""
+    page.goto(lab.url("login"))
+    page.get_by_label("Password or token:").fill(lab.token)
+    page.get_by_role("button", name="Log in", exact=True).click()
+    page.wait_for_url(lambda url: "/login" not in url)
+
+
+def _run_all_cells(page: Page, lab: LabServer) -> None:
+    """Open the notebook in a reset workspace, wait for the kernel to be idle, Run ▸ Run All Cells,
+    and wait until every cell has run and the kernel is idle again."""
+    page.goto(lab.url(f"lab/tree/{NOTEBOOK}?reset"))
+    idle = page.locator(".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']")
+    idle.wait_for()
+    page.get_by_text(f"{KERNEL_NAME} | Idle").wait_for()  # the status bar: this kernel, started and idle
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    page.wait_for_function(ALL_CELLS_RAN, arg=len(CELLS))
+    idle.wait_for()
+    page.mouse.move(VIEWPORT["width"] // 2, VIEWPORT["height"] - 60)  # empty notebook space: no hover in the picture
+
+
+def _dialogs(page: Page) -> str:
+    """The text of any open JupyterLab dialog (for a failure message)."""
+    return " | ".join(page.locator(".jp-Dialog").all_inner_texts()) or "(no dialog)"
+
+
+@pytest.mark.timeout(300)
+def test_jupyterlab_shows_text_a_table_and_the_error(run_id: str, tmp_path: Path) -> None:
+    executable = _chromium()
+    SCREENSHOT.unlink(missing_ok=True)
+    with running_lab(tmp_path / "lab", run_id) as lab, _browser_page(executable, tmp_path / "profile") as page:
+        (lab.root / NOTEBOOK).write_text(json.dumps(_notebook()), encoding="utf-8")
+        try:
+            _log_in(page, lab)
+            _run_all_cells(page, lab)
+        except Exception as error:
+            raise AssertionError(f"{error}\ndialogs: {_dialogs(page)}\nserver log:\n{lab.log_tail()}") from error
+        finally:
+            ARTEFACTS.mkdir(parents=True, exist_ok=True)
+            with suppress(PlaywrightError):  # a page that cannot be pictured must not hide the first error
+                page.screenshot(path=str(SCREENSHOT))
+        assert SCREENSHOT.stat().st_size > 0
+        # The kernel is this checkout's, started by the server with the run's marker (so the sweep
+        # would see it if it outlived the server).
+        assert any(" -m s2o_kernel " in line for line in command_lines(run_id)), command_lines(run_id)
+        _check_page(page)
+
+
+def _check_page(page: Page) -> None:
+    """The assertions on what the page shows after every cell ran."""
+    assert page.locator(".jp-NotebookPanel-toolbar .jp-KernelName").inner_text() == KERNEL_NAME
+
+    cells = page.locator(".jp-Notebook .jp-CodeCell")
+    assert cells.count() == len(CELLS)
+    outputs = [cells.nth(i).locator(".jp-OutputArea-output") for i in range(len(CELLS))]
+    assert [o.count() for o in outputs] == [1, 1, 1]
+
+    # No JSON tree viewer anywhere: results are text/plain (and html for rows) unless %display json.
+    assert page.locator(".jp-Notebook .jp-RenderedJSON").count() == 0
+
+    # (1) 1 + 1: an execute_result rendered as plain text "2".
+    expression = cells.nth(0).locator(".jp-OutputArea-executeResult .jp-OutputArea-output")
+    assert expression.get_attribute("data-mime-type") == "text/plain"
+    assert expression.inner_text().strip() == "2"
+
+    # (2) rows: an html table, header the keys, one row each.
+    table = cells.nth(1).locator(".jp-OutputArea-executeResult .jp-RenderedHTMLCommon table")
+    assert table.count() == 1
+    assert table.locator("thead th").all_inner_texts() == ["item", "price"]
+    body = table.locator("tbody tr")
+    assert [body.nth(i).locator("td").all_inner_texts() for i in range(body.count())] == [
+        ["tea", "3"], ["cake", "5"],
+    ]
+
+    # (3) the error: ename and message, the source line, a caret under it; no engine frames.
+    error = outputs[2]
+    assert error.get_attribute("data-mime-type") == "application/vnd.jupyter.stderr"
+    lines = error.inner_text().splitlines()
+    assert lines[0].startswith("underscore: "), lines
+    source = next(i for i, line in enumerate(lines) if line.strip() == CELLS[2])
+    assert re.fullmatch(r" *\^+ *", lines[source + 1]), lines
+    assert "Traceback" not in error.inner_text()
