@@ -84,6 +84,8 @@ def bounded_mult(left: Any, right: Any) -> Any:
     :data:`MAX_ITEMS` items or an integer product more than
     :data:`MAX_INT_BITS` bits.
     """
+    if type(left) is float or type(right) is float:  # no repetition, no big integer: the common case first
+        return left * right
     if _int_like(right) and isinstance(left, _SEQUENCES):
         if len(left) * right > MAX_ITEMS:
             raise OverflowError(f"the result of * would have {len(left) * right} items; the bound is {MAX_ITEMS}")
@@ -122,6 +124,16 @@ def _check_widths(numbers: list[str], what: str) -> None:
     for n in numbers:
         if n and n.isdigit() and (len(n) > 6 or int(n) > MAX_FORMAT_WIDTH):
             raise OverflowError(f"{what} width or precision {n} is larger than {MAX_FORMAT_WIDTH}")
+
+
+def spec_within_bounds(spec: str) -> bool:
+    """Whether a constant format specification's widths and precisions are within
+    :data:`MAX_FORMAT_WIDTH` (decided when an f-string is compiled; see ``rewrites``)."""
+    try:
+        _check_widths(_SPEC_NUMBERS.findall(spec), "format")
+    except OverflowError:
+        return False
+    return True
 
 
 def _check_decimal(value: Any) -> None:

@@ -10,8 +10,11 @@ hidden globals of compiled code: the engine binds each in the expression's built
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from .bounded import spec_within_bounds
 
 
 #: Name under which the compiled code finds a rewritten operator's function.
@@ -30,6 +33,12 @@ FSTRING_HELPER = "__s2o_fstring"
 SIZED_HELPER = "__s2o_sized"
 #: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
 CALL_GUARD = "__s2o_call"
+#: Hidden global bound to ``type``: the f-string fast path's test of its values.
+TYPE_HELPER = "__s2o_type"
+#: Hidden global bound to :data:`PLAIN_TEXT_TYPES`.
+PLAIN_TEXT = "__s2o_plain_text"
+#: Types an f-string formats natively: no secret, no Python-level ``__format__``, no long Decimal text.
+PLAIN_TEXT_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 #: A recorded rewrite: (parent node, field, index, node to rewrite, helper name).
@@ -50,9 +59,20 @@ def _rewrite_kwargs(parent: Any, node: Any, helper: str) -> None:
 
 
 def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
-    """``f'a{x:>4}'`` → ``__s2o_fstring('a', (x, -1, '>4'))``: bounded widths, secrets stay secret."""
+    """``f'a{x:>4}'`` → ``__s2o_fstring('a', (x, -1, '>4'))``: bounded widths, secrets stay secret.
+
+    When every formatted value is a name and every format specification a constant within the
+    bounds, the f-string keeps its native form behind a test of its values' exact types:
+    ``f'{a}' if __s2o_type(a) in __s2o_plain_text else __s2o_fstring(...)`` (reading a name twice
+    has no effect). Plain text, numbers, booleans and ``None`` format natively, at CPython's speed;
+    anything else (a secret, a host object, a ``Decimal``) takes the helper (``docs/performance.md``).
+    """
+    test = _plain_test(node)
+    if test is False or test is True:  # no formatted value: the native f-string is constant text
+        return
+    fresh = copy.deepcopy(node)  # the helper's arguments; the native form keeps the original nodes
     args: list[ast.expr] = []
-    for value in node.values:
+    for value in fresh.values:
         if isinstance(value, ast.FormattedValue):
             spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
             args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
@@ -62,7 +82,46 @@ def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
     for n in args:
         ast.copy_location(n, node)
     ast.fix_missing_locations(call)
-    _replace_child(parent, node, call)
+    if test is None:
+        _replace_child(parent, node, call)
+        return
+    choice = ast.copy_location(ast.IfExp(test=test, body=node, orelse=call), node)
+    ast.fix_missing_locations(choice)
+    _replace_child(parent, node, choice)
+
+
+def _constant_spec(spec: ast.expr | None) -> str | None:
+    """The text of a format specification made only of constant text, else ``None``."""
+    if spec is None:
+        return ""
+    if isinstance(spec, ast.JoinedStr) and all(
+            isinstance(v, ast.Constant) and isinstance(v.value, str) for v in spec.values):
+        return "".join(v.value for v in spec.values)  # type: ignore[attr-defined]
+    return None
+
+
+def _plain_test(node: ast.JoinedStr) -> ast.expr | bool | None:
+    """The type test of the f-string fast path; ``False`` when nothing is formatted, ``None`` when
+    the f-string needs the helper whatever its values (a value that is not a name, a computed or
+    too wide format specification)."""
+    names: dict[str, ast.Name] = {}
+    for value in node.values:
+        if not isinstance(value, ast.FormattedValue):
+            continue
+        spec = _constant_spec(value.format_spec)
+        if not isinstance(value.value, ast.Name) or spec is None or not spec_within_bounds(spec):
+            return None
+        names.setdefault(value.value.id, value.value)
+    if not names:
+        return False
+    tests: list[ast.expr] = []
+    for name in names.values():
+        read = ast.copy_location(ast.Name(id=name.id, ctx=ast.Load()), name)
+        kind = _call(TYPE_HELPER, [read], name)
+        tests.append(ast.copy_location(
+            ast.Compare(left=kind, ops=[ast.In()], comparators=[ast.Name(id=PLAIN_TEXT, ctx=ast.Load())]), name))
+    test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
+    return ast.fix_missing_locations(ast.copy_location(test, node))
 
 
 def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:

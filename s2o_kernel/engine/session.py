@@ -71,14 +71,24 @@ def check_target_name(name: object) -> str:
 
     The name must be an exact ``str``, an ASCII identifier that is not a Python keyword (``None``,
     ``if``: an expression could never read it), not starting with ``_`` and not a runtime namespace.
+    Accepted names are remembered (up to 4096), so a loop setting its item pays one set lookup.
     """
+    if type(name) is str and name in _ACCEPTED_NAMES:
+        return name
     if type(name) is not str or not name.isidentifier() or not name.isascii() or keyword.iskeyword(name):
         raise S2OError("fragment", f"{name!r} is not a valid variable name", stage="validate")
     if name.startswith("_"):
         raise S2OError("underscore", f"names starting with '_' are not allowed: '{name}'", stage="validate")
     if name in rules.RESERVED_NAMES:
         raise S2OError("fragment", f"'{name}' is a runtime namespace, not a variable", stage="validate")
+    if len(_ACCEPTED_NAMES) >= 4096:
+        _ACCEPTED_NAMES.clear()
+    _ACCEPTED_NAMES.add(name)
     return name
+
+
+#: Names :func:`check_target_name` accepted (a pure function of an exact ``str``).
+_ACCEPTED_NAMES: set[str] = set()
 
 
 class Session:
@@ -95,9 +105,18 @@ class Session:
     --isolated`` do) for text you do not trust (SPEC 6, 12; ``docs/security.md``).
     """
 
+    #: ``evaluate(expr) -> value``: run one expression and return its value (SPEC 2, 6). Raises
+    #: :class:`S2OError`: a validation code (stage ``validate``), a run-time code (``runtime``,
+    #: ``not-set``, ``not-allowed``, ``not-awaited``, …), ``timedOut`` when the time limit passes, or
+    #: ``stopped`` when interrupted (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its
+    #: variables either way. It is the session's :meth:`.execution.Execution.evaluate` itself (bound
+    #: in ``__init__``), so a hot cell pays no extra call (``docs/performance.md``).
+    evaluate: Callable[[str], Any]
+
     def __init__(self, engine: Engine | None = None, *, locals: dict[str, Any] | None = None,
                  agent: dict[str, Any] | None = None, conv: dict[str, Any] | None = None) -> None:
         self._run = Execution(engine if engine is not None else Engine())
+        self.evaluate = self._run.evaluate
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
@@ -293,16 +312,6 @@ class Session:
         """Check ``expr`` against the rules and this session's locals, without running it."""
         return self._run.engine.validate(expr, locals=self.locals.keys())
 
-    def evaluate(self, expr: str) -> Any:
-        """Run one expression and return its value (SPEC 2, 6).
-
-        Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code (``runtime``,
-        ``not-set``, ``not-allowed``, ``not-awaited``, …), ``timedOut`` when the time limit passes, or
-        ``stopped`` when interrupted (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its
-        variables either way.
-        """
-        return self._run.evaluate(expr)
-
     def evaluate_dynamic(self, text: str) -> Any:
         """The value of a dynamic string (SPEC 1): plain text as is, ``{ expr }`` evaluated.
 
@@ -468,7 +477,7 @@ class Session:
 
     def set_command_fields(self, fields: dict[str, Any]) -> None:
         """Make ``command.<field>`` read ``fields`` (the runtime calls this per command)."""
-        self.namespace()["command"] = CommandScope(fields, "command")
+        self.namespace()["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
 
     def set_result(self, value: Any) -> None:
         """Set ``result``, the value of the last result-producing command."""
