@@ -89,28 +89,35 @@ def _for_loop(quick: bool) -> list[Figure]:
 
 
 def _var_fields(quick: bool) -> list[Figure]:
-    fields = {f"v{i}": f"{{ price * quantity + {i} }}" for i in range(FIELDS)}
-    session = _session({"price": 12.5, "quantity": 3})
-    fragment = {"var": fields}
-    codes = [(name, compile(text[1:-1].strip(), "<expr>", "eval")) for name, text in fields.items()]
+    """``var`` of 20 fields and of 1 field: the difference shares out the run's fixed cost."""
+    out: list[Figure] = []
+    medians: dict[int, tuple[float, float]] = {}
+    for count in (1, FIELDS):
+        fields = {f"v{i}": f"{{ price * quantity + {i} }}" for i in range(count)}
+        session = _session({"price": 12.5, "quantity": 3})
+        codes = [(name, compile(text[1:-1].strip(), "<expr>", "eval")) for name, text in fields.items()]
 
-    def floor(n: int) -> float:
-        import time
+        def floor(n: int, codes: list[tuple[str, Any]] = codes) -> float:
+            import time
 
-        t0 = time.perf_counter()
-        for _ in range(n):
-            g: dict[str, Any] = {"__builtins__": {}, "price": 12.5, "quantity": 3}
-            for name, code in codes:
-                g[name] = eval(code, g)
-        return time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for _ in range(n):
+                g: dict[str, Any] = {"__builtins__": {}, "price": 12.5, "quantity": 3}
+                for name, code in codes:
+                    g[name] = eval(code, g)
+            return time.perf_counter() - t0
 
-    timers = {"python + eval": floor, "s2o": _runner(session, fragment, lambda v: True)}
-    results = interleaved(timers, "python + eval", 3 if quick else 7, 0.02 if quick else 0.1)
-    out = [Figure(SECTION, f"var-{FIELDS}-fields", tool, seconds * 1e6, "µs", "python + eval", ratio)
-           for tool, (seconds, ratio) in results.items()]
-    extra = (results["s2o"][0] - results["python + eval"][0]) / FIELDS * 1e6
+        timers = {"python + eval": floor, "s2o": _runner(session, {"var": fields}, lambda v: True)}
+        results = interleaved(timers, "python + eval", 3 if quick else 7, 0.02 if quick else 0.1)
+        out += [Figure(SECTION, f"var-{count}-field{'s' if count > 1 else ''}", tool, seconds * 1e6, "µs",
+                       "python + eval", ratio) for tool, (seconds, ratio) in results.items()]
+        medians[count] = (results["s2o"][0], results["python + eval"][0])
+    (s_many, p_many), (s_one, p_one) = medians[FIELDS], medians[1]
+    extra = ((s_many - s_one) - (p_many - p_one)) / (FIELDS - 1) * 1e6
     out.append(Figure(SECTION, f"var-{FIELDS}-fields", "s2o overhead per field", extra, "µs", "", math.nan,
-                      "beyond the expression, run set-up shared out"))
+                      "beyond the expression (var-20 minus var-1, per field)"))
+    out.append(Figure(SECTION, "var-1-field", "s2o run set-up", (s_one - p_one) * 1e6, "µs", "", math.nan,
+                      "parse, check, loop-thread hop, snapshot"))
     return out
 
 

@@ -51,16 +51,14 @@ def _groups(figures: Sequence[Figure]) -> dict[tuple[str, str], list[Figure]]:
 def _cell(f: Figure | None) -> str:
     if f is None:
         return ""
-    if math.isnan(f.ratio) and math.isnan(f.value):
+    if math.isnan(f.value) and math.isnan(f.ratio):
         return f.note or "n/a"
-    text = _fmt_value(f.value, f.unit)
-    if f.floor:
-        text += f" ({fmt_ratio(f.ratio)})"
-    if f.note and not math.isnan(f.ratio):
-        text += f" {f.note}"
-    elif f.note:
-        text = f.note
-    return text
+    parts = [] if math.isnan(f.value) else [_fmt_value(f.value, f.unit)]
+    if f.floor and not math.isnan(f.ratio):
+        parts.append(f"({fmt_ratio(f.ratio)})" if parts else fmt_ratio(f.ratio))
+    if f.note:
+        parts.append(f.note)
+    return " ".join(parts)
 
 
 def render_tables(figures: Sequence[Figure]) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import types
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
 from .guards import format_string, guard_kwargs, guarded_call, guarded_import
+from .parsing import quiet
 from .settings import Settings
 
 #: File name given to compiled expressions (how run-time errors find their position).
@@ -252,6 +252,10 @@ class Engine:
         return hit
 
     def _compile_uncached(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
+        with quiet():  # one warnings context for the parse and the compile: compiler warnings never show
+            return self._compile_quietly(source, command_fields)
+
+    def _compile_quietly(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
         checked = self.check(source, command_fields=command_fields)
         if checked.errors:
             return checked
@@ -260,9 +264,7 @@ class Engine:
         if self.guarded:
             reach.guard_tree(checked.tree)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # compiler SyntaxWarnings must not reach the host's stderr
-                code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except SyntaxError as exc:
             checked.errors.append(S2OError("syntax", str(exc.msg), line=exc.lineno,
                                            col=(exc.offset - 1) if exc.offset else None,

@@ -10,7 +10,6 @@ hidden globals of compiled code: the engine binds each in the expression's built
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -70,24 +69,26 @@ def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
     test = _plain_test(node)
     if test is False or test is True:  # no formatted value: the native f-string is constant text
         return
-    fresh = copy.deepcopy(node)  # the helper's arguments; the native form keeps the original nodes
+    # The helper's arguments share the names and constants of the native form (when it is kept):
+    # later passes (reach) never rewrite a name or a constant in place, and compile reads each twice.
     args: list[ast.expr] = []
-    for value in fresh.values:
+    for value in node.values:
         if isinstance(value, ast.FormattedValue):
-            spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
-            args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
+            spec = value.format_spec if value.format_spec is not None else _at(ast.Constant(None), node)
+            args.append(_at(ast.Tuple(elts=[value.value, _at(ast.Constant(value.conversion), node), spec],
+                                      ctx=ast.Load()), node))
         else:
             args.append(value)
     call = _call(helper, args, node)
-    for n in args:
-        ast.copy_location(n, node)
-    ast.fix_missing_locations(call)
     if test is None:
         _replace_child(parent, node, call)
         return
-    choice = ast.copy_location(ast.IfExp(test=test, body=node, orelse=call), node)
-    ast.fix_missing_locations(choice)
-    _replace_child(parent, node, choice)
+    _replace_child(parent, node, _at(ast.IfExp(test=test, body=node, orelse=call), node))
+
+
+def _at(new: Any, where: ast.AST) -> Any:
+    """``new`` (a node built here) placed at ``where`` (no walk of its children: they have places)."""
+    return ast.copy_location(new, where)
 
 
 def _constant_spec(spec: ast.expr | None) -> str | None:
@@ -116,12 +117,10 @@ def _plain_test(node: ast.JoinedStr) -> ast.expr | bool | None:
         return False
     tests: list[ast.expr] = []
     for name in names.values():
-        read = ast.copy_location(ast.Name(id=name.id, ctx=ast.Load()), name)
-        kind = _call(TYPE_HELPER, [read], name)
-        tests.append(ast.copy_location(
-            ast.Compare(left=kind, ops=[ast.In()], comparators=[ast.Name(id=PLAIN_TEXT, ctx=ast.Load())]), name))
-    test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
-    return ast.fix_missing_locations(ast.copy_location(test, node))
+        kind = _call(TYPE_HELPER, [_at(ast.Name(id=name.id, ctx=ast.Load()), name)], name)
+        tests.append(_at(ast.Compare(left=kind, ops=[ast.In()],
+                                     comparators=[_at(ast.Name(id=PLAIN_TEXT, ctx=ast.Load()), name)]), name))
+    return tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.And(), values=tests), node)
 
 
 def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:
@@ -147,6 +146,7 @@ REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
     SIZED_HELPER: _rewrite_sized,
     CALL_GUARD: _rewrite_call_guard,
 }
+
 
 
 def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
