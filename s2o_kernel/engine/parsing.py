@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+import types
 import warnings
 
 from .errors import S2OError
@@ -39,8 +40,9 @@ class _Silenced(contextlib.AbstractContextManager[None]):
         self._saved.__enter__()
         warnings.simplefilter("ignore")
 
-    def __exit__(self, *exc: object) -> None:
-        self._saved.__exit__(*exc)
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: types.TracebackType | None) -> None:
+        self._saved.__exit__(kind, value, tb)
 
 
 def check_text(source: str, definition_length: int) -> S2OError | None:
