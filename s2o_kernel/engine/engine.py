@@ -147,6 +147,8 @@ class Engine:
         self._cache = shared
         #: source -> Compiled for plain expressions (no command fields): the hot path's lookup
         self.compiled: dict[str, Compiled] = {}
+        #: (source, locals, command fields) -> a check that passed (:meth:`check_remembered`)
+        self._checks: dict[tuple[str, frozenset[str], frozenset[str]], rules.Checked] = {}
         #: source -> code of the plain expressions that are ``Compiled.simple``: the hottest path's lookup
         self.simple: dict[str, types.CodeType] = {}
 
@@ -216,6 +218,24 @@ class Engine:
                 "command_fields": frozenset(command_fields) if command_fields is not None else None,
             })
         return rules.check_expression(source, ctx)
+
+    def check_remembered(self, source: str, *, locals: Iterable[str], command_fields: Iterable[str]) -> rules.Checked:
+        """:meth:`check` for the fragment parser, remembering what passed (without its tree; read only).
+
+        A fragment is checked whole before every run; a loop or an agent run again checks the same
+        expressions with the same names known. A refusal is never remembered (its errors get paths).
+        """
+        key = (source, frozenset(locals), frozenset(command_fields))
+        hit = self._checks.get(key)
+        if hit is not None:
+            return hit
+        checked = self.check(source, locals=key[1], command_fields=key[2])
+        if not checked.errors:
+            checked.tree = None
+            if len(self._checks) >= CACHE_SIZE:
+                self._checks.clear()
+            self._checks[key] = checked
+        return checked
 
     def validate(self, source: str, *, locals: Iterable[str] | None = None) -> Validation:
         """Check ``source`` without running it (SPEC 3).
