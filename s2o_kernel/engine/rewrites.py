@@ -45,10 +45,11 @@ Rewrite = tuple[Any, str, int | None, Any, str]
 
 
 def _call(helper: str, args: list[ast.expr], where: ast.AST) -> ast.Call:
-    call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=args, keywords=[])
-    for n in (call, call.func, *args):
+    call: ast.Call = _at(ast.Call(func=_at(ast.Name(id=helper, ctx=ast.Load()), where), args=args, keywords=[]),
+                         where)
+    for n in args:
         if not hasattr(n, "lineno"):
-            ast.copy_location(n, where)
+            _at(n, where)
     return call
 
 
@@ -87,8 +88,10 @@ def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
 
 
 def _at(new: Any, where: ast.AST) -> Any:
-    """``new`` (a node built here) placed at ``where`` (no walk of its children: they have places)."""
-    return ast.copy_location(new, where)
+    """``new`` (an expression node built here) placed at ``where``; its children already have places."""
+    new.lineno, new.col_offset = where.lineno, where.col_offset  # type: ignore[attr-defined]
+    new.end_lineno, new.end_col_offset = where.end_lineno, where.end_col_offset  # type: ignore[attr-defined]
+    return new
 
 
 def _constant_spec(spec: ast.expr | None) -> str | None:
