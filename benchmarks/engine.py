@@ -8,8 +8,8 @@ in shuffled order per round; ratios are medians of per-round paired ratios
 (when the allowlist grants a host object), ``s2o-isolated`` the worker round trip the kernel pays
 per cell; every s2o column runs the kernel's default configuration (``*``, ``**``, ``<<``, ``%``
 rewritten to bounded forms). ``eval in a method`` is the least any evaluator with a Python-level entry
-point pays (the anchors' DIY hot path): the ratio no design can beat. The ``cold-stages`` group splits s2o's cold path into its stages (text checks + parse,
-rules walk, rewrite, compile, run).
+point pays (the anchors' DIY hot path): the ratio no design can beat. The ``cold-stages`` group
+splits s2o's cold path into its stages (text checks + parse, rules walk, rewrite, compile).
 """
 
 from __future__ import annotations

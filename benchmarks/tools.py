@@ -200,5 +200,6 @@ def evalidate() -> Evaluator:
 
 
 #: Every tool of the engine section, by constructor; ``eval`` is the floor.
-HOT_TOOLS = (raw, one_call, s2o, lambda: s2o(guard=True), s2o_isolated, simpleeval, asteval, restrictedpython, evalidate)
+HOT_TOOLS = (raw, one_call, s2o, lambda: s2o(guard=True), s2o_isolated, simpleeval, asteval, restrictedpython,
+             evalidate)
 COLD_TOOLS = (raw, raw_ast, s2o, simpleeval, asteval, restrictedpython, evalidate)
