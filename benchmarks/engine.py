@@ -18,6 +18,7 @@ import ast
 import functools
 import itertools
 import math
+import statistics
 import timeit
 from collections.abc import Callable
 from typing import Any
@@ -153,32 +154,40 @@ def _walk(ctx: Any, validators: list[Any], tree: ast.Expression) -> None:
     validators.append(v)
 
 
-def _stages(quick: bool) -> list[Figure]:
-    """s2o's cold path by stage, in µs per expression, each stage timed alone on fresh sources."""
-    from s2o_kernel.engine import Engine, default_settings
+def _stage_times(engine: Any, src: str, n: int) -> dict[str, float]:
+    """Seconds for each cold stage over ``n`` fresh sources of ``src`` (each stage timed alone)."""
     from s2o_kernel.engine.parsing import check_text, parse
     from s2o_kernel.engine.rewrites import apply_rewrites
 
+    sources = [_fresh(src) for _ in range(n)]
+    limit = engine.settings.limits.definition_length
+    timings = {"eval(source)": loop_timer_over(lambda s: compile(s, "<expr>", "eval"), sources),
+               "text+parse": loop_timer_over(lambda s: (check_text(s, limit), parse(s)), sources)}
+    trees = [parse(s) for s in sources]
+    validators: list[Any] = []
+    timings["rules"] = loop_timer_over(functools.partial(_walk, engine.rule_context, validators), trees)  # type: ignore[arg-type]
+    pairs = list(zip(trees, validators, strict=True))
+    timings["rewrite"] = loop_timer_over(lambda p: apply_rewrites(p[0], p[1].rewrites), pairs)  # type: ignore[arg-type]
+    timings["compile(tree)"] = loop_timer_over(lambda t: compile(t, "<s2o>", "eval"), trees)  # type: ignore[arg-type]
+    timings["engine.compile"] = loop_timer_over(engine.compile, [_fresh(src) for _ in range(n)])
+    return timings
+
+
+def _stages(quick: bool) -> list[Figure]:
+    """s2o's cold path by stage, in µs per expression: each stage timed alone on fresh sources, in
+    rounds; the ratio is the median over rounds of the stage's time over ``compile(source)``'s."""
+    from s2o_kernel.engine import Engine, default_settings
+
     engine = Engine(default_settings())
-    ctx = engine.rule_context
-    n = 200 if quick else 2000
+    n, rounds = (200, 3) if quick else (1000, 7)
     figures = []
     for key, src in tools.SUITE.items():
-        sources = [_fresh(src) for _ in range(n)]
-        timings: dict[str, float] = {}
-        timings["eval(source)"] = loop_timer_over(lambda s: compile(s, "<expr>", "eval"), sources)
-        timings["text+parse"] = loop_timer_over(lambda s: (check_text(s, 20480), parse(s)), sources)
-        trees = [parse(s) for s in sources]
-        validators: list[Any] = []
-        timings["rules"] = loop_timer_over(functools.partial(_walk, ctx, validators), trees)  # type: ignore[arg-type]
-        pairs = list(zip(trees, validators, strict=True))
-        timings["rewrite"] = loop_timer_over(lambda p: apply_rewrites(p[0], p[1].rewrites), pairs)  # type: ignore[arg-type]
-        timings["compile(tree)"] = loop_timer_over(lambda t: compile(t, "<s2o>", "eval"), trees)  # type: ignore[arg-type]
-        timings["engine.compile"] = loop_timer_over(lambda s: Engine.compile(engine, s), sources)
-        base = timings["eval(source)"]
-        for stage, seconds in timings.items():
+        per_round = [_stage_times(engine, src, n) for _ in range(rounds)]
+        for stage in per_round[0]:
+            seconds = statistics.median(r[stage] for r in per_round)
+            ratio = statistics.median(r[stage] / r["eval(source)"] for r in per_round)
             figures.append(Figure(SECTION, f"cold-stages/{key}", stage, seconds / n * 1e6, "µs", "eval(source)",
-                                  seconds / base))
+                                  ratio))
     return figures
 
 
