@@ -48,6 +48,9 @@ _PERCENT_NUMBERS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
 
+#: Integers below this in size multiply without a bound check (their product has at most 124 bits).
+_SMALL = 1 << 62
+
 
 def _int_like(x: Any) -> bool:
     return isinstance(x, int)
@@ -84,8 +87,11 @@ def bounded_mult(left: Any, right: Any) -> Any:
     :data:`MAX_ITEMS` items or an integer product more than
     :data:`MAX_INT_BITS` bits.
     """
-    if type(left) is float or type(right) is float:  # no repetition, no big integer: the common case first
+    kind_left, kind_right = type(left), type(right)
+    if kind_left is float or kind_right is float:  # no repetition, no big integer: the common cases first
         return left * right
+    if kind_left is int and kind_right is int and -_SMALL < left < _SMALL and -_SMALL < right < _SMALL:
+        return left * right  # at most 124 bits
     if _int_like(right) and isinstance(left, _SEQUENCES):
         if len(left) * right > MAX_ITEMS:
             raise OverflowError(f"the result of * would have {len(left) * right} items; the bound is {MAX_ITEMS}")

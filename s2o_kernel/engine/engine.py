@@ -188,6 +188,7 @@ class Engine:
         table[rewrites.FSTRING_HELPER] = format_string
         table[rewrites.TYPE_HELPER] = type
         table[rewrites.PLAIN_TEXT] = rewrites.PLAIN_TEXT_TYPES
+        table[rewrites.NUMBER] = rewrites.NUMBER_TYPES
         table[rewrites.KWARGS_GUARD] = guard_kwargs
         table[rewrites.SIZED_HELPER] = sized_attribute
         table[rewrites.CALL_GUARD] = guarded_call

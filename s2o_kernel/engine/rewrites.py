@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from .bounded import spec_within_bounds
 
@@ -40,13 +40,25 @@ PLAIN_TEXT = "__s2o_plain_text"
 PLAIN_TEXT_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
+#: The engine's bounded operators that are plain arithmetic on two numbers within :data:`SMALL_NUMBER`.
+NUMERIC_SAFE = frozenset({"bounded_mult", "bounded_mod"})
+#: Prefix of a recorded operator helper whose target is in :data:`NUMERIC_SAFE` (see :func:`_rewrite_numeric`).
+NUMERIC = "numeric:"
+#: Hidden global bound to :data:`NUMBER_TYPES`.
+NUMBER = "__s2o_number"
+#: Types the numeric fast path multiplies natively.
+NUMBER_TYPES = frozenset({int, float})
+#: Numbers strictly inside ±this multiply natively (a product of at most 124 bits).
+SMALL_NUMBER = 1 << 62
+
+_Expr = TypeVar("_Expr", bound=ast.expr)
+
 #: A recorded rewrite: (parent node, field, index, node to rewrite, helper name).
 Rewrite = tuple[Any, str, int | None, Any, str]
 
 
 def _call(helper: str, args: list[ast.expr], where: ast.AST) -> ast.Call:
-    call: ast.Call = _at(ast.Call(func=_at(ast.Name(id=helper, ctx=ast.Load()), where), args=args, keywords=[]),
-                         where)
+    call = _at(ast.Call(func=_at(ast.Name(id=helper, ctx=ast.Load()), where), args=args, keywords=[]), where)
     for n in args:
         if not hasattr(n, "lineno"):
             _at(n, where)
@@ -87,10 +99,10 @@ def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
     _replace_child(parent, node, _at(ast.IfExp(test=test, body=node, orelse=call), node))
 
 
-def _at(new: Any, where: ast.AST) -> Any:
+def _at(new: _Expr, where: Any) -> _Expr:
     """``new`` (an expression node built here) placed at ``where``; its children already have places."""
-    new.lineno, new.col_offset = where.lineno, where.col_offset  # type: ignore[attr-defined]
-    new.end_lineno, new.end_col_offset = where.end_lineno, where.end_col_offset  # type: ignore[attr-defined]
+    new.lineno, new.col_offset = where.lineno, where.col_offset
+    new.end_lineno, new.end_col_offset = where.end_lineno, where.end_col_offset
     return new
 
 
@@ -152,10 +164,62 @@ REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
 
 
 
+def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:
+    """``a * b`` → ``a * b if <a and b are int or float within ±2**62> else helper(a, b)``.
+
+    For an operator inside a comprehension (where reading a global costs little; at the top level of
+    an expression the call is cheaper than the test) rewritten to one of the engine's own bounded
+    operators (:data:`NUMERIC_SAFE`), whose operands are names or number constants (reading a name
+    twice has no effect): two such numbers
+    multiply (or take a remainder) natively with a result of at most 124 bits, so the bound holds
+    without a call; anything else (a sequence, a big integer, ``bool``, a host object) takes the helper.
+    """
+    call = _call(helper, [node.left, node.right], node)
+    tests: list[ast.expr] = []
+    seen: set[str] = set()
+    for operand in (node.left, node.right):
+        value = operand.value if isinstance(operand, ast.Constant) else None
+        if isinstance(value, (int, float)) and type(value) in NUMBER_TYPES:
+            if not -SMALL_NUMBER < value < SMALL_NUMBER:
+                tests = []
+                break
+            continue
+        if not isinstance(operand, ast.Name):
+            tests = []
+            break
+        if operand.id in seen:
+            continue
+        seen.add(operand.id)
+        tests.append(_number_test(operand))
+    else:
+        if not tests:  # two small number constants
+            return
+        test = tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.And(), values=tests), node)
+        _replace_child(parent, node, _at(ast.IfExp(test=test, body=node, orelse=call), node))
+        return
+    _replace_child(parent, node, call)
+
+
+def _number_test(name: ast.Name) -> ast.expr:
+    """``__s2o_type(x) in __s2o_number and -2**62 < x < 2**62`` for the name ``x``."""
+    def read() -> ast.Name:
+        return _at(ast.Name(id=name.id, ctx=ast.Load()), name)
+
+    kind = _call(TYPE_HELPER, [read()], name)
+    number_types = _at(ast.Name(id=NUMBER, ctx=ast.Load()), name)
+    is_number = _at(ast.Compare(left=kind, ops=[ast.In()], comparators=[number_types]), name)
+    small = _at(ast.Compare(left=_at(ast.Constant(-SMALL_NUMBER), name), ops=[ast.Lt(), ast.Lt()],
+                            comparators=[read(), _at(ast.Constant(SMALL_NUMBER), name)]), name)
+    return _at(ast.BoolOp(op=ast.And(), values=[is_number, small]), name)
+
+
 def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
     """Apply recorded rewrites, innermost first (the walk recorded them outer first)."""
     for parent, _attr, _index, node, helper in reversed(list(rewrites)):
-        REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
+        if helper.startswith(NUMERIC):
+            _rewrite_numeric(parent, node, helper.removeprefix(NUMERIC))
+        else:
+            REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
 
 
 def _replace_child(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:

@@ -72,3 +72,30 @@ def test_a_wide_constant_format_width_is_still_refused_on_the_hot_path():
         with pytest.raises(S2OError) as err:
             s.evaluate("f'{x:>100001}'")
         assert err.value.code == "runtime" and "OverflowError" in err.value.message
+
+
+@pytest.mark.parametrize("expr", [
+    "[s * n for s in texts]",           # repetition: the helper's bound
+    "[a * a for a in bigs]",            # a product past the integer bound
+    "[f * n for f in ['%0100001d']]",   # not numbers: the helper
+    "[t % n for t in ['%0100001d']]",   # a %-format width past the bound
+    "[t % n for t in formats]",
+])
+def test_operators_in_comprehensions_keep_their_bounds(expr):
+    s = session(allowlist="", locals={"texts": ["ab"], "n": 10**8, "bigs": [1 << 600_000],
+                                      "formats": ["%0100001d"]},
+                rules={"operators": {"*": "bounded_mult", "%": "bounded_mod"}})
+    for _ in range(2):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(expr)
+        assert err.value.code == "runtime" and "OverflowError" in err.value.message, err.value
+
+
+def test_numbers_in_comprehensions_multiply_natively_and_exactly():
+    s = session(locals={"xs": [3, -2, 2.5, True, 1 << 61, 1 << 70]},
+                rules={"operators": {"*": "bounded_mult", "%": "bounded_mod"}})
+    assert s.evaluate("[x * x for x in xs]") == [x * x for x in [3, -2, 2.5, True, 1 << 61, 1 << 70]]
+    assert s.evaluate("[x % 7 for x in xs]") == [x % 7 for x in [3, -2, 2.5, True, 1 << 61, 1 << 70]]
+    code = s.engine.compile("[x * x for x in xs]").code
+    inner = next(c for c in code.co_consts if hasattr(c, "co_names"))
+    assert "__s2o_number" in inner.co_names and "__s2o_op_mul" in inner.co_names
