@@ -24,6 +24,13 @@ def operator_helper_name(symbol: str) -> str:
     return f"__s2o_op_{names[symbol]}"
 
 
+def operator_rewrite(symbol: str, setting: str, in_comprehension: bool) -> str:
+    """The helper recorded for ``symbol`` rewritten to ``setting``: :func:`operator_helper_name`, marked
+    :data:`NUMERIC` for an engine-bounded operator inside a comprehension (see :func:`_rewrite_numeric`)."""
+    helper = operator_helper_name(symbol)
+    return NUMERIC + helper if in_comprehension and setting in NUMERIC_SAFE else helper
+
+
 #: Hidden global that checks the keys of a ``**mapping`` argument at run time.
 KWARGS_GUARD = "__s2o_kwargs"
 #: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).

@@ -45,16 +45,7 @@ from .bounded import SIZED_METHODS
 from .denylist import name_violation
 from .errors import S2OError
 from .parsing import check_text, parse
-from .rewrites import (
-    CALL_GUARD,
-    FSTRING_HELPER,
-    KWARGS_GUARD,
-    NUMERIC,
-    NUMERIC_SAFE,
-    SIZED_HELPER,
-    apply_rewrites,
-    operator_helper_name,
-)
+from .rewrites import CALL_GUARD, FSTRING_HELPER, KWARGS_GUARD, SIZED_HELPER, apply_rewrites, operator_rewrite
 
 #: Names that are namespaces of the runtime, never locals (SPEC 5).
 RESERVED_NAMES = frozenset({"agent", "conv", "sys", "const", "command", "result", "exc"})
@@ -428,9 +419,7 @@ class Validator:
             self.error("operator", f"the operator '{symbol}' is turned off in this configuration", node)
         elif setting != "on":
             parent = item.parent
-            helper = operator_helper_name(symbol)
-            numeric = setting in NUMERIC_SAFE and item.comp_depth > 0  # see rewrites._rewrite_numeric
-            self.rewrites.append((parent, "", None, node, NUMERIC + helper if numeric else helper))
+            self.rewrites.append((parent, "", None, node, operator_rewrite(symbol, setting, item.comp_depth > 0)))
         return False
 
     def rule_await(self, item: _Item) -> bool:
