@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 import itertools
 import math
 import statistics
@@ -175,14 +176,20 @@ def _stage_times(engine: Any, src: str, n: int) -> dict[str, float]:
 
 def _stages(quick: bool) -> list[Figure]:
     """s2o's cold path by stage, in µs per expression: each stage timed alone on fresh sources, in
-    rounds; the ratio is the median over rounds of the stage's time over ``compile(source)``'s."""
+    rounds, with the garbage collector off; the ratio is the median over rounds of the stage's time over
+    ``compile(source)``'s."""
     from s2o_kernel.engine import Engine, default_settings
 
     engine = Engine(default_settings())
     n, rounds = (200, 3) if quick else (1000, 7)
     figures = []
     for key, src in tools.SUITE.items():
-        per_round = [_stage_times(engine, src, n) for _ in range(rounds)]
+        collect()
+        gc.disable()  # a thousand trees kept alive for the stages would make GC passes land anywhere
+        try:
+            per_round = [_stage_times(engine, src, n) for _ in range(rounds)]
+        finally:
+            gc.enable()
         for stage in per_round[0]:
             seconds = statistics.median(r[stage] for r in per_round)
             ratio = statistics.median(r[stage] / r["eval(source)"] for r in per_round)
