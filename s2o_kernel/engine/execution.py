@@ -353,7 +353,7 @@ class Execution:
     def _eval_limited(self, compiled: Compiled, seconds: float, start: float) -> Any:
         """``eval`` of ``compiled`` with the time limit armed for ``seconds``; errors become ``S2OError``.
 
-        Arms the session's one reusable deadline with the watchdog's protocol inlined (two stores
+        Arms the session's one reusable deadline with the watchdog's protocol inlined (three stores
         and two dict operations, see :class:`~.limits.Watchdog`). The exception the watchdog raises
         may arrive anywhere up to the disarm, even inside the ``finally``: the outer handler settles
         again (idempotent) and maps it, so it never escapes raw.

@@ -105,18 +105,12 @@ class Session:
     --isolated`` do) for text you do not trust (SPEC 6, 12; ``docs/security.md``).
     """
 
-    #: ``evaluate(expr) -> value``: run one expression and return its value (SPEC 2, 6). Raises
-    #: :class:`S2OError`: a validation code (stage ``validate``), a run-time code (``runtime``,
-    #: ``not-set``, ``not-allowed``, ``not-awaited``, …), ``timedOut`` when the time limit passes, or
-    #: ``stopped`` when interrupted (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its
-    #: variables either way. It is the session's :meth:`.execution.Execution.evaluate` itself (bound
-    #: in ``__init__``), so a hot cell pays no extra call (``docs/performance.md``).
-    evaluate: Callable[[str], Any]
-
     def __init__(self, engine: Engine | None = None, *, locals: dict[str, Any] | None = None,
                  agent: dict[str, Any] | None = None, conv: dict[str, Any] | None = None) -> None:
         self._run = Execution(engine if engine is not None else Engine())
-        self.evaluate = self._run.evaluate
+        # The hot path: the instance's evaluate is the Execution's own bound method (no delegating call);
+        # the method below documents it and is what the class offers (docs/performance.md).
+        self.__dict__["evaluate"] = self._run.evaluate
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
@@ -311,6 +305,16 @@ class Session:
     def validate(self, expr: str) -> Validation:
         """Check ``expr`` against the rules and this session's locals, without running it."""
         return self._run.engine.validate(expr, locals=self.locals.keys())
+
+    def evaluate(self, expr: str) -> Any:
+        """Run one expression and return its value (SPEC 2, 6).
+
+        Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code (``runtime``,
+        ``not-set``, ``not-allowed``, ``not-awaited``, …), ``timedOut`` when the time limit passes, or
+        ``stopped`` when interrupted (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its
+        variables either way. (An instance calls :meth:`.execution.Execution.evaluate` directly.)
+        """
+        return self._run.evaluate(expr)
 
     def evaluate_dynamic(self, text: str) -> Any:
         """The value of a dynamic string (SPEC 1): plain text as is, ``{ expr }`` evaluated.
