@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .common import Figure, Target, collect, interleaved, ratio_of
+from .common import Figure, Target, collect, interleaved
 
 SECTION = "fragments"
 PASSES = 10_000
@@ -135,6 +135,4 @@ def measure(quick: bool) -> list[Figure]:
 TARGETS = [
     Target(SECTION, "loop-overhead", "for loop: per-iteration overhead beyond its expressions ≤ 2 µs", 2.0,
            lambda figs: next((f.value for f in figs if f.tool == "s2o overhead per pass"), None), unit=" µs"),
-    Target(SECTION, "loop-ratio", "for loop: s2o ÷ (python loop + eval), for reading", math.inf,
-           lambda figs: ratio_of(figs, f"for-{PASSES}", "s2o")),
 ]
