@@ -48,6 +48,9 @@ _PERCENT_NUMBERS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
 
+#: Integers below this in size multiply without a bound check (their product has at most 124 bits).
+_SMALL = 1 << 62
+
 
 def _int_like(x: Any) -> bool:
     return isinstance(x, int)
@@ -84,6 +87,11 @@ def bounded_mult(left: Any, right: Any) -> Any:
     :data:`MAX_ITEMS` items or an integer product more than
     :data:`MAX_INT_BITS` bits.
     """
+    kind_left, kind_right = type(left), type(right)
+    if kind_left is float or kind_right is float:  # no repetition, no big integer: the common cases first
+        return left * right
+    if kind_left is int and kind_right is int and -_SMALL < left < _SMALL and -_SMALL < right < _SMALL:
+        return left * right  # at most 124 bits
     if _int_like(right) and isinstance(left, _SEQUENCES):
         if len(left) * right > MAX_ITEMS:
             raise OverflowError(f"the result of * would have {len(left) * right} items; the bound is {MAX_ITEMS}")
@@ -122,6 +130,16 @@ def _check_widths(numbers: list[str], what: str) -> None:
     for n in numbers:
         if n and n.isdigit() and (len(n) > 6 or int(n) > MAX_FORMAT_WIDTH):
             raise OverflowError(f"{what} width or precision {n} is larger than {MAX_FORMAT_WIDTH}")
+
+
+def spec_within_bounds(spec: str) -> bool:
+    """Whether a constant format specification's widths and precisions are within
+    :data:`MAX_FORMAT_WIDTH` (decided when an f-string is compiled; see ``rewrites``)."""
+    try:
+        _check_widths(_SPEC_NUMBERS.findall(spec), "format")
+    except OverflowError:
+        return False
+    return True
 
 
 def _check_decimal(value: Any) -> None:

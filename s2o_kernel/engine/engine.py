@@ -9,9 +9,9 @@ once and then run with a plain ``eval`` of its code object against a session's o
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,13 +21,23 @@ from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
 from .guards import format_string, guard_kwargs, guarded_call, guarded_import
+from .parsing import quiet
 from .settings import Settings
 
 #: File name given to compiled expressions (how run-time errors find their position).
 FILENAME = "<s2o>"
 
-#: Entries kept in an engine's compile cache before it is cleared.
+#: Entries kept in a compile cache (one per compile fingerprint) before it is cleared.
 CACHE_SIZE = 4096
+
+#: Compile fingerprints whose caches the process keeps; the oldest is dropped past this many.
+SHARED_FINGERPRINTS = 16
+
+#: The process-wide compile caches: compile fingerprint → (source, command fields) → result. Engines
+#: with equal fingerprints (equal compile-relevant settings: a session reset, a settings change undone,
+#: a second session on the same configuration) share one, so they start hot. Never on disk: loading
+#: code objects from a file would be a way to run code no rule checked.
+_SHARED: dict[tuple[Any, ...], dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked]] = {}
 
 _ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
@@ -129,9 +139,40 @@ class Engine:
         #: twin made by :meth:`bounded`.
         self.limit_names: dict[str, str] = {"time": "limits.time", "llm_cost": "limits.llm_cost"}
         self._guarded_twin: Engine | None = None
-        self._cache: dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked] = {}
+        #: everything compilation depends on (see :meth:`compile_fingerprint`)
+        self.fingerprint = self.compile_fingerprint()
+        shared = _SHARED.pop(self.fingerprint, None)
+        if shared is None:
+            shared = {}
+            while len(_SHARED) >= SHARED_FINGERPRINTS:
+                del _SHARED[next(iter(_SHARED))]
+        _SHARED[self.fingerprint] = shared  # most recently used last
+        self._cache = shared
         #: source -> Compiled for plain expressions (no command fields): the hot path's lookup
         self.compiled: dict[str, Compiled] = {}
+        #: (source, locals, command fields) -> a check that passed (:meth:`check_remembered`)
+        self._checks: dict[tuple[str, frozenset[str], frozenset[str]], rules.Checked] = {}
+        #: source -> code of the plain expressions that are ``Compiled.simple``: the hottest path's lookup
+        self.simple: dict[str, types.CodeType] = {}
+
+    def compile_fingerprint(self) -> tuple[Any, ...]:
+        """Everything a compiled expression depends on, as a hashable key of the process-wide cache.
+
+        Every field of the :class:`~.rules.RuleContext` (allowlist names, sys members, secret names,
+        operator rewrites, comprehension limits, ``definition_length``…; its async-name test stands
+        for the allowlist text it was loaded from), the allowlist text and ``allow_unsafe_entries``
+        (what each name is bound to), and whether code is guarded. Code compiled under other rules or
+        another allowlist is never served (SPEC 3, 12; tested in ``tests/security``).
+        """
+        parts: list[Any] = []
+        for f in dataclasses.fields(self.rule_context):
+            value = getattr(self.rule_context, f.name)
+            if callable(value):
+                value = "<from the allowlist>"
+            elif isinstance(value, dict):
+                value = tuple(sorted(value.items()))
+            parts.append((f.name, value))
+        return (tuple(parts), self.settings.allowlist, self.settings.allow_unsafe_entries, self.guarded)
 
     def with_guard(self) -> Engine:
         """This engine, or a twin with the same settings whose code guards every value it reaches."""
@@ -165,6 +206,9 @@ class Engine:
             table.update(reach.HELPERS)
         table["__import__"] = guarded_import
         table[rewrites.FSTRING_HELPER] = format_string
+        table[rewrites.TYPE_HELPER] = type
+        table[rewrites.PLAIN_TEXT] = rewrites.PLAIN_TEXT_TYPES
+        table[rewrites.NUMBER] = rewrites.NUMBER_TYPES
         table[rewrites.KWARGS_GUARD] = guard_kwargs
         table[rewrites.SIZED_HELPER] = sized_attribute
         table[rewrites.CALL_GUARD] = guarded_call
@@ -196,6 +240,24 @@ class Engine:
             })
         return rules.check_expression(source, ctx)
 
+    def check_remembered(self, source: str, *, locals: Iterable[str], command_fields: Iterable[str]) -> rules.Checked:
+        """:meth:`check` for the fragment parser, remembering what passed (without its tree; read only).
+
+        A fragment is checked whole before every run; a loop or an agent run again checks the same
+        expressions with the same names known. A refusal is never remembered (its errors get paths).
+        """
+        key = (source, frozenset(locals), frozenset(command_fields))
+        hit = self._checks.get(key)
+        if hit is not None:
+            return hit
+        checked = self.check(source, locals=key[1], command_fields=key[2])
+        if not checked.errors:
+            checked.tree = None
+            if len(self._checks) >= CACHE_SIZE:
+                self._checks.clear()
+            self._checks[key] = checked
+        return checked
+
     def validate(self, source: str, *, locals: Iterable[str] | None = None) -> Validation:
         """Check ``source`` without running it (SPEC 3).
 
@@ -217,16 +279,24 @@ class Engine:
             hit = self._compile_uncached(source, key[1])
             if len(self._cache) >= CACHE_SIZE:
                 self._cache.clear()
-                self.compiled.clear()
             self._cache[key] = hit
-            if key[1] is None and isinstance(hit, Compiled):
-                self.compiled[source] = hit
+        if key[1] is None and isinstance(hit, Compiled) and source not in self.compiled:
+            if len(self.compiled) >= CACHE_SIZE:
+                self.compiled.clear()
+                self.simple.clear()
+            self.compiled[source] = hit
+            if hit.simple:
+                self.simple[source] = hit.code
         if isinstance(hit, rules.Checked):
             errors = hit.errors
             raise (errors[0] if len(errors) == 1 else ErrorGroup(errors))
         return hit
 
     def _compile_uncached(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
+        with quiet():  # one warnings context for the parse and the compile: compiler warnings never show
+            return self._compile_quietly(source, command_fields)
+
+    def _compile_quietly(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
         checked = self.check(source, command_fields=command_fields)
         if checked.errors:
             return checked
@@ -235,9 +305,7 @@ class Engine:
         if self.guarded:
             reach.guard_tree(checked.tree)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # compiler SyntaxWarnings must not reach the host's stderr
-                code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except SyntaxError as exc:
             checked.errors.append(S2OError("syntax", str(exc.msg), line=exc.lineno,
                                            col=(exc.offset - 1) if exc.offset else None,

@@ -27,7 +27,9 @@ import threading
 import time
 import types
 import weakref
+from _thread import get_ident
 from collections.abc import Coroutine
+from time import monotonic
 from typing import Any
 
 from .engine import FILENAME, Compiled, Engine
@@ -109,12 +111,26 @@ class Execution:
     """
 
     def __init__(self, engine: Engine) -> None:
-        self.engine = engine
         self.globals: dict[str, Any] = {}
         self._loop_thread: LoopThread | None = None
         self._pending: concurrent.futures.Future[Any] | None = None
-        self._deadline = Armed(0, 0.0)  # reused by the hot path's time limit
+        self._deadline = Armed(0, 0.0)  # reused by every time limit armed in the calling thread
+        self._armed = WATCHDOG.armed
         self._token: Any = None
+        self.engine = engine
+        WATCHDOG.start()
+
+    @property
+    def engine(self) -> Engine:
+        """The :class:`Engine` in use; the session replaces it when settings change."""
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        self._engine = engine
+        self._compiled = engine.compiled  # the hot path's lookup, source -> Compiled
+        self._simple = engine.simple  # source -> code of expressions with no call, comprehension or await
+        self._limit = engine.settings.limits.time
 
     # -- in the calling thread ---------------------------------------------------------------
     def evaluate(self, source: str) -> Any:
@@ -122,19 +138,37 @@ class Execution:
 
         Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code, ``timedOut``
         when ``limits.time`` (seconds) passes, or ``stopped`` when interrupted.
+
+        The hot path (an expression already compiled by this engine) is one dict lookup and an
+        ``eval`` of the cached code; with the time limit armed (inline, see
+        :class:`~.limits.Watchdog`) when the expression has a call or a comprehension.
         """
-        compiled = self.engine.compiled.get(source)
+        code = self._simple.get(source)
+        if code is not None:  # no call, comprehension or await: nothing to bound, nothing to check
+            try:
+                return eval(code, self.globals)
+            except BaseException as exc:
+                raise self._failed(exc, self.engine.compile(source), 0.0) from None
+        compiled = self._compiled.get(source)
         if compiled is None or compiled.is_coroutine_code:
             return self.evaluate_at(source, time.monotonic())
-        if compiled.simple:
+        # calls or comprehensions: under the time limit, armed inline (the protocol of _eval_limited)
+        entry = self._deadline
+        entry.thread_id = get_ident()
+        entry.deadline = monotonic() + self._limit
+        entry.fired = False
+        armed = self._armed
+        armed[entry.key] = entry
+        try:
             try:
-                return eval(compiled.code, self.globals)
-            except BaseException as exc:
-                if isinstance(exc, NameError) and not compiled.local_names <= self.globals.keys():
-                    self._unknown_names(compiled)
-                raise self.map_error(exc, compiled, 0.0) from None
-        # calls or comprehensions: under the time limit
-        value = self._eval_limited(compiled, self.engine.settings.limits.time, 0.0)
+                value = eval(compiled.code, self.globals)
+            finally:
+                if armed.pop(entry.key, None) is None:
+                    WATCHDOG.settle(entry)
+        except BaseException as exc:
+            if armed.pop(entry.key, None) is None:
+                WATCHDOG.settle(entry)
+            raise self._failed(exc, compiled, 0.0) from None
         if type(value) in PLAIN_RESULTS:
             return value
         if type(value) is types.CoroutineType:
@@ -238,6 +272,7 @@ class Execution:
         token = self._token
         if token is not None:
             WATCHDOG.interrupt(token)
+        WATCHDOG.interrupt(self._deadline)  # does nothing unless an expression is running under it
 
     def interrupt_async(self) -> None:
         """Cancel the coroutine running on the loop thread, and interrupt it if it does not yield."""
@@ -314,25 +349,35 @@ class Execution:
         return compiled, self._eval_limited(compiled, max(limit - (time.monotonic() - start), 0.0), start)
 
     def _eval_limited(self, compiled: Compiled, seconds: float, start: float) -> Any:
-        """``eval`` of ``compiled`` with the watchdog armed for ``seconds``; errors become ``S2OError``.
+        """``eval`` of ``compiled`` with the time limit armed for ``seconds``; errors become ``S2OError``.
 
-        The exception the watchdog raises may arrive anywhere up to the disarm, even inside the
-        ``finally``: the outer handler disarms again (idempotent) and maps it, so it never escapes raw.
+        Arms the session's one reusable deadline with the watchdog's protocol inlined (three stores
+        and two dict operations, see :class:`~.limits.Watchdog`). The exception the watchdog raises
+        may arrive anywhere up to the disarm, even inside the ``finally``: the outer handler settles
+        again (idempotent) and maps it, so it never escapes raw.
         """
-        token = WATCHDOG.rearm(self._deadline, seconds)
-        self._token = token
+        entry = self._deadline
+        entry.thread_id = get_ident()
+        entry.deadline = time.monotonic() + seconds
+        entry.fired = False
+        armed = self._armed
+        armed[entry.key] = entry
         try:
             try:
                 return eval(compiled.code, self.globals)
             finally:
-                self._token = None
-                WATCHDOG.disarm(token)
+                if armed.pop(entry.key, None) is None:
+                    WATCHDOG.settle(entry)
         except BaseException as exc:
-            self._token = None
-            WATCHDOG.disarm(token)
-            if isinstance(exc, NameError) and not compiled.local_names <= self.globals.keys():
-                self._unknown_names(compiled)
-            raise self.map_error(exc, compiled, start) from None
+            if armed.pop(entry.key, None) is None:
+                WATCHDOG.settle(entry)
+            raise self._failed(exc, compiled, start) from None
+
+    def _failed(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
+        """The coded error for ``exc`` raised by ``compiled``: ``unknown-name`` when a local it reads is unset."""
+        if isinstance(exc, NameError) and not compiled.local_names <= self.globals.keys():
+            self._unknown_names(compiled)
+        return self.map_error(exc, compiled, start)
 
     def _await_here(self, coro: Any, compiled: Compiled, start: float) -> Any:
         """Drive ``coro`` on the session's loop thread and wait for it in this thread."""

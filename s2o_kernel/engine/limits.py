@@ -47,92 +47,93 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
 
 
 class Armed:
-    """One deadline: the thread it is for, when, and whether it fired."""
+    """One deadline: the thread it is for, when, whether it fired, and its key in :attr:`Watchdog.armed`."""
 
-    __slots__ = ("deadline", "done", "fired", "kind", "thread_id")
+    __slots__ = ("deadline", "fired", "key", "kind", "thread_id")
 
     def __init__(self, thread_id: int, deadline: float) -> None:
         self.thread_id = thread_id
         self.deadline = deadline
         self.fired = False
-        self.done = False
         self.kind: type[BaseException] = RunTimeout
+        self.key = id(self)
 
 
 class Watchdog:
     """Raises :class:`RunTimeout` in a thread whose deadline passed; one per process.
 
-    :meth:`arm` returns a token (the armed entry itself) to hand to
-    :meth:`disarm` in a ``finally``; see ``Session._run_sync`` for the pattern
-    that is safe against the exception arriving at any point.
+    :meth:`arm` returns a token (the armed entry itself) to hand to :meth:`disarm` in a
+    ``finally``; see ``Execution._eval_limited`` for the pattern that is safe against the exception
+    arriving at any point.
 
-    Ownership of a token is decided by one atomic ``dict.pop``: whoever pops
-    it (the evaluating thread in :meth:`disarm`, or the watchdog when it
-    fires) owns it. When the watchdog owns it, :meth:`disarm` waits until the
-    exception is sent and then clears it if it was not yet delivered, so no
-    exception ever lands outside the armed region. Arming and disarming cost
-    one small object and two dict operations, no lock.
+    Ownership of a token is decided by one atomic ``dict.pop`` on :attr:`armed`: whoever pops it
+    (the evaluating thread, or the watchdog when it fires) owns it. The watchdog pops, marks
+    ``fired`` and sends the exception while holding its firing lock; so an evaluating thread whose
+    pop finds nothing calls :meth:`settle`, which takes that lock (waiting out a firing in
+    progress) and then clears the exception if it was not delivered yet. No exception ever lands
+    outside the armed region, and waiting is never needed on the normal path.
+
+    The hot path (``Execution``) reuses one :class:`Armed` per session and inlines the protocol, so
+    a run of a cached expression pays three attribute stores and two dict operations, no call:
+    ``thread_id``, ``deadline``, ``fired = False``, ``armed[entry.key] = entry``; at the end
+    ``if armed.pop(entry.key, None) is None: WATCHDOG.settle(entry)``.
     """
 
     def __init__(self) -> None:
-        self._armed: dict[int, Armed] = {}
+        #: armed entries by key: present = armed and owned by no one yet (see the class doc)
+        self.armed: dict[int, Armed] = {}
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._fire_lock = threading.Lock()
 
     def arm(self, seconds: float, thread_id: int | None = None) -> Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
         entry = Armed(thread_id or threading.get_ident(), time.monotonic() + seconds)
-        self._armed[id(entry)] = entry
+        self.armed[entry.key] = entry
         if self._thread is None:
-            self._start()
+            self.start()
         return entry
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the watchdog's thread (idempotent); :meth:`arm` does it, the inlined hot path cannot."""
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="s2o-watchdog", daemon=True)
                 self._thread.start()
 
-    def rearm(self, entry: Armed, seconds: float) -> Armed:
-        """Arm a reusable ``entry`` (one per session) for this thread: :meth:`arm` without allocating."""
-        entry.thread_id = threading.get_ident()
-        entry.deadline = time.monotonic() + seconds
-        entry.fired = entry.done = False
-        entry.kind = RunTimeout
-        self._armed[id(entry)] = entry
-        if self._thread is None:
-            self._start()
-        return entry
-
     def disarm(self, token: Armed) -> bool:
         """End the deadline; returns whether it fired. Idempotent."""
-        if self._armed.pop(id(token), None) is not None:
-            token.done = True
+        if self.armed.pop(token.key, None) is not None:
             return False
-        while not token.done:  # the watchdog owns it and is sending the exception
-            time.sleep(0)
-        if token.fired:
+        return self.settle(token)
+
+    def settle(self, token: Armed) -> bool:
+        """After a pop of ``token`` found nothing: wait until a firing in progress has sent its exception,
+        clear it if it has not been delivered yet, and return whether it fired. Idempotent."""
+        with self._fire_lock:
+            fired = token.fired
+        if fired:
             _raise_in_thread(token.thread_id, None)  # clear it if it was not delivered yet
-        return token.fired
+        return fired
 
     def _fire(self, key: int, kind: type[BaseException]) -> None:
-        entry = self._armed.pop(key, None)
-        if entry is None:
-            return
-        entry.kind = kind
-        entry.fired = True
-        _raise_in_thread(entry.thread_id, kind)
-        entry.done = True
+        with self._fire_lock:
+            entry = self.armed.pop(key, None)
+            if entry is None:
+                return
+            entry.kind = kind
+            entry.fired = True
+            _raise_in_thread(entry.thread_id, kind)
 
     def interrupt(self, token: Armed) -> None:
         """Fire ``token`` now with :class:`RunInterrupt` (used when the user interrupts)."""
-        self._fire(id(token), RunInterrupt)
+        self._fire(token.key, RunInterrupt)
 
     def _loop(self) -> None:
         while True:
             time.sleep(TICK)
             now = time.monotonic()
-            for key, entry in list(self._armed.items()):
+            for key, entry in list(self.armed.items()):
                 if entry.deadline <= now:
                     self._fire(key, RunTimeout)
 

@@ -236,8 +236,8 @@ class ReachRewriter(ast.NodeTransformer):
     the engine's hidden helpers that cannot hand out host objects are left as they are.
     """
 
-    _SAFE_HELPERS = frozenset({"__s2o_fstring", "__s2o_kwargs", "__s2o_sized", REACH, ATTRIBUTE, ITERATE, AITERATE,
-                               MAPPING})
+    _SAFE_HELPERS = frozenset({"__s2o_fstring", "__s2o_type", "__s2o_kwargs", "__s2o_sized",
+                               REACH, ATTRIBUTE, ITERATE, AITERATE, MAPPING})
 
     def _wrap(self, helper: str, node: ast.expr, *extra: ast.expr) -> ast.Call:
         call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=[node, *extra], keywords=[])

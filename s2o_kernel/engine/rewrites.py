@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
+
+from .bounded import spec_within_bounds
 
 
 #: Name under which the compiled code finds a rewritten operator's function.
@@ -22,6 +24,13 @@ def operator_helper_name(symbol: str) -> str:
     return f"__s2o_op_{names[symbol]}"
 
 
+def operator_rewrite(symbol: str, setting: str, in_comprehension: bool) -> str:
+    """The helper recorded for ``symbol`` rewritten to ``setting``: :func:`operator_helper_name`, marked
+    :data:`NUMERIC` for an engine-bounded operator inside a comprehension (see :func:`_rewrite_numeric`)."""
+    helper = operator_helper_name(symbol)
+    return NUMERIC + helper if in_comprehension and setting in NUMERIC_SAFE else helper
+
+
 #: Hidden global that checks the keys of a ``**mapping`` argument at run time.
 KWARGS_GUARD = "__s2o_kwargs"
 #: Hidden global every f-string is rewritten to call (bounded widths, secrets stay secret).
@@ -30,17 +39,36 @@ FSTRING_HELPER = "__s2o_fstring"
 SIZED_HELPER = "__s2o_sized"
 #: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
 CALL_GUARD = "__s2o_call"
+#: Hidden global bound to ``type``: the f-string fast path's test of its values.
+TYPE_HELPER = "__s2o_type"
+#: Hidden global bound to :data:`PLAIN_TEXT_TYPES`.
+PLAIN_TEXT = "__s2o_plain_text"
+#: Types an f-string formats natively: no secret, no Python-level ``__format__``, no long Decimal text.
+PLAIN_TEXT_TYPES = frozenset({str, int, float, bool, type(None)})
 
+
+#: The engine's bounded operators that are plain arithmetic on two numbers within :data:`SMALL_NUMBER`.
+NUMERIC_SAFE = frozenset({"bounded_mult", "bounded_mod"})
+#: Prefix of a recorded operator helper whose target is in :data:`NUMERIC_SAFE` (see :func:`_rewrite_numeric`).
+NUMERIC = "numeric:"
+#: Hidden global bound to :data:`NUMBER_TYPES`.
+NUMBER = "__s2o_number"
+#: Types the numeric fast path multiplies natively.
+NUMBER_TYPES = frozenset({int, float})
+#: Numbers strictly inside ±this multiply natively (a product of at most 124 bits).
+SMALL_NUMBER = 1 << 62
+
+_Expr = TypeVar("_Expr", bound=ast.expr)
 
 #: A recorded rewrite: (parent node, field, index, node to rewrite, helper name).
 Rewrite = tuple[Any, str, int | None, Any, str]
 
 
 def _call(helper: str, args: list[ast.expr], where: ast.AST) -> ast.Call:
-    call = ast.Call(func=ast.Name(id=helper, ctx=ast.Load()), args=args, keywords=[])
-    for n in (call, call.func, *args):
+    call = _at(ast.Call(func=_at(ast.Name(id=helper, ctx=ast.Load()), where), args=args, keywords=[]), where)
+    for n in args:
         if not hasattr(n, "lineno"):
-            ast.copy_location(n, where)
+            _at(n, where)
     return call
 
 
@@ -50,19 +78,71 @@ def _rewrite_kwargs(parent: Any, node: Any, helper: str) -> None:
 
 
 def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
-    """``f'a{x:>4}'`` → ``__s2o_fstring('a', (x, -1, '>4'))``: bounded widths, secrets stay secret."""
+    """``f'a{x:>4}'`` → ``__s2o_fstring('a', (x, -1, '>4'))``: bounded widths, secrets stay secret.
+
+    When every formatted value is a name and every format specification a constant within the
+    bounds, the f-string keeps its native form behind a test of its values' exact types:
+    ``f'{a}' if __s2o_type(a) in __s2o_plain_text else __s2o_fstring(...)`` (reading a name twice
+    has no effect). Plain text, numbers, booleans and ``None`` format natively, at CPython's speed;
+    anything else (a secret, a host object, a ``Decimal``) takes the helper (``docs/performance.md``).
+    """
+    test = _plain_test(node)
+    if test is False or test is True:  # no formatted value: the native f-string is constant text
+        return
+    # The helper's arguments share the names and constants of the native form (when it is kept):
+    # later passes (reach) never rewrite a name or a constant in place, and compile reads each twice.
     args: list[ast.expr] = []
     for value in node.values:
         if isinstance(value, ast.FormattedValue):
-            spec = value.format_spec if value.format_spec is not None else ast.Constant(None)
-            args.append(ast.Tuple(elts=[value.value, ast.Constant(value.conversion), spec], ctx=ast.Load()))
+            spec = value.format_spec if value.format_spec is not None else _at(ast.Constant(None), node)
+            args.append(_at(ast.Tuple(elts=[value.value, _at(ast.Constant(value.conversion), node), spec],
+                                      ctx=ast.Load()), node))
         else:
             args.append(value)
     call = _call(helper, args, node)
-    for n in args:
-        ast.copy_location(n, node)
-    ast.fix_missing_locations(call)
-    _replace_child(parent, node, call)
+    if test is None:
+        _replace_child(parent, node, call)
+        return
+    _replace_child(parent, node, _at(ast.IfExp(test=test, body=node, orelse=call), node))
+
+
+def _at(new: _Expr, where: Any) -> _Expr:
+    """``new`` (an expression node built here) placed at ``where``; its children already have places."""
+    new.lineno, new.col_offset = where.lineno, where.col_offset
+    new.end_lineno, new.end_col_offset = where.end_lineno, where.end_col_offset
+    return new
+
+
+def _constant_spec(spec: ast.expr | None) -> str | None:
+    """The text of a format specification made only of constant text, else ``None``."""
+    if spec is None:
+        return ""
+    if isinstance(spec, ast.JoinedStr) and all(
+            isinstance(v, ast.Constant) and isinstance(v.value, str) for v in spec.values):
+        return "".join(v.value for v in spec.values)  # type: ignore[attr-defined]
+    return None
+
+
+def _plain_test(node: ast.JoinedStr) -> ast.expr | bool | None:
+    """The type test of the f-string fast path; ``False`` when nothing is formatted, ``None`` when
+    the f-string needs the helper whatever its values (a value that is not a name, a computed or
+    too wide format specification)."""
+    names: dict[str, ast.Name] = {}
+    for value in node.values:
+        if not isinstance(value, ast.FormattedValue):
+            continue
+        spec = _constant_spec(value.format_spec)
+        if not isinstance(value.value, ast.Name) or spec is None or not spec_within_bounds(spec):
+            return None
+        names.setdefault(value.value.id, value.value)
+    if not names:
+        return False
+    tests: list[ast.expr] = []
+    for name in names.values():
+        kind = _call(TYPE_HELPER, [_at(ast.Name(id=name.id, ctx=ast.Load()), name)], name)
+        tests.append(_at(ast.Compare(left=kind, ops=[ast.In()],
+                                     comparators=[_at(ast.Name(id=PLAIN_TEXT, ctx=ast.Load()), name)]), name))
+    return tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.And(), values=tests), node)
 
 
 def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:
@@ -90,10 +170,63 @@ REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
 }
 
 
+
+def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:
+    """``a * b`` → ``a * b if <a and b are int or float within ±2**62> else helper(a, b)``.
+
+    For an operator inside a comprehension (where reading a global costs little; at the top level of
+    an expression the call is cheaper than the test) rewritten to one of the engine's own bounded
+    operators (:data:`NUMERIC_SAFE`), whose operands are names or number constants (reading a name
+    twice has no effect): two such numbers
+    multiply (or take a remainder) natively with a result of at most 124 bits, so the bound holds
+    without a call; anything else (a sequence, a big integer, ``bool``, a host object) takes the helper.
+    """
+    call = _call(helper, [node.left, node.right], node)
+    tests: list[ast.expr] = []
+    seen: set[str] = set()
+    for operand in (node.left, node.right):
+        value = operand.value if isinstance(operand, ast.Constant) else None
+        if isinstance(value, (int, float)) and type(value) in NUMBER_TYPES:
+            if not -SMALL_NUMBER < value < SMALL_NUMBER:
+                tests = []
+                break
+            continue
+        if not isinstance(operand, ast.Name):
+            tests = []
+            break
+        if operand.id in seen:
+            continue
+        seen.add(operand.id)
+        tests.append(_number_test(operand))
+    else:
+        if not tests:  # two small number constants
+            return
+        test = tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.And(), values=tests), node)
+        _replace_child(parent, node, _at(ast.IfExp(test=test, body=node, orelse=call), node))
+        return
+    _replace_child(parent, node, call)
+
+
+def _number_test(name: ast.Name) -> ast.expr:
+    """``__s2o_type(x) in __s2o_number and -2**62 < x < 2**62`` for the name ``x``."""
+    def read() -> ast.Name:
+        return _at(ast.Name(id=name.id, ctx=ast.Load()), name)
+
+    kind = _call(TYPE_HELPER, [read()], name)
+    number_types = _at(ast.Name(id=NUMBER, ctx=ast.Load()), name)
+    is_number = _at(ast.Compare(left=kind, ops=[ast.In()], comparators=[number_types]), name)
+    small = _at(ast.Compare(left=_at(ast.Constant(-SMALL_NUMBER), name), ops=[ast.Lt(), ast.Lt()],
+                            comparators=[read(), _at(ast.Constant(SMALL_NUMBER), name)]), name)
+    return _at(ast.BoolOp(op=ast.And(), values=[is_number, small]), name)
+
+
 def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
     """Apply recorded rewrites, innermost first (the walk recorded them outer first)."""
     for parent, _attr, _index, node, helper in reversed(list(rewrites)):
-        REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
+        if helper.startswith(NUMERIC):
+            _rewrite_numeric(parent, node, helper.removeprefix(NUMERIC))
+        else:
+            REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
 
 
 def _replace_child(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:

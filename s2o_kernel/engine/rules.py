@@ -45,7 +45,7 @@ from .bounded import SIZED_METHODS
 from .denylist import name_violation
 from .errors import S2OError
 from .parsing import check_text, parse
-from .rewrites import CALL_GUARD, FSTRING_HELPER, KWARGS_GUARD, SIZED_HELPER, apply_rewrites, operator_helper_name
+from .rewrites import CALL_GUARD, FSTRING_HELPER, KWARGS_GUARD, SIZED_HELPER, apply_rewrites, operator_rewrite
 
 #: Names that are namespaces of the runtime, never locals (SPEC 5).
 RESERVED_NAMES = frozenset({"agent", "conv", "sys", "const", "command", "result", "exc"})
@@ -419,7 +419,7 @@ class Validator:
             self.error("operator", f"the operator '{symbol}' is turned off in this configuration", node)
         elif setting != "on":
             parent = item.parent
-            self.rewrites.append((parent, "", None, node, operator_helper_name(symbol)))
+            self.rewrites.append((parent, "", None, node, operator_rewrite(symbol, setting, item.comp_depth > 0)))
         return False
 
     def rule_await(self, item: _Item) -> bool:

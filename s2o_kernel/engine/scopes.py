@@ -386,11 +386,21 @@ def check_target_name(name: object) -> str:
 
     The name must be an exact ``str``, an ASCII identifier that is not a Python keyword (``None``,
     ``if``: an expression could never read it), not starting with ``_`` and not a runtime namespace.
+    Accepted names are remembered (up to 4096), so a loop setting its item pays one set lookup.
     """
+    if type(name) is str and name in _ACCEPTED_NAMES:
+        return name
     if type(name) is not str or not name.isidentifier() or not name.isascii() or keyword.iskeyword(name):
         raise S2OError("fragment", f"{name!r} is not a valid variable name", stage="validate")
     if name.startswith("_"):
         raise S2OError("underscore", f"names starting with '_' are not allowed: '{name}'", stage="validate")
     if name in rules.RESERVED_NAMES:
         raise S2OError("fragment", f"'{name}' is a runtime namespace, not a variable", stage="validate")
+    if len(_ACCEPTED_NAMES) >= 4096:
+        _ACCEPTED_NAMES.clear()
+    _ACCEPTED_NAMES.add(name)
     return name
+
+
+#: Names :func:`check_target_name` accepted (a pure function of an exact ``str``).
+_ACCEPTED_NAMES: set[str] = set()

@@ -84,6 +84,9 @@ class Session:
     def __init__(self, engine: Engine | None = None, *, locals: dict[str, Any] | None = None,
                  agent: dict[str, Any] | None = None, conv: dict[str, Any] | None = None) -> None:
         self._run = Execution(engine if engine is not None else Engine())
+        # The hot path: the instance's evaluate is the Execution's own bound method (no delegating call);
+        # the method below documents it and is what the class offers (docs/performance.md).
+        self.__dict__["evaluate"] = self._run.evaluate
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
         self._functions: dict[str, Any] = {}
@@ -311,7 +314,7 @@ class Session:
         Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code (``runtime``,
         ``not-set``, ``not-allowed``, ``not-awaited``, …), ``timedOut`` when the time limit passes, or
         ``stopped`` when interrupted (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its
-        variables either way.
+        variables either way. (An instance calls :meth:`.execution.Execution.evaluate` directly.)
         """
         return self._run.evaluate(expr)
 
@@ -482,7 +485,7 @@ class Session:
 
     def set_command_fields(self, fields: dict[str, Any]) -> None:
         """Make ``command.<field>`` read ``fields`` (the runtime calls this per command)."""
-        self.namespace()["command"] = CommandScope(fields, "command")
+        self.namespace()["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
 
     def set_result(self, value: Any) -> None:
         """Set ``result``, the value of the last result-producing command."""

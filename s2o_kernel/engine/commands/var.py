@@ -9,6 +9,7 @@ values must be JSON (``not-json``). ``var`` reads ``onError`` among its own fiel
 from __future__ import annotations
 
 import ast
+import functools
 from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
@@ -29,8 +30,15 @@ def parse_target(target: str) -> tuple[str, str, list[Any]]:
     """Split a ``var`` target into ``(scope, name, item path)``.
 
     ``x`` → ``("local", "x", [])``; ``agent.cart['items'][0]`` → ``("agent", "cart", ["items", 0])``.
-    Raises ``S2OError`` (``fragment`` or ``underscore``) for anything else.
+    Raises ``S2OError`` (``fragment`` or ``underscore``) for anything else. Cached: a pure function of
+    ``target`` (a fragment is checked again before every run).
     """
+    scope, name, items = _parse_target(target)
+    return scope, name, list(items)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_target(target: str) -> tuple[str, str, tuple[Any, ...]]:
     bad = S2OError("fragment", f"'{target}' is not a var target: use x, agent.x, conv.x, "
                    "optionally followed by [key] or [index]", stage="validate")
     try:
@@ -56,7 +64,7 @@ def parse_target(target: str) -> tuple[str, str, list[Any]]:
         raise bad
     if name.startswith("_") or any(isinstance(k, str) and k.startswith("_") for k in items):
         raise S2OError("underscore", f"names starting with '_' are not allowed: '{target}'", stage="validate")
-    return scope, name, items
+    return scope, name, tuple(items)
 
 
 def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:

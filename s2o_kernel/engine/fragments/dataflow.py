@@ -20,6 +20,7 @@ in between.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -128,11 +129,18 @@ def ref_path(scope: str, items: tuple[Any, ...]) -> str:
 
 
 def expression_reads(source: str, local_names: set[str]) -> list[str]:
-    """The paths an expression reads (see the module doc); ``local_names`` are its names from locals."""
+    """The paths an expression reads (see the module doc); ``local_names`` are its names from locals.
+
+    A pure function of its arguments, cached (a fragment run again is parsed again)."""
+    return list(_reads(source, frozenset(local_names)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads(source: str, local_names: frozenset[str]) -> tuple[str, ...]:
     try:
         tree = ast.parse(source, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+        return ()
     found: list[str] = []
     stack: list[ast.AST] = [tree]
     while stack:
@@ -145,7 +153,7 @@ def expression_reads(source: str, local_names: set[str]) -> list[str]:
             found.append("result")
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
     found.extend(f"local.{name}" for name in sorted(local_names) if name != "result")
-    return list(dict.fromkeys(found))
+    return tuple(dict.fromkeys(found))
 
 
 def _scope_read(node: ast.AST) -> str | None:

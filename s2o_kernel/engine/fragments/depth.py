@@ -35,7 +35,10 @@ def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH) -> S2OError | None
     """``too-deep`` (stage ``validate``) at the first value nested deeper than ``limit`` levels, else ``None``.
 
     Only exact ``list`` and ``dict`` nest (parsed JSON holds nothing else); the walk is iterative.
+    A first walk only measures (no path text per value); the paths are built when something is too deep.
     """
+    if _depth_within(value, limit):
+        return None
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         v, depth, path = stack.pop()
@@ -50,6 +53,24 @@ def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH) -> S2OError | None
         else:
             stack.extend((item, depth + 1, join(path, str(key))) for key, item in v.items())
     return None
+
+
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether no ``list`` or ``dict`` in ``value`` sits ``limit`` levels deep or more (iterative)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        t = type(v)
+        if t is list:
+            items = v
+        elif t is dict:
+            items = v.values()
+        else:
+            continue
+        if depth >= limit:
+            return False
+        stack.extend((item, depth + 1) for item in items if type(item) is list or type(item) is dict)
+    return True
 
 
 def nesting_error(path: str) -> S2OError:

@@ -182,7 +182,7 @@ class Parser:
                 if has_reference(raw):
                     self.reference(raw, path)
                 return
-            checked = self.engine.check(found[0], locals=known, command_fields=fields or [])
+            checked = self.engine.check_remembered(found[0], locals=known, command_fields=fields or [])
             self.errors.extend(e.with_context(path=path) for e in checked.errors)
             if not checked.errors:
                 for data in expression_reads(found[0], checked.local_names):

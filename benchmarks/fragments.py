@@ -1,0 +1,138 @@
+"""Fragments section: a 10,000-pass ``for`` loop, a ``var`` of 20 fields, the orders agent (issue 12).
+
+Each case runs through ``Session.run_fragment`` (parse, check, run on the session's loop, as the
+kernel does) against the floor: the same work as a plain Python loop — the loop variable set in a
+globals dict and the body's expression evaluated with ``eval`` of code compiled once. The difference,
+divided by the passes (fields), is the per-iteration (per-field) overhead *beyond the expressions*,
+which the issue bounds at 2 µs. Rounds interleave s2o and the floor and ratios are paired
+(:func:`benchmarks.common.interleaved`).
+
+The orders agent with the scripted LLM (runs per second) needs issue 9's ``llm`` command; until it
+lands this section reports a ``TODO`` row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .common import Figure, Target, collect, interleaved
+
+SECTION = "fragments"
+PASSES = 10_000
+FIELDS = 20
+
+
+def _session(locals_: dict[str, Any]) -> Any:
+    from s2o_kernel.engine import Engine, Session, default_settings
+
+    session = Session(Engine(default_settings()), locals=locals_)
+    session.warm_up()
+    return session
+
+
+def _runner(session: Any, fragment: Any, check: Callable[[Any], bool]) -> Callable[[int], float]:
+    import time
+
+    result = session.run_fragment(fragment)
+    if result.error is not None or not check(result.value):
+        raise RuntimeError(f"the benchmark fragment failed: {result.code} {result.error}")
+
+    def run(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            session.run_fragment(fragment)
+        return time.perf_counter() - t0
+    return run
+
+
+def _for_loop(quick: bool) -> list[Figure]:
+    numbers = list(range(PASSES))
+    expected = sum(numbers)
+    fragment = [{"var": {"total": 0}},
+                {"for": {"item": "n", "in": "{ numbers }", "commands": {"var": {"total": "{ total + n }"}}}},
+                {"return": "{ total }"}]
+    session = _session({"numbers": numbers})
+    code = compile("total + n", "<expr>", "eval")
+
+    def floor(n: int) -> float:
+        import time
+
+        t0 = time.perf_counter()
+        for _ in range(n):
+            g: dict[str, Any] = {"__builtins__": {}, "numbers": numbers, "total": 0}
+            for item in numbers:
+                g["n"] = item
+                g["total"] = eval(code, g)
+        return time.perf_counter() - t0
+
+    def python(n: int) -> float:
+        import time
+
+        t0 = time.perf_counter()
+        for _ in range(n):
+            total = 0
+            for item in numbers:
+                total = total + item
+        return time.perf_counter() - t0
+
+    timers = {"python loop + eval": floor, "s2o": _runner(session, fragment, lambda v: v == expected),
+              "python loop": python}
+    results = interleaved(timers, "python loop + eval", 3 if quick else 7, 0.05 if quick else 0.3)
+    out = [Figure(SECTION, f"for-{PASSES}", tool, seconds * 1e3, "ms", "python loop + eval", ratio)
+           for tool, (seconds, ratio) in results.items()]
+    extra = (results["s2o"][0] - results["python loop + eval"][0]) / PASSES * 1e6
+    out.append(Figure(SECTION, f"for-{PASSES}", "s2o overhead per pass", extra, "µs", "", math.nan,
+                      "beyond the expression (target ≤ 2 µs)"))
+    return out
+
+
+def _var_fields(quick: bool) -> list[Figure]:
+    """``var`` of 20 fields and of 1 field: the difference shares out the run's fixed cost."""
+    out: list[Figure] = []
+    medians: dict[int, tuple[float, float]] = {}
+    for count in (1, FIELDS):
+        fields = {f"v{i}": f"{{ price * quantity + {i} }}" for i in range(count)}
+        session = _session({"price": 12.5, "quantity": 3})
+        codes = [(name, compile(text[1:-1].strip(), "<expr>", "eval")) for name, text in fields.items()]
+
+        def floor(n: int, codes: list[tuple[str, Any]] = codes) -> float:
+            import time
+
+            t0 = time.perf_counter()
+            for _ in range(n):
+                g: dict[str, Any] = {"__builtins__": {}, "price": 12.5, "quantity": 3}
+                for name, code in codes:
+                    g[name] = eval(code, g)
+            return time.perf_counter() - t0
+
+        timers = {"python + eval": floor, "s2o": _runner(session, {"var": fields}, lambda v: True)}
+        results = interleaved(timers, "python + eval", 3 if quick else 7, 0.02 if quick else 0.1)
+        out += [Figure(SECTION, f"var-{count}-field{'s' if count > 1 else ''}", tool, seconds * 1e6, "µs",
+                       "python + eval", ratio) for tool, (seconds, ratio) in results.items()]
+        medians[count] = (results["s2o"][0], results["python + eval"][0])
+    (s_many, p_many), (s_one, p_one) = medians[FIELDS], medians[1]
+    extra = ((s_many - s_one) - (p_many - p_one)) / (FIELDS - 1) * 1e6
+    out.append(Figure(SECTION, f"var-{FIELDS}-fields", "s2o overhead per field", extra, "µs", "", math.nan,
+                      "beyond the expression (var-20 minus var-1, per field)"))
+    out.append(Figure(SECTION, "var-1-field", "s2o run set-up", (s_one - p_one) * 1e6, "µs", "", math.nan,
+                      "parse, check, loop-thread hop, snapshot"))
+    return out
+
+
+def measure(quick: bool) -> list[Figure]:
+    """The fragment cases, each against its plain-Python floor; the orders agent is a TODO row."""
+    collect()
+    figures = _for_loop(quick)
+    collect()
+    figures += _var_fields(quick)
+    figures.append(Figure(SECTION, "orders-agent", "s2o", math.nan, "runs/s", "python", math.nan,
+                          "TODO: needs issue 9's llm command (scripted LLM) on main"))
+    return figures
+
+
+TARGETS = [
+    Target(SECTION, "loop-overhead", "for loop: per-iteration overhead beyond its expressions ≤ 2 µs", 2.0,
+           lambda figs: next((f.value for f in figs if f.tool == "s2o overhead per pass"), None), unit=" µs"),
+]
