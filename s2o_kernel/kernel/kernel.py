@@ -26,20 +26,18 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipykernel.iostream import OutStream
 from ipykernel.kernelbase import Kernel
 from IPython.core.error import StdinNotImplementedError
 
-from s2o_kernel import __version__, engine
-from s2o_kernel.kernel import completion
-from s2o_kernel.kernel.contract import ContainedSessionLike
+from s2o_kernel import __version__
 from s2o_kernel.kernel.history import History
-from s2o_kernel.kernel.magics import cell_magic_names, line_magic_names
-from s2o_kernel.kernel.render import error_info
-from s2o_kernel.kernel.runner import CellRunner, Outcome
-from s2o_kernel.kernel.startup import start_session
+
+if TYPE_CHECKING:
+    from s2o_kernel.kernel.contract import SessionLike
+    from s2o_kernel.kernel.runner import CellRunner, Outcome
 
 
 @contextlib.contextmanager
@@ -97,25 +95,65 @@ class S2OKernel(Kernel):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.history = History()
-        started = start_session(self.log)
-        self.s2o_session = started.session
-        self.runner = CellRunner(
-            started.session,
-            engine,
-            pending_error=started.pending_error,
-            startup_error=started.startup_error,
-            startup_warnings=started.warnings,
-        )
-        self.runner.log = self.log
-        self.runner.publisher = self._publish_now
+        self._runner: CellRunner | None = None
+        self._closed = False
+        # The session (the engine, the settings and the worker) starts in the background, so the
+        # kernel answers kernel_info at once; the first request that needs it waits for it
+        # (docs/performance.md, "Kernel").
+        self._starter = threading.Thread(target=self._start_session, name="s2o-session-start", daemon=True)
+        self._starter.start()
         # The contained session's worker is a child process: stop it when the
         # kernel shuts down (do_shutdown) or exits any other way.
         atexit.register(self._close_session)
 
+    def _start_session(self) -> None:
+        """Load the settings, import the engine and start the session's worker (on the starter thread).
+
+        Never raises: whatever goes wrong is reported by the first cell, as :func:`.startup.start_session` does.
+        """
+        try:
+            from s2o_kernel import engine
+            from s2o_kernel.kernel.runner import CellRunner
+            from s2o_kernel.kernel.startup import start_session
+
+            started = start_session(self.log)
+            runner = CellRunner(started.session, engine, pending_error=started.pending_error,
+                                startup_error=started.startup_error, startup_warnings=started.warnings)
+        except BaseException as exc:  # the kernel must start whatever happens
+            self.log.error("s2o: the session could not be started", exc_info=exc)
+            from s2o_kernel.kernel.runner import CellRunner
+
+            runner = CellRunner(None, None, startup_error=exc)
+        runner.log = self.log
+        runner.publisher = self._publish_now
+        self._runner = runner
+        if self._closed:  # shut down while starting
+            self._close_session()
+
+    @property
+    def runner(self) -> CellRunner:
+        """The cell runner, once the session has started (waits for the starter thread)."""
+        self._starter.join()
+        runner = self._runner
+        if runner is None:  # pragma: no cover - the starter always sets it
+            raise RuntimeError("the s2o session did not start")
+        return runner
+
+    @property
+    def s2o_session(self) -> SessionLike | None:
+        """The engine session cells run in (waits for it to start); ``None`` when the engine could not start."""
+        return self.runner.session
+
     def _close_session(self) -> None:
-        if isinstance(self.s2o_session, ContainedSessionLike):
+        self._closed = True
+        runner = self._runner
+        if runner is None:
+            return  # still starting: the starter closes it when done
+        from s2o_kernel.kernel.contract import ContainedSessionLike
+
+        if isinstance(runner.session, ContainedSessionLike):
             with contextlib.suppress(Exception):
-                self.s2o_session.close()
+                runner.session.close()
 
     def _password(self, prompt: str) -> str | None:
         """The front end's password prompt (``input_request`` with ``password``); ``None`` when it cannot prompt."""
@@ -184,12 +222,16 @@ class S2OKernel(Kernel):
                  allow_stdin: bool) -> dict[str, Any]:  # fmt: skip
         # ipykernel's getpass() asks the front end only when this is true.
         self._allow_stdin = bool(allow_stdin)
-        self.runner.getpass = self._password if allow_stdin else None
+        runner = self.runner  # waits for the session to start (the caller replies if interrupted)
+        from s2o_kernel.kernel.render import error_info
+        from s2o_kernel.kernel.runner import Outcome
+
         try:
-            outcome = self.runner.run(code, silent=silent)
+            runner.getpass = self._password if allow_stdin else None
+            outcome = runner.run(code, silent=silent)
             user_results: dict[str, Any] = {}
             if outcome.ok and user_expressions:
-                user_results = self.runner.evaluate_user_expressions(dict(user_expressions))
+                user_results = runner.evaluate_user_expressions(dict(user_expressions))
         except BaseException as exc:  # every request gets a reply
             outcome = Outcome(error=error_info(exc))
             user_results = {}
@@ -225,6 +267,14 @@ class S2OKernel(Kernel):
         try:
             return self._execute(code, silent, store_history, user_expressions, allow_stdin)
         except BaseException as exc:  # last line of defence: every request gets a reply
+            if self._starter.is_alive():  # interrupted while waiting for the session: import nothing now
+                content = {"ename": type(exc).__name__, "evalue": "the s2o session was still starting",
+                           "traceback": [f"{type(exc).__name__}: the s2o session was still starting"]}
+                if not silent:
+                    self.send_response(self.iopub_socket, "error", content)
+                return {"status": "error", "execution_count": self.execution_count, **content}
+            from s2o_kernel.kernel.render import error_info
+
             info = error_info(exc)
             return {"status": "error", "execution_count": self.execution_count, **info.content()}
 
@@ -233,10 +283,16 @@ class S2OKernel(Kernel):
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
         """``complete_request``: names, members, magics and fragment words (never an error)."""
         try:
+            session = self.s2o_session
+            from s2o_kernel.kernel import completion
+            from s2o_kernel.kernel.magics import cell_magic_names, line_magic_names
+
             return completion.complete(
-                code, cursor_pos, self.s2o_session, line_magics=line_magic_names(), cell_magics=cell_magic_names()
+                code, cursor_pos, session, line_magics=line_magic_names(), cell_magics=cell_magic_names()
             )
         except BaseException:  # an interrupt while completing: still a reply
+            from s2o_kernel.kernel import completion
+
             pos = len(code) if cursor_pos is None else cursor_pos
             return completion.empty_reply(completion.clamp(pos, code or ""))
 
@@ -245,12 +301,19 @@ class S2OKernel(Kernel):
     ) -> dict[str, Any]:
         """``inspect_request``: the description of the name under the cursor."""
         try:
-            return completion.inspect(code, cursor_pos, self.s2o_session)
+            session = self.s2o_session
+            from s2o_kernel.kernel import completion
+
+            return completion.inspect(code, cursor_pos, session)
         except BaseException:  # an interrupt while inspecting: still a reply
+            from s2o_kernel.kernel import completion
+
             return completion.NOT_FOUND.copy()
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:
         """``is_complete_request``: complete, incomplete (with an indent) or invalid."""
+        from s2o_kernel.kernel import completion
+
         try:
             return completion.is_complete(code)
         except BaseException:  # an interrupt while checking: still a reply

@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -53,7 +51,7 @@ from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
 from ..session import RunResult
 from ..settings import Settings, make_settings, merge
-from . import wire
+from . import launch, wire
 from .framing import LineReader, Oversized
 
 #: Seconds past ``limits.time`` before a silent worker is killed.
@@ -83,7 +81,7 @@ class _Channel:
     """One running worker: its process, the writer of its stdin, the reader of its stdout, and the
     scratch folder, the one place the confined worker may write (removed with the worker)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], scratch: str) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes] | launch.ForkedWorker, scratch: str) -> None:
         if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
             raise OSError("the worker has no pipes")
         self.proc = proc
@@ -161,13 +159,17 @@ class IsolatedSession:
     """A :class:`~..session.Session` whose runs happen in a supervised child process.
 
     ``IsolatedSession(settings)`` starts the worker at once; raises
-    ``S2OError`` (stage ``load``) when the settings do not load. The public
+    ``S2OError`` (stage ``load``) when the settings do not load. With
+    ``fork=True`` every worker (the first and each restart) is a fork of this
+    process instead of a new interpreter (:mod:`.launch`): it shares this
+    process's pages and starts faster; the kernel uses it. The public
     methods are those of ``Session``; each call is one round trip to the
     worker. Not thread-safe: one call at a time (``interrupt`` excepted).
     """
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, fork: bool = False) -> None:
         self._settings = settings if settings is not None else Settings()
+        self._fork = fork
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
         self._channel: _Channel | None = None
         self._ids = itertools.count(1)
@@ -192,16 +194,11 @@ class IsolatedSession:
         return channel.proc.pid if channel is not None else None
 
     def _spawn(self) -> _Channel:
-        env = dict(os.environ)
-        env.setdefault("MALLOC_ARENA_MAX", "2")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        scratch = env[confine.SCRATCH_ENV] = tempfile.mkdtemp(prefix="s2o-worker-")
+        scratch = tempfile.mkdtemp(prefix="s2o-worker-")
         try:
-            return _Channel(subprocess.Popen(
-                [sys.executable, "-m", "s2o_kernel.engine.worker"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True,
-            ), scratch)
-        except OSError:
+            proc = launch.fork_worker(scratch, self._settings) if self._fork else launch.exec_worker(scratch)
+            return _Channel(proc, scratch)
+        except BaseException:  # no process (OSError), or settings refused before the first fork (S2OError)
             shutil.rmtree(scratch, ignore_errors=True)
             raise
 
