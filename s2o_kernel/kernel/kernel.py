@@ -208,9 +208,13 @@ class S2OKernel(Kernel):
         self.send_response(self.iopub_socket, msg_type, content, channel="shell")
 
     def _publish(self, outcome: Outcome) -> None:
+        # Text the kernel process printed during the cell goes first. A flush of ipykernel's stream
+        # waits for a round trip to its IOPub thread, so only a stream with text waiting is flushed
+        # (``_flush_pending``; a stream without that attribute is always flushed).
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+            if getattr(stream, "_flush_pending", True):
+                with contextlib.suppress(Exception):
+                    stream.flush()
         for msg_type, content in outcome.outputs:
             if msg_type == "execute_result":
                 content = {"execution_count": self.execution_count, **content}
