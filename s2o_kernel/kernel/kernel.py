@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from s2o_kernel.kernel.runner import CellRunner, Outcome
 
 
+#: Seconds the session start waits for the kernel to answer its first ``kernel_info_request``.
+START_DELAY = 1.0
+
+
 @contextlib.contextmanager
 def _sigint_ignored() -> Iterator[None]:
     """Ignore SIGINT while results are published (nothing is left to interrupt).
@@ -97,9 +101,10 @@ class S2OKernel(Kernel):
         self.history = History()
         self._runner: CellRunner | None = None
         self._closed = False
-        # The session (the engine, the settings and the worker) starts in the background, so the
-        # kernel answers kernel_info at once; the first request that needs it waits for it
-        # (docs/performance.md, "Kernel").
+        self._answered = threading.Event()
+        # The session (the engine, the settings and the worker) starts in the background, once the
+        # kernel has answered its first kernel_info; the first request that needs it waits for it
+        # (docs/design.md, "Containment"; docs/performance.md, "Kernel").
         self._starter = threading.Thread(target=self._start_session, name="s2o-session-start", daemon=True)
         self._starter.start()
         # The contained session's worker is a child process: stop it when the
@@ -109,8 +114,12 @@ class S2OKernel(Kernel):
     def _start_session(self) -> None:
         """Load the settings, import the engine and start the session's worker (on the starter thread).
 
-        Never raises: whatever goes wrong is reported by the first cell, as :func:`.startup.start_session` does.
+        Waits first for the kernel's own start-up and its first ``kernel_info_reply`` (at most
+        :data:`START_DELAY` seconds): both run on the main thread, and this thread's imports would
+        share the interpreter lock with them. Never raises: whatever goes wrong is reported by the
+        first cell, as :func:`.startup.start_session` does.
         """
+        self._answered.wait(START_DELAY)
         try:
             from s2o_kernel import engine
             from s2o_kernel.kernel.runner import CellRunner
@@ -133,6 +142,7 @@ class S2OKernel(Kernel):
     @property
     def runner(self) -> CellRunner:
         """The cell runner, once the session has started (waits for the starter thread)."""
+        self._answered.set()  # a request that needs the session: start it now if it has not started
         self._starter.join()
         runner = self._runner
         if runner is None:  # pragma: no cover - the starter always sets it
@@ -171,6 +181,11 @@ class S2OKernel(Kernel):
         features = info.get("supported_features") or []
         info["supported_features"] = [f for f in features if f not in ("debugger", "kernel subshells")]
         return info
+
+    async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        """ipykernel's handler; the first reply lets the session start (see :meth:`_start_session`)."""
+        await super().kernel_info_request(stream, ident, parent)
+        self._answered.set()
 
     # -- parent routing ---------------------------------------------------
 
