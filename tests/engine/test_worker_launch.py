@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import containment as C
 import pytest
@@ -105,7 +107,19 @@ def test_a_c_level_loop_in_a_forked_worker_is_killed_at_the_time_limit() -> None
         session.close()
 
 
-def test_settings_refused_before_the_first_fork_leave_no_worker() -> None:
+def test_a_module_the_allowlist_names_is_imported_by_the_worker_only(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "s2o_fork_probe.py").write_text("def seven():\n    return 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    session = IsolatedSession(make_settings({"allowlist": "s2o_fork_probe.seven as seven"}), fork=True)
+    try:
+        assert session.evaluate("seven()") == 7
+        assert "s2o_fork_probe" not in sys.modules  # this unconfined process never ran its code
+    finally:
+        session.close()
+
+
+def test_settings_a_forked_worker_refuses_leave_no_worker() -> None:
     before = {p for p in C.descendants() if C.is_worker(p)}
     with pytest.raises(S2OError) as info:
         IsolatedSession(make_settings({"allowlist": "inspect"}), fork=True)

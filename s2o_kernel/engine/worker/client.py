@@ -196,9 +196,9 @@ class IsolatedSession:
     def _spawn(self) -> _Channel:
         scratch = tempfile.mkdtemp(prefix="s2o-worker-")
         try:
-            proc = launch.fork_worker(scratch, self._settings) if self._fork else launch.exec_worker(scratch)
+            proc = launch.fork_worker(scratch) if self._fork else launch.exec_worker(scratch)
             return _Channel(proc, scratch)
-        except BaseException:  # no process (OSError), or settings refused before the first fork (S2OError)
+        except OSError:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
 

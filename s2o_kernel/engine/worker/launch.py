@@ -39,7 +39,7 @@ from asyncio.events import _set_running_loop  # in asyncio.events.__all__: publi
 from typing import IO
 
 from .. import confine
-from ..settings import Settings
+from ..settings import default_settings
 
 #: Modules a forked worker runs on, imported by the parent before it forks (so the child imports
 #: nothing while another thread of the parent might hold an import lock, and shares their pages).
@@ -120,12 +120,16 @@ class ForkedWorker:
         self.send_signal(signal.SIGKILL)
 
 
-def _prepare_once(settings: Settings) -> None:
-    """Before the first fork: import :data:`PRELOAD`, build an engine for ``settings`` once (it imports the
-    allowlisted modules and fills the process-wide caches of the audited standard library, which every
-    worker's own engine then finds ready), collect, and move every object the garbage collector tracks into
-    its permanent generation, so that later collections in the parent and in the workers leave the shared
-    pages alone. Nothing is kept of the engine built here."""
+def _prepare_once() -> None:
+    """Before the first fork: import :data:`PRELOAD`, build one engine for the *default* settings (it imports
+    the teaching allowlist's modules and fills the process-wide caches of the audited standard library,
+    which every worker's own engine then finds ready and shared), collect, and move every object the garbage
+    collector tracks into its permanent generation, so that later collections in the parent and in the
+    workers leave the shared pages alone. Nothing is kept of the engine built here.
+
+    Never the caller's settings: a module their allowlist names is imported only by the confined worker,
+    as with a new interpreter, never by this unconfined process.
+    """
     global _frozen
     if _frozen:
         return
@@ -133,20 +137,19 @@ def _prepare_once(settings: Settings) -> None:
         importlib.import_module(name)
     from ..engine import Engine
 
-    Engine(settings)
+    Engine(default_settings())
     gc.collect()
     gc.freeze()
     _frozen = True
 
 
-def fork_worker(scratch: str, settings: Settings) -> ForkedWorker:
-    """Fork this process into a worker for ``settings`` (see the module docstring); returns the parent's handle.
+def fork_worker(scratch: str) -> ForkedWorker:
+    """Fork this process into a worker (see the module docstring); returns the parent's handle on it.
 
-    The worker still gets ``settings`` in its ``init`` request and builds its own engine from them.
-    Raises ``OSError`` when the pipes or the fork fail, and what building an engine for ``settings``
-    raises (``S2OError``, stage ``load``) the first time.
+    The worker gets its settings in its ``init`` request and builds its own engine from them, confined.
+    Raises ``OSError`` when the pipes or the fork fail.
     """
-    _prepare_once(settings)
+    _prepare_once()
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
     try:
