@@ -27,20 +27,22 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipykernel.iostream import OutStream
 from ipykernel.kernelbase import Kernel
 from IPython.core.error import StdinNotImplementedError
 
-from s2o_kernel import __version__, engine
-from s2o_kernel.kernel import asking, completion
-from s2o_kernel.kernel.contract import AskPrompt, ContainedSessionLike
+from s2o_kernel import __version__
 from s2o_kernel.kernel.history import History
-from s2o_kernel.kernel.magics import cell_magic_names, line_magic_names
-from s2o_kernel.kernel.render import error_info
-from s2o_kernel.kernel.runner import CellRunner, Outcome
-from s2o_kernel.kernel.startup import start_session
+
+if TYPE_CHECKING:
+    from s2o_kernel.kernel.contract import AskPrompt, SessionLike
+    from s2o_kernel.kernel.runner import CellRunner, Outcome
+
+
+#: Seconds the session start waits for the kernel to answer its first ``kernel_info_request``.
+START_DELAY = 1.0
 
 
 @contextlib.contextmanager
@@ -98,28 +100,74 @@ class S2OKernel(Kernel):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.history = History()
-        started = start_session(self.log)
-        self.s2o_session = started.session
-        self.runner = CellRunner(
-            started.session,
-            engine,
-            pending_error=started.pending_error,
-            startup_error=started.startup_error,
-            startup_warnings=started.warnings,
-        )
-        self.runner.log = self.log
-        self.runner.publisher = self._publish_now
-        self.runner.history = self.history
+        self._runner: CellRunner | None = None
+        self._closed = False
+        self._answered = threading.Event()
+        # The session (the engine, the settings and the worker) starts in the background, once the
+        # kernel has answered its first kernel_info; the first request that needs it waits for it
+        # (docs/design.md, "Containment"; docs/performance.md, "Kernel").
+        self._starter = threading.Thread(target=self._start_session, name="s2o-session-start", daemon=True)
+        self._starter.start()
         # The contained session's worker is a child process: stop it when the
         # kernel shuts down (do_shutdown) or exits any other way; the history
         # writes what is pending and closes its session.
         atexit.register(self._close_session)
 
+    def _start_session(self) -> None:
+        """Load the settings, import the engine and start the session's worker (on the starter thread).
+
+        Waits first for the kernel's own start-up and its first ``kernel_info_reply`` (at most
+        :data:`START_DELAY` seconds): both run on the main thread, and this thread's imports would
+        share the interpreter lock with them. Never raises: whatever goes wrong is reported by the
+        first cell, as :func:`.startup.start_session` does.
+        """
+        self._answered.wait(START_DELAY)
+        try:
+            from s2o_kernel import engine
+            from s2o_kernel.kernel.runner import CellRunner
+            from s2o_kernel.kernel.startup import start_session
+
+            started = start_session(self.log)
+            runner = CellRunner(started.session, engine, pending_error=started.pending_error,
+                                startup_error=started.startup_error, startup_warnings=started.warnings)
+        except BaseException as exc:  # the kernel must start whatever happens
+            self.log.error("s2o: the session could not be started", exc_info=exc)
+            from s2o_kernel.kernel.runner import CellRunner
+
+            runner = CellRunner(None, None, startup_error=exc)
+        runner.log = self.log
+        runner.publisher = self._publish_now
+        runner.history = self.history
+        self._runner = runner
+        if self._closed:  # shut down while starting
+            self._close_session()
+
+    @property
+    def runner(self) -> CellRunner:
+        """The cell runner, once the session has started (waits for the starter thread)."""
+        self._answered.set()  # a request that needs the session: start it now if it has not started
+        self._starter.join()
+        runner = self._runner
+        if runner is None:  # pragma: no cover - the starter always sets it
+            raise RuntimeError("the s2o session did not start")
+        return runner
+
+    @property
+    def s2o_session(self) -> SessionLike | None:
+        """The engine session cells run in (waits for it to start); ``None`` when the engine could not start."""
+        return self.runner.session
+
     def _close_session(self) -> None:
+        self._closed = True
         self.history.close()
-        if isinstance(self.s2o_session, ContainedSessionLike):
+        runner = self._runner
+        if runner is None:
+            return  # still starting: the starter closes it when done
+        from s2o_kernel.kernel.contract import ContainedSessionLike
+
+        if isinstance(runner.session, ContainedSessionLike):
             with contextlib.suppress(Exception):
-                self.s2o_session.close()
+                runner.session.close()
 
     def _password(self, prompt: str) -> str | None:
         """The front end's password prompt (``input_request`` with ``password``); ``None`` when it cannot prompt."""
@@ -143,7 +191,9 @@ class S2OKernel(Kernel):
             except StdinNotImplementedError:
                 return None
             except EOFError:
-                raise engine.S2OError("ask-answer", "no answer was entered (end of input)") from None
+                from s2o_kernel.engine import S2OError
+
+                raise S2OError("ask-answer", "no answer was entered (end of input)") from None
 
         return prompt
 
@@ -156,6 +206,11 @@ class S2OKernel(Kernel):
         features = info.get("supported_features") or []
         info["supported_features"] = [f for f in features if f not in ("debugger", "kernel subshells")]
         return info
+
+    async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        """ipykernel's handler; the first reply lets the session start (see :meth:`_start_session`)."""
+        await super().kernel_info_request(stream, ident, parent)
+        self._answered.set()
 
     # -- parent routing ---------------------------------------------------
 
@@ -193,9 +248,13 @@ class S2OKernel(Kernel):
         self.send_response(self.iopub_socket, msg_type, content, channel="shell")
 
     def _publish(self, outcome: Outcome) -> None:
+        # Text the kernel process printed during the cell goes first. A flush of ipykernel's stream
+        # waits for a round trip to its IOPub thread, so only a stream with text waiting is flushed
+        # (``_flush_pending``; a stream without that attribute is always flushed).
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
+            if getattr(stream, "_flush_pending", True):
+                with contextlib.suppress(Exception):
+                    stream.flush()
         for msg_type, content in outcome.outputs:
             if msg_type == "execute_result":
                 content = {"execution_count": self.execution_count, **content}
@@ -207,13 +266,18 @@ class S2OKernel(Kernel):
                  allow_stdin: bool) -> dict[str, Any]:  # fmt: skip
         # ipykernel's getpass() asks the front end only when this is true.
         self._allow_stdin = bool(allow_stdin)
-        self.runner.getpass = self._password if allow_stdin else None
-        asking.install(self.s2o_session, self._line_prompt(contextvars.copy_context()) if allow_stdin else None)
+        runner = self.runner  # waits for the session to start (the caller replies if interrupted)
+        from s2o_kernel.kernel import asking
+        from s2o_kernel.kernel.render import error_info
+        from s2o_kernel.kernel.runner import Outcome
+
+        asking.install(runner.session, self._line_prompt(contextvars.copy_context()) if allow_stdin else None)
         try:
-            outcome = self.runner.run(code, silent=silent)
+            runner.getpass = self._password if allow_stdin else None
+            outcome = runner.run(code, silent=silent)
             user_results: dict[str, Any] = {}
             if outcome.ok and user_expressions:
-                user_results = self.runner.evaluate_user_expressions(dict(user_expressions))
+                user_results = runner.evaluate_user_expressions(dict(user_expressions))
         except BaseException as exc:  # every request gets a reply
             outcome = Outcome(error=error_info(exc))
             user_results = {}
@@ -249,6 +313,14 @@ class S2OKernel(Kernel):
         try:
             return self._execute(code, silent, store_history, user_expressions, allow_stdin)
         except BaseException as exc:  # last line of defence: every request gets a reply
+            if self._starter.is_alive():  # interrupted while waiting for the session: import nothing now
+                content = {"ename": type(exc).__name__, "evalue": "the s2o session was still starting",
+                           "traceback": [f"{type(exc).__name__}: the s2o session was still starting"]}
+                if not silent:
+                    self.send_response(self.iopub_socket, "error", content)
+                return {"status": "error", "execution_count": self.execution_count, **content}
+            from s2o_kernel.kernel.render import error_info
+
             info = error_info(exc)
             return {"status": "error", "execution_count": self.execution_count, **info.content()}
 
@@ -257,10 +329,16 @@ class S2OKernel(Kernel):
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:
         """``complete_request``: names, members, magics and fragment words (never an error)."""
         try:
+            session = self.s2o_session
+            from s2o_kernel.kernel import completion
+            from s2o_kernel.kernel.magics import cell_magic_names, line_magic_names
+
             return completion.complete(
-                code, cursor_pos, self.s2o_session, line_magics=line_magic_names(), cell_magics=cell_magic_names()
+                code, cursor_pos, session, line_magics=line_magic_names(), cell_magics=cell_magic_names()
             )
         except BaseException:  # an interrupt while completing: still a reply
+            from s2o_kernel.kernel import completion
+
             pos = len(code) if cursor_pos is None else cursor_pos
             return completion.empty_reply(completion.clamp(pos, code or ""))
 
@@ -269,12 +347,19 @@ class S2OKernel(Kernel):
     ) -> dict[str, Any]:
         """``inspect_request``: the description of the name under the cursor."""
         try:
-            return completion.inspect(code, cursor_pos, self.s2o_session)
+            session = self.s2o_session
+            from s2o_kernel.kernel import completion
+
+            return completion.inspect(code, cursor_pos, session)
         except BaseException:  # an interrupt while inspecting: still a reply
+            from s2o_kernel.kernel import completion
+
             return completion.NOT_FOUND.copy()
 
     async def do_is_complete(self, code: str) -> dict[str, Any]:
         """``is_complete_request``: complete, incomplete (with an indent) or invalid."""
+        from s2o_kernel.kernel import completion
+
         try:
             return completion.is_complete(code)
         except BaseException:  # an interrupt while checking: still a reply

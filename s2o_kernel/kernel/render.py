@@ -31,8 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import nh3
-
 from s2o_kernel.engine import ErrorGroup, S2OError
 from s2o_kernel.kernel.pretty import pretty_text, rows_table
 
@@ -295,7 +293,10 @@ _TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^">]|"[^"]*")*>')
 def sanitise_html(text: str) -> str:
     """``text`` as html that SPEC 9 lets a notebook show: nh3's (Ammonia's) default policy, which keeps
     formatting, tables, images and links, and drops script, style, event handlers, forms, frames and
-    ``javascript:`` URLs. Lone surrogates are escaped first (nh3 takes UTF-8 only)."""
+    ``javascript:`` URLs. Lone surrogates are escaped first (nh3 takes UTF-8 only). nh3 is imported on the
+    first html output (about 1.4 MiB the kernel holds only when a notebook shows html)."""
+    import nh3
+
     return nh3.clean(escape_text(text))
 
 

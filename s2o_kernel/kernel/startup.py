@@ -16,7 +16,9 @@ kernel's environment, e.g. ``python -m s2o_kernel install --env
 S2O_KERNEL_ISOLATED 0``, runs cells in the kernel process instead: for
 debugging only, without the memory cap and the kill-and-restart. When the
 worker cannot be started at all, the kernel falls back to the in-process
-session and says so on the first cell.
+session and says so on the first cell. The worker is a fork of the kernel
+process (``IsolatedSession(fork=True)``): it shares the kernel's pages and
+skips a second interpreter's start (``docs/performance.md``, "Kernel").
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def make_session(settings: Settings, warnings: list[str] | None = None) -> Sessi
     found: list[str] = []
     if isolation_requested():
         try:
-            isolated = engine.IsolatedSession(settings)
+            isolated = engine.IsolatedSession(settings, fork=True)
         except S2OError as exc:
             if exc.stage == "load":  # refused settings: the same in-process
                 raise

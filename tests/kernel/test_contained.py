@@ -9,11 +9,11 @@ tested against both kinds of session without starting a kernel.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import containment as C
 import pytest
 
 import s2o_kernel.engine as api
@@ -120,19 +120,16 @@ def test_settings_refused_by_the_worker_are_a_load_error(monkeypatch: pytest.Mon
 
 
 def _workers() -> set[int]:
-    """Running worker processes that are children of this process (Linux /proc)."""
+    """Running (not zombie) worker processes that are children of this process (Linux /proc)."""
     found = set()
-    for entry in os.listdir("/proc"):
+    for pid in C.descendants():
         try:
-            with open(f"/proc/{entry}/stat") as fh:
+            with open(f"/proc/{pid}/stat") as fh:
                 stat = fh.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read()
         except OSError:
             continue
-        state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
-        if int(ppid) == os.getpid() and state != "Z" and b"s2o_kernel.engine.worker" in cmdline:
-            found.add(int(entry))
+        if stat[stat.rindex(")") + 2] != "Z" and C.is_worker(pid):
+            found.add(pid)
     return found
 
 

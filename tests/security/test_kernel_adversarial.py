@@ -330,18 +330,14 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 # -- surroundings ----------------------------------------------------------------------------------
 
 
-def _is_worker(pid: int) -> bool:
-    return "s2o_kernel.engine.worker" in C.cmdline(pid)
-
-
 def process_problems(box: KernelBox) -> list[str]:
     """Processes besides the kernel's contained-session workers (SPEC 12: no process is started)."""
     kernel = box.pid
-    others = {p for p in C.descendants(kernel) if not _is_worker(p)} - box.reported
+    others = {p for p in C.descendants(kernel) if not C.is_worker(p, kernel)} - box.reported
     problems = [f"a process was started under the kernel: pid {p} {C.cmdline(p)[:200]!r}"
                 for p in sorted(C.wait_gone(others, timeout=1.0))]
     box.reported |= others
-    workers = {p for p in C.descendants(kernel) if _is_worker(p)}
+    workers = {p for p in C.descendants(kernel) if C.is_worker(p, kernel)}
     for entry in C.processes_in(str(box.cwd), exclude={kernel, *workers, *box.reported}):
         problems.append(f"a process runs in the kernel's working directory: {entry}")
         box.reported.add(int(entry.split()[1].rstrip(":")))
@@ -518,7 +514,7 @@ def test_the_kernel_runs_payloads_as_configured(box: KernelBox) -> None:
     assert reply is not None and reply["content"]["status"] == "ok", describe(reply, msgs)
     reply, msgs = run_cell(kc, "%%expr\n[r['id'] for r in rows()]", CELL_TIMEOUT)
     assert _result_text(reply, msgs) == "[0, 1, 2]", describe(reply, msgs)
-    workers = [p for p in C.descendants(box.pid) if _is_worker(p)]
+    workers = [p for p in C.descendants(box.pid) if C.is_worker(p, box.pid)]
     assert workers and all(os.readlink(f"/proc/{p}/cwd") == os.path.realpath(box.cwd) for p in workers)
 
     unsafe = box.config_dir / "unsafe.toml"

@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from s2o_kernel.engine.worker.launch import WORKER_NAME
+
 # -- codes (SPEC 3, 6, 10) -----------------------------------------------------------------------
 
 #: Codes raised at validation (SPEC 3 table).
@@ -350,10 +352,26 @@ def descendants(pid: int | None = None) -> set[int]:
     return out
 
 
-def is_worker(pid: int) -> bool:
-    """True for a containment worker that is a direct child of this process."""
+def is_worker(pid: int, parent: int | None = None) -> bool:
+    """True for a containment worker that is a direct child of ``parent`` (default: this process).
+
+    A worker started as a new interpreter has ``s2o_kernel.engine.worker`` in its command line; a
+    forked one (the kernel's) has its parent's command line and is named ``s2o-worker``
+    (``/proc/PID/comm``). Only a direct child counts: a process a worker started is never one.
+    """
     st = _proc_stat(pid)
-    return st is not None and st[0] == os.getpid() and "s2o_kernel.engine.worker" in cmdline(pid)
+    if st is None or st[0] != (os.getpid() if parent is None else parent):
+        return False
+    return "s2o_kernel.engine.worker" in cmdline(pid) or comm(pid) == WORKER_NAME
+
+
+def comm(pid: int) -> str:
+    """The name of process ``pid`` (``/proc/PID/comm``), ``""`` when it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
 
 
 def processes_in(directory: str, exclude: Iterable[int] = ()) -> list[str]:

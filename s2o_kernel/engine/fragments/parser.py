@@ -352,17 +352,9 @@ class Parser:
         return Function(name, args, defaults, commands, on_error, path)
 
 
-def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = None,
-                   functions: dict[str, Function] | None = None) -> Program:
-    """Parse and check ``fragment`` whole; raises :class:`S2OError` or an ``ErrorGroup`` listing every problem.
-
-    ``fragment`` is parsed JSON; JSON *text* (a ``str`` or ``bytes``) is refused with code ``fragment``
-    and a message saying to pass ``json.loads(text)`` (text is never parsed here: a JSON string is
-    a valid JSON document but never a fragment, so guessing could only mislead).
-
-    ``known`` are the locals already set (a notebook's earlier cells); ``functions`` are functions
-    defined earlier that ``call`` may reach.
-    """
+def _check_whole(engine: Engine, fragment: Any) -> str:
+    """The fragment's kind, after the checks of the whole value (not text, a fragment, not too deep, JSON,
+    not too long); raises :class:`S2OError` for the first that fails."""
     kind = fragment_kind(fragment)
     if kind is None and isinstance(fragment, (str, bytes, bytearray)):
         raise S2OError("fragment", f"a fragment is parsed JSON, and this is a {type(fragment).__name__} "
@@ -384,6 +376,21 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
     if size > limit:
         raise S2OError("too-long", f"the definition is {size} characters long; the limit is {limit} "
                        "(limits.definition_length)", stage="validate")
+    return kind
+
+
+def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = None,
+                   functions: dict[str, Function] | None = None) -> Program:
+    """Parse and check ``fragment`` whole; raises :class:`S2OError` or an ``ErrorGroup`` listing every problem.
+
+    ``fragment`` is parsed JSON; JSON *text* (a ``str`` or ``bytes``) is refused with code ``fragment``
+    and a message saying to pass ``json.loads(text)`` (text is never parsed here: a JSON string is
+    a valid JSON document but never a fragment, so guessing could only mislead).
+
+    ``known`` are the locals already set (a notebook's earlier cells); ``functions`` are functions
+    defined earlier that ``call`` may reach.
+    """
+    kind = _check_whole(engine, fragment)
     p = Parser(engine)
     funcs: dict[str, Function] = dict(functions or {})
     try:

@@ -13,7 +13,7 @@ import signal
 import subprocess
 
 from .. import confine
-from . import wire
+from . import launch, wire
 from .framing import LineReader, Oversized
 
 #: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
@@ -25,7 +25,7 @@ class Channel:
     """One running worker: its process, the writer of its stdin, the reader of its stdout, and the
     scratch folder, the one place the confined worker may write (removed with the worker)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], scratch: str) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes] | launch.ForkedWorker, scratch: str) -> None:
         if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
             raise OSError("the worker has no pipes")
         self.proc = proc
