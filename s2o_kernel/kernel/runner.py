@@ -299,7 +299,7 @@ class CellRunner:
 
         def on_output(part: dict[str, Any]) -> None:
             try:
-                if part.get("stream") == "llm" and isinstance(part.get("text"), str):
+                if isinstance(part, dict) and part.get("stream") == "llm" and isinstance(part.get("text"), str):
                     self.emit_stream("stdout", part["text"])  # a model's streamed text: one growing block
                 else:
                     self.emit_display(output_part_bundle(part, redact=self.redact))

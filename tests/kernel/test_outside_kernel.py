@@ -43,7 +43,11 @@ def kc(kernels_dir: Path, kernel_cwd: Path, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture
 def kernel(kc: Any) -> Any:
+    """The module's kernel with results also as ``application/json`` (``%display json``, SPEC 9), which
+    these tests compare as data."""
     drain(kc)
+    reply, _ = execute(kc, "%display json")
+    assert reply["status"] == "ok", reply
     return kc
 
 
@@ -68,6 +72,7 @@ def test_a_db_cell_on_the_demo_database(kernel: Any) -> None:
     assert reply["status"] == "ok", reply
     assert result_data(outputs)["application/json"] == [{"id": 1, "name": "Ada Lovelace"},
                                                         {"id": 2, "name": "Alan Turing"}]
+    assert "<td>Ada Lovelace</td>" in result_data(outputs)["text/html"]  # rows also show as a table
 
 
 def test_api_cells_on_echo_and_on_a_real_server(kernel: Any) -> None:
