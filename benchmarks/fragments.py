@@ -7,8 +7,11 @@ divided by the passes (fields), is the per-iteration (per-field) overhead *beyon
 which the issue bounds at 2 µs. Rounds interleave s2o and the floor and ratios are paired
 (:func:`benchmarks.common.interleaved`).
 
-The orders agent with the scripted LLM (runs per second) needs issue 9's ``llm`` command; until it
-lands this section reports a ``TODO`` row.
+The orders agent (``notebooks/outside-world.ipynb``, seed 004): an ``llm`` command on the embedded
+default's scripted ``orders`` model that calls the agent's ``get_order`` function as a tool, which makes an
+``api`` call to the in-process ``echo`` profile; reported in runs per second against the same work
+written as plain Python (the script's two turns, the tool call and the echo answer as a dict). Each run
+starts a new conversation (the model's messages are cleared), as a new chat would.
 """
 
 from __future__ import annotations
@@ -121,14 +124,60 @@ def _var_fields(quick: bool) -> list[Figure]:
     return out
 
 
+ORDERS_AGENT = {"functions": {
+    "get_order": {"args": {"order_id": "int"},
+                  "commands": [{"api": {"profile": "echo", "path": "{ f'/orders/{order_id}' }"}},
+                               {"return": "{ result }"}]},
+    "main": {"commands": [{"llm": {"profile": "orders", "prompt": "demo", "input": "Where is my order 7?",
+                                   "functions": ["get_order"]}},
+                          {"return": "{ result }"}]},
+}}
+
+
+def _orders_agent(quick: bool) -> list[Figure]:
+    """The orders agent, runs per second, against the same work in plain Python."""
+    import time
+
+    session = _session({})
+    reply = "Order 7 has shipped"
+
+    def s2o(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            session.llm_messages = []  # a new conversation each run: the script starts at its first turn
+            result = session.run_fragment(ORDERS_AGENT)
+            if result.error is not None or not str(result.value).startswith(reply):
+                raise RuntimeError(f"the orders agent failed: {result.code} {result.error}")
+        return time.perf_counter() - t0
+
+    def get_order(order_id: int) -> dict[str, Any]:
+        return {"method": "GET", "path": f"/orders/{order_id}", "query": {}, "body": None}
+
+    def python(n: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            messages: list[dict[str, Any]] = [{"role": "user", "content": "Where is my order 7?"}]
+            turns = [{"call": "get_order", "args": {"order_id": 7}}, {"text": reply + ": ..."}]
+            for turn in turns:
+                if "call" in turn:
+                    messages.append({"role": "tool", "content": get_order(**turn["args"])})
+                else:
+                    messages.append({"role": "assistant", "content": turn["text"]})
+        return time.perf_counter() - t0
+
+    results = interleaved({"python": python, "s2o": s2o}, "python", 3 if quick else 5, 0.1 if quick else 0.5)
+    return [Figure(SECTION, "orders-agent", tool, 1.0 / seconds, "runs/s", "python", ratio)
+            for tool, (seconds, ratio) in results.items()]
+
+
 def measure(quick: bool) -> list[Figure]:
-    """The fragment cases, each against its plain-Python floor; the orders agent is a TODO row."""
+    """The fragment cases, each against its plain-Python floor."""
     collect()
     figures = _for_loop(quick)
     collect()
     figures += _var_fields(quick)
-    figures.append(Figure(SECTION, "orders-agent", "s2o", math.nan, "runs/s", "python", math.nan,
-                          "TODO: needs issue 9's llm command (scripted LLM) on main"))
+    collect()
+    figures += _orders_agent(quick)
     return figures
 
 
