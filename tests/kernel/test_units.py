@@ -125,7 +125,7 @@ def test_parse_json_argument_error_position() -> None:
 def test_classify_never_raises(code: str) -> None:
     cell = cells.classify(code, fake_fragment_kind)
     assert cell.kind in {cells.EMPTY, cells.LINE_MAGIC, cells.CELL_MAGIC, cells.HELP,
-                         cells.DYNAMIC, cells.FRAGMENT, cells.EXPRESSION}  # fmt: skip
+                         cells.DYNAMIC, cells.FRAGMENT, cells.EXPRESSION, cells.EXIT}  # fmt: skip
 
 
 # -- render ----------------------------------------------------------------------
