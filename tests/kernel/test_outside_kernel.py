@@ -103,3 +103,25 @@ def test_a_failed_call_fails_the_cell_with_call_failed_and_keeps_the_session(ker
     reply, outputs = execute(kernel, '[{"db": {"profile": "demo", "sql": "SELECT count(*) AS n FROM orders"}}, '
                                      '{"return": "{ result[0][\'n\'] > 0 }"}]')
     assert reply["status"] == "ok" and result_data(outputs)["text/plain"] == "True"
+
+
+def test_the_outside_examples_of_help_run_on_the_embedded_default(kernel: Any) -> None:
+    """Every fragment ``%help`` quotes as an example of the outside world runs as written: ``db``,
+    ``api`` and ``llm`` set ``result``; the ``ask``, with no stdin to answer it, ends with ``ask``."""
+    reply, outputs = execute(kernel, "%help")
+    assert reply["status"] == "ok", reply
+    examples = [line.strip() for line in result_data(outputs)["text/plain"].splitlines()
+                if line.startswith('  {"') and not line.startswith('  {"var"')]
+    kinds = [next(iter(json.loads(example))) for example in examples]
+    assert kinds == ["db", "api", "llm", "ask"]
+    for kind, example in zip(kinds, examples, strict=True):
+        reply, outputs = execute(kernel, example, allow_stdin=False)
+        if kind == "ask":
+            assert reply["status"] == "error" and reply["ename"] == "ask", reply
+            continue
+        assert reply["status"] == "ok", (example, reply)
+        reply, outputs = execute(kernel, "result")
+        assert reply["status"] == "ok", (example, reply)
+        value = result_data(outputs)["application/json"]
+        assert value, (example, value)
+    assert value == "You said: Hello"
