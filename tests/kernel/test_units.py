@@ -474,6 +474,20 @@ def test_expr_and_fragment_magics(runner: CellRunner, session: FakeSession) -> N
     assert runner.run("%%fragment\n[1, 2]").error.ename == "fragment"
 
 
+def test_profile_lines_leave_out_fields_not_given() -> None:
+    from s2o_kernel.kernel.magics.profiles_magic import profile_lines
+
+    profiles = {"llm": {"orders": {"adapter": "scripted", "key": None, "headers": {}, "script": [
+        {"text": None, "call": "get_order", "args": {"order_id": 7}, "input_tokens": None},
+        {"text": "Shipped.", "call": None, "args": {}, "input_tokens": 3}]}}}
+    assert profile_lines(profiles) == [
+        "profiles.llm.orders",
+        '  adapter = "scripted"',
+        '  script = [{"call": "get_order", "args": {"order_id": 7}}, {"text": "Shipped.", "args": {}, "input_tokens": 3}]',
+    ]
+    assert profile_lines({}) == ["(no profiles)"]
+
+
 def test_lsmagic_help_and_unknown(runner: CellRunner) -> None:
     text = results(runner.run("%lsmagic"))[0]["text/plain"]
     for name in ("allowlist", "rules", "limits", "sys", "vars", "reset", "validate", "lsmagic", "help"):
