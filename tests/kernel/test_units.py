@@ -723,6 +723,16 @@ def test_install_cli_rejects_bad_name(tmp_path: Path) -> None:
     assert not (tmp_path / "share").exists()
 
 
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_main_help_is_the_kernels_own(flag: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "s2o_kernel", flag], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m s2o_kernel install")
+    assert "jupyter console --kernel s2o" in proc.stdout
+    assert "IPython" not in proc.stdout + proc.stderr
+
+
 def test_pure_modules_do_not_import_jupyter() -> None:
     code = (
         "import sys\n"
