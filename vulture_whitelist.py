@@ -10,7 +10,7 @@ machinery calls ``isatty``/``encoding`` on the print stream.
 
 # ipykernel: Kernel class attributes and handlers (s2o_kernel/kernel/kernel.py)
 _.implementation, _.implementation_version, _.language, _.language_version, _.language_info
-_.banner, _.help_links, _._allow_stdin
+_.banner, _.help_links, _._allow_stdin, _.kernel_info
 _.create_subshell_request, _.delete_subshell_request
 _.do_execute, _.do_complete, _.do_inspect, _.do_is_complete, _.do_history, _.do_shutdown
 cell_meta, cell_id, detail_level, omit_sections  # ipykernel's handler signatures

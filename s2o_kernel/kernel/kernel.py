@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ipykernel._version import kernel_protocol_version
 from ipykernel.iostream import OutStream
 from ipykernel.kernelbase import Kernel
 from IPython.core.error import StdinNotImplementedError
@@ -201,11 +202,21 @@ class S2OKernel(Kernel):
 
     @property
     def kernel_info(self) -> dict[str, Any]:
-        """ipykernel's kernel_info without the features this kernel does not have (debugger, subshells)."""
-        info = dict(super().kernel_info)
-        features = info.get("supported_features") or []
-        info["supported_features"] = [f for f in features if f not in ("debugger", "kernel subshells")]
-        return info
+        """ipykernel's kernel_info without the features this kernel does not have (debugger, subshells).
+
+        Built here rather than filtered from ipykernel's, whose property imports
+        ``ipykernel.debugger`` and with it debugpy: a few MiB more in the kernel process, and
+        pydevd's "frozen modules" warning printed into ``jupyter console`` on some starts.
+        """
+        return {
+            "protocol_version": kernel_protocol_version,
+            "implementation": self.implementation,
+            "implementation_version": self.implementation_version,
+            "language_info": self.language_info,
+            "banner": self.banner,
+            "help_links": self.help_links,
+            "supported_features": [],
+        }
 
     async def kernel_info_request(self, stream: Any, ident: Any, parent: Any) -> None:
         """ipykernel's handler; the first reply lets the session start (see :meth:`_start_session`)."""

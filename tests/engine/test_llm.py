@@ -252,6 +252,9 @@ def test_unknown_profiles_and_functions_are_refused_before_anything_runs(fake):
     assert codes == {("unknown-profile", "functions.main.commands[0].llm.profile"),
                      ("unknown-profile", "functions.main.commands[0].llm.prompt"),
                      ("unknown-function", "functions.main.commands[0].llm.functions[0]")}
+    messages = {e.path.rsplit(".", 1)[1]: e.message for e in run.error.errors if e.code == "unknown-profile"}
+    assert messages == {"profile": "there is no llm profile named 'nope' (profiles.llm: gpt, orders, scripted)",
+                        "prompt": "there is no prompt profile named 'nada' (profiles.prompt: demo, support)"}
     assert fake.requests == []
 
 

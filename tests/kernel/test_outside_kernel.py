@@ -103,3 +103,55 @@ def test_a_failed_call_fails_the_cell_with_call_failed_and_keeps_the_session(ker
     reply, outputs = execute(kernel, '[{"db": {"profile": "demo", "sql": "SELECT count(*) AS n FROM orders"}}, '
                                      '{"return": "{ result[0][\'n\'] > 0 }"}]')
     assert reply["status"] == "ok" and result_data(outputs)["text/plain"] == "True"
+
+
+OUTSIDE = ("db", "api", "llm", "ask")
+
+
+def _outside_examples(text: str) -> list[str]:
+    """The lines of ``text`` that are one JSON command object of the outside world."""
+    examples = []
+    for line in text.splitlines():
+        if line.strip().startswith('{"') and line.strip().split('"')[1] in OUTSIDE:
+            examples.append(line.strip())
+    return examples
+
+
+def _run_examples(kernel: Any, examples: list[str]) -> dict[str, Any]:
+    """Run each example; ``db``/``api``/``llm`` must succeed and set ``result``, an ``ask`` with no stdin
+    must end with ``ask``. Returns each kind's ``result``."""
+    results: dict[str, Any] = {}
+    for example in examples:
+        kind = next(iter(json.loads(example)))
+        reply, outputs = execute(kernel, example, allow_stdin=False)
+        if kind == "ask":
+            assert reply["status"] == "error" and reply["ename"] == "ask", (example, reply)
+            continue
+        assert reply["status"] == "ok", (example, reply)
+        reply, outputs = execute(kernel, "result")
+        assert reply["status"] == "ok", (example, reply)
+        results[kind] = result_data(outputs)["application/json"]
+    return results
+
+
+def test_the_outside_examples_of_help_run_on_the_embedded_default(kernel: Any) -> None:
+    """Every fragment ``%help`` quotes as an example of the outside world runs as written."""
+    reply, outputs = execute(kernel, "%help")
+    assert reply["status"] == "ok", reply
+    examples = _outside_examples(result_data(outputs)["text/plain"])
+    assert [next(iter(json.loads(e))) for e in examples] == list(OUTSIDE)
+    results = _run_examples(kernel, examples)
+    assert results["db"] and results["api"]["path"] == "/orders/7"
+    assert results["llm"] == "You said: Hello"
+
+
+def test_the_outside_examples_of_the_readme_run_on_the_embedded_default(kernel: Any) -> None:
+    """README's examples on the embedded default's profiles run as written, with the results it names."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("these run as written", 1)[1].split("```", 2)[1]
+    examples = _outside_examples(block)
+    assert [next(iter(json.loads(e))) for e in examples] == list(OUTSIDE)
+    results = _run_examples(kernel, examples)
+    assert results["db"] == [{"id": 1, "name": "Ada Lovelace"}, {"id": 2, "name": "Alan Turing"}]
+    assert results["api"]["body"] == {"note": "hi"}
+    assert "'You said: Hello'" in readme and results["llm"] == "You said: Hello"

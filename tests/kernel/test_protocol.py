@@ -116,6 +116,24 @@ def test_kernel_info(kc: Any) -> None:
     assert info["help_links"] and all({"text", "url"} <= set(h) for h in info["help_links"])
 
 
+def test_kernel_info_never_loads_debugpy(manager_and_client: Any) -> None:
+    """The kernel has no debugger, so answering kernel_info must not import debugpy (ipykernel's own
+    kernel_info does: its compiled pydevd then sits in the kernel's memory, and pydevd's frozen-modules
+    warning was seen in ``jupyter console``)."""
+    import importlib.util
+
+    assert importlib.util.find_spec("debugpy") is not None  # installed (ipykernel needs it): the check means something
+    km, kc = manager_and_client
+    drain(kc)
+    info = shell_reply(kc, kc.kernel_info())["content"]
+    assert info["status"] == "ok" and info["supported_features"] == []
+    assert info["protocol_version"].startswith("5.")
+    reply, _ = execute(kc, "1 + 1")  # a cell too: nothing on the way to a result imports it either
+    assert reply["status"] == "ok"
+    with open(f"/proc/{km.provisioner.process.pid}/maps") as fh:
+        assert "debugpy" not in fh.read()
+
+
 def test_create_subshell_is_refused(kc: Any) -> None:
     msg = kc.session.msg("create_subshell_request", {})
     kc.control_channel.send(msg)

@@ -474,6 +474,20 @@ def test_expr_and_fragment_magics(runner: CellRunner, session: FakeSession) -> N
     assert runner.run("%%fragment\n[1, 2]").error.ename == "fragment"
 
 
+def test_profile_lines_leave_out_fields_not_given() -> None:
+    from s2o_kernel.kernel.magics.profiles_magic import profile_lines
+
+    profiles = {"llm": {"orders": {"adapter": "scripted", "key": None, "headers": {}, "script": [
+        {"text": None, "call": "get_order", "args": {"order_id": 7}, "input_tokens": None},
+        {"text": "Shipped.", "call": None, "args": {}, "input_tokens": 3}]}}}
+    assert profile_lines(profiles) == [
+        "profiles.llm.orders",
+        '  adapter = "scripted"',
+        '  script = [{"call": "get_order", "args": {"order_id": 7}}, {"text": "Shipped.", "args": {}, "input_tokens": 3}]',
+    ]
+    assert profile_lines({}) == ["(no profiles)"]
+
+
 def test_lsmagic_help_and_unknown(runner: CellRunner) -> None:
     text = results(runner.run("%lsmagic"))[0]["text/plain"]
     for name in ("allowlist", "rules", "limits", "sys", "vars", "reset", "validate", "lsmagic", "help"):
@@ -707,6 +721,16 @@ def test_install_cli_rejects_bad_name(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "invalid --name" in proc.stderr
     assert not (tmp_path / "share").exists()
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_main_help_is_the_kernels_own(flag: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "s2o_kernel", flag], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m s2o_kernel install")
+    assert "jupyter console --kernel s2o" in proc.stdout
+    assert "IPython" not in proc.stdout + proc.stderr
 
 
 def test_pure_modules_do_not_import_jupyter() -> None:

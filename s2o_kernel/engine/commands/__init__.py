@@ -2,8 +2,8 @@
 
 :data:`REGISTRY` maps a command's name to its :class:`~.spec.CommandSpec` (fields model, parser,
 runner). The fragment parser and interpreter dispatch through it. Adding a command means adding its
-module and one line below. :data:`OUTSIDE` are SPEC 7 commands that need outside systems and are not
-run by this version: they are known names (a fragment using one is a fragment) refused at validation.
+module and one line below; the commands that reach outside systems (``api``, ``db``, ``llm``, ``ask``,
+SPEC 7.1) are registered like the others.
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ REGISTRY: dict[str, CommandSpec] = {spec.name: spec for spec in (
     ask.ASK,
 )}
 
-#: SPEC 7 commands that need an outside system (section 7.1), not run by this version.
-OUTSIDE: frozenset[str] = frozenset()
-
 #: Every command name of SPEC 7.
-COMMAND_NAMES = frozenset(REGISTRY) | OUTSIDE
+COMMAND_NAMES = frozenset(REGISTRY)
 
 #: Keys of function objects and agent definitions (SPEC 7).
 STRUCTURE_WORDS = frozenset({"onError", "functions", "main", "args", "commands", "bounds"})
@@ -51,4 +48,4 @@ def fragment_words() -> frozenset[str]:
     return frozenset(words)
 
 
-__all__ = ["COMMAND_NAMES", "OUTSIDE", "REGISTRY", "STRUCTURE_WORDS", "CommandSpec", "fragment_words"]
+__all__ = ["COMMAND_NAMES", "REGISTRY", "STRUCTURE_WORDS", "CommandSpec", "fragment_words"]

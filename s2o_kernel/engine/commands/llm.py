@@ -63,12 +63,10 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
     if m is None:
         return None
     profiles = p.engine.settings.profiles
-    if m.profile not in profiles.llm:
-        p.error("unknown-profile", f"there is no LLM profile named '{m.profile}' (profiles.llm."
-                f"{m.profile}); profiles are {', '.join(sorted(profiles.llm)) or 'none'}", f"{cmd.path}.profile")
-    if m.prompt is not None and m.prompt not in profiles.prompt:
-        p.error("unknown-profile", f"there is no prompt profile named '{m.prompt}' (profiles.prompt."
-                f"{m.prompt}); profiles are {', '.join(sorted(profiles.prompt)) or 'none'}", f"{cmd.path}.prompt")
+    for kind, name, named in (("llm", m.profile, profiles.llm), ("prompt", m.prompt, profiles.prompt)):
+        if name is not None and name not in named:  # worded as parse_profile words it for api and db
+            p.error("unknown-profile", f"there is no {kind} profile named {name!r} (profiles.{kind}: "
+                    f"{', '.join(sorted(named)) or 'none'})", f"{cmd.path}.{kind if kind == 'prompt' else 'profile'}")
     if m.input is None:
         p.access("read", "sys.inputs.query", f"{cmd.path}.input", "expression")
     else:

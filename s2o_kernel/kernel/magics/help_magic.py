@@ -26,6 +26,14 @@ such as # NBVAL_RAISES_EXCEPTION work. Errors show their code as the name
 (e.g. underscore, unknown-name, timedOut). Interrupt stops a running cell and
 keeps the session's variables.
 
+The outside world is reached through profiles of the settings (%profiles
+lists them; the embedded default's are offline). Each command sets result:
+  {"db": {"profile": "demo", "sql": "SELECT id, name FROM customers"}}
+  {"api": {"profile": "echo", "path": "/orders/7"}}
+  {"llm": {"profile": "scripted", "input": "Hello"}}
+  {"ask": {"message": "Hi", "inputs": [{"name": "city", "type": "text"}]}}
+notebooks/outside-world.ipynb in the repository shows each of them.
+
 %run FILE runs an agent definition from a file; %secret NAME asks for a
 secret; %config FILE loads settings; %state save|load FILE keeps agent and
 conversation variables. Cells run in a separate, supervised process, so

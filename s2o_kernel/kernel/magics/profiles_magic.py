@@ -16,8 +16,19 @@ from s2o_kernel.kernel.magics.base import Magic, MagicCall
 from s2o_kernel.kernel.render import json_bundle
 
 
+def _given(value: Any) -> Any:
+    """``value`` without the keys of its objects (at any depth) that hold ``None``: a field not given,
+    such as a scripted turn's ``text`` when it is a ``call``, is left out of the text view."""
+    if isinstance(value, dict):
+        return {k: _given(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_given(v) for v in value]
+    return value
+
+
 def profile_lines(profiles: dict[str, Any]) -> list[str]:
-    """Text lines for ``profiles`` (``{kind: {name: {field: value}}}``, already masked), a block per profile."""
+    """Text lines for ``profiles`` (``{kind: {name: {field: value}}}``, already masked), a block per profile;
+    fields (and keys inside their values) that hold ``None``, ``{}`` or ``[]`` are left out."""
     lines: list[str] = []
     for kind in ("api", "db", "llm", "prompt"):
         for name, fields in sorted((profiles.get(kind) or {}).items()):
@@ -25,7 +36,7 @@ def profile_lines(profiles: dict[str, Any]) -> list[str]:
             for field, value in fields.items():
                 if value is None or value in ({}, []):
                     continue
-                lines.append(f"  {field} = {json.dumps(value, ensure_ascii=False)}")
+                lines.append(f"  {field} = {json.dumps(_given(value), ensure_ascii=False)}")
     return lines or ["(no profiles)"]
 
 
