@@ -114,6 +114,9 @@ def test_database_errors_are_db_failed_with_the_drivers_message(db: dict[str, st
     handled = s.run_fragment({"db": {"profile": "main", "sql": "SELECT * FROM no_such_table"},
                               "onError": {"return": "{ [exc.code, exc.status] }"}})
     assert (handled.code, handled.value) == ("success", ["db-failed", None])
+    missing = s.run_fragment({"db": {"profile": "main", "sql": "SELECT :a AS a"}})  # no value for :a
+    assert missing.error is not None and missing.error.code == "db-failed"
+    assert missing.error.message == "A value is required for bind parameter 'a'"  # no link to SQLAlchemy's site
 
 
 def test_secret_values_never_show_in_rows_or_errors(db: dict[str, str]) -> None:

@@ -28,6 +28,7 @@ import datetime
 import decimal
 import math
 import os
+import re
 import sqlite3
 import uuid
 from pathlib import Path
@@ -183,8 +184,12 @@ async def _rows(conn: Any, statement: Any, params: dict[str, Any], max_rows: int
 def _driver_message(exc: Exception) -> str:
     """The driver's own message (without SQLAlchemy's statement and parameter dump)."""
     orig = getattr(exc, "orig", None)
-    text = str(orig) if orig is not None else str(exc)
+    text = _BACKGROUND.sub("", str(orig) if orig is not None else str(exc))
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+#: SQLAlchemy's pointer to its own web page of the error class, appended to its messages: not the driver's.
+_BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
 
 
 def _url_password(url: str) -> list[str]:
