@@ -1,0 +1,78 @@
+"""Red-team findings at the outside door (SPEC 7.1, 12; issues 9 and 12): each test is an attack that
+worked before its fix. Calls are made as a hostile agent author (a fragment) and as a hostile worker (a
+forged :class:`OutsideCall` handed straight to the parent's gateway), against real servers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from s2o_kernel.engine import Engine, Session, default_settings, make_settings
+from s2o_kernel.engine.errors import S2OError
+from s2o_kernel.engine.outside.call import OutsideCall
+from s2o_kernel.engine.outside.gateway import Gateway
+from s2o_kernel.engine.settings import merge
+
+TOKEN = "tok-redteam-0b7f-secret"
+
+
+def _settings(url: str) -> Any:
+    return make_settings(merge(default_settings().to_dict(), {
+        "secrets": {"TOKEN": TOKEN},
+        "profiles": {"api": {
+            "srv": {"url": url + "/json/", "timeout": 5,
+                    "headers": {"Authorization": "{ f'Bearer {sys.secret[\"TOKEN\"]}' }"}},
+        }},
+    }))
+
+
+#: Paths that leave the profile's base URL: another host, another scheme, or a path above the base.
+ESCAPES = ["{other}/whoami", "{other_upper}/whoami", "../whoami", "a/../../whoami", "./../whoami",
+           "%2e%2e/whoami", "%2E%2e/%2e%2E/whoami", "..\\whoami", "//127.0.0.1:1/whoami", "\\\\host/whoami",
+           "http:/whoami", "whoami\r\nX: 1", "whoami#x"]
+
+
+def _paths(other: str) -> list[str]:
+    return [p.format(other=other, other_upper=other.replace("http://", "HTTP://")) for p in ESCAPES]
+
+
+@pytest.fixture
+def two_servers(http_server: Any) -> Any:
+    from http_fixture import HttpServer
+
+    other = HttpServer()
+    try:
+        yield http_server, other
+    finally:
+        other.stop()
+
+
+def test_a_forged_api_path_never_takes_the_profiles_credentials_elsewhere(two_servers: Any) -> None:
+    """A hostile worker hands the parent an absolute URL or a path that climbs out of the base."""
+    srv, other = two_servers
+    gw = Gateway(_settings(srv.url))
+    seen = len(srv.requests)
+    try:
+        for path in _paths(other.url):
+            call = OutsideCall("api", "srv", {"method": "GET", "path": path}, "commands[0].api", 5.0)
+            with pytest.raises(S2OError) as caught:
+                gw.call_sync(call)
+            assert (caught.value.code, caught.value.path) == ("fragment", "commands[0].api.path"), path
+            assert TOKEN not in caught.value.message
+        assert other.requests == [] and len(srv.requests) == seen
+        ok = gw.call_sync(OutsideCall("api", "srv", {"method": "GET", "path": "a/b%20c"}, "commands[0].api", 5.0))
+        assert ok["path"] == "/json/a/b%20c" and srv.requests[seen][2]["Authorization"] == f"Bearer {TOKEN}"
+    finally:
+        gw.close()
+
+
+def test_a_fragments_api_path_cannot_leave_the_profiles_base(two_servers: Any) -> None:
+    srv, other = two_servers
+    session = Session(Engine(_settings(srv.url)))
+    seen = len(srv.requests)
+    for path in _paths(other.url):
+        run = session.run_fragment({"api": {"profile": "srv", "path": path}})
+        assert run.error is not None and run.error.code == "fragment", (path, run.code)
+        assert run.error.path == "api.path", path
+    assert other.requests == [] and len(srv.requests) == seen
