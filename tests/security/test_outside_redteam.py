@@ -4,6 +4,7 @@ forged :class:`OutsideCall` handed straight to the parent's gateway), against re
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import pytest
@@ -76,3 +77,55 @@ def test_a_fragments_api_path_cannot_leave_the_profiles_base(two_servers: Any) -
         assert run.error is not None and run.error.code == "fragment", (path, run.code)
         assert run.error.path == "api.path", path
     assert other.requests == [] and len(srv.requests) == seen
+
+
+def _db_gateway(tmp_path: Any) -> Gateway:
+    main, other = tmp_path / "main.sqlite", tmp_path / "other.sqlite"
+    for path, statement in ((main, "CREATE TABLE t (x TEXT)"), (other, "CREATE TABLE s (x TEXT)")):
+        with sqlite3.connect(path) as conn:
+            conn.execute(statement)
+    with sqlite3.connect(other) as conn:
+        conn.execute("INSERT INTO s VALUES ('from another file')")
+    return Gateway(make_settings(merge(default_settings().to_dict(), {"profiles": {"db": {
+        "reader": {"url": f"sqlite:///{main}", "read_only": True},
+        "writer": {"url": f"sqlite:///{main}"},
+    }}})))
+
+
+def _sql(gw: Gateway, profile: str, sql: str) -> Any:
+    return gw.call_sync(OutsideCall("db", profile, {"sql": sql, "params": {}, "max_rows": 100}, "db", 10.0))
+
+
+def test_a_sqlite_profile_reaches_its_own_file_only(tmp_path: Any) -> None:
+    """``ATTACH`` / ``VACUUM INTO`` read, create or write any file the kernel may: refused on every
+    SQLite profile; a temporary database (what ``VACUUM`` itself attaches) stays allowed."""
+    gw = _db_gateway(tmp_path)
+    try:
+        for profile in ("reader", "writer"):
+            for sql in (f"ATTACH '{tmp_path / 'other.sqlite'}' AS o", f"ATTACH '{tmp_path / 'new.sqlite'}' AS n",
+                        f"VACUUM INTO '{tmp_path / 'copy.sqlite'}'"):
+                with pytest.raises(S2OError) as caught:
+                    _sql(gw, profile, sql)
+                assert caught.value.code in ("db-failed", "db-read-only"), (profile, sql)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["main.sqlite", "other.sqlite"]
+        assert _sql(gw, "writer", "VACUUM") == [] and _sql(gw, "reader", "SELECT count(*) AS n FROM t") == [{"n": 0}]
+    finally:
+        gw.close()
+
+
+def test_a_read_only_sqlite_profile_cannot_lift_or_bypass_query_only(tmp_path: Any) -> None:
+    gw = _db_gateway(tmp_path)
+    try:
+        for sql in ("PRAGMA query_only = OFF", "PRAGMA journal_mode = WAL", "PRAGMA user_version = 7"):
+            with pytest.raises(S2OError):
+                _sql(gw, "reader", sql)
+        with pytest.raises(S2OError) as caught:
+            _sql(gw, "reader", "INSERT INTO t VALUES ('x')")
+        assert caught.value.code == "db-read-only"
+        assert _sql(gw, "reader", "PRAGMA table_info(t)")[0]["name"] == "x"
+        assert _sql(gw, "reader", "PRAGMA journal_mode") == [{"journal_mode": "delete"}]
+    finally:
+        gw.close()
+    with sqlite3.connect(tmp_path / "main.sqlite") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0

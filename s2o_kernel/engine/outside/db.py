@@ -15,8 +15,11 @@ fragment's literal (``text(sql)``) and values travel only as bound parameters, w
   ``float``; dates and times → ISO 8601 text; ``timedelta`` → seconds (``float``); ``UUID`` → text;
   bytes → base64 text; a non-finite float → ``None``; anything else → its text.
 * **read_only** profiles are refused writes by the database itself, never by reading the SQL: SQLite
-  runs each call after ``PRAGMA query_only = ON``, PostgreSQL in a ``SET TRANSACTION READ ONLY``
+  runs each call after ``PRAGMA query_only = ON`` (and an authorizer refuses the pragmas that would undo
+  it, :func:`sqlite_authorizer`), PostgreSQL in a ``SET TRANSACTION READ ONLY``
   transaction, and the transaction is rolled back. The database's refusal is ``db-read-only``.
+* A SQLite statement reaches its profile's file only: ``ATTACH`` / ``VACUUM INTO`` of another file is
+  refused (:func:`sqlite_authorizer`).
 * Any other database error is ``db-failed`` with the driver's message (masked by the gateway).
 """
 
@@ -105,13 +108,50 @@ def make_engine(url: str, read_only: bool) -> tuple[Any, Any]:
         engine = create_async_engine(async_url(url))
     except Exception as exc:  # a URL SQLAlchemy cannot use (unknown driver, bad syntax)
         raise S2OError("db-failed", f"the database URL cannot be used: {type(exc).__name__}: {exc}") from None
-    if read_only and engine.dialect.name == "sqlite":
+    if engine.dialect.name == "sqlite":
         @event.listens_for(engine.sync_engine, "connect")
-        def _query_only(dbapi_connection: Any, record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA query_only = ON")
-            cursor.close()
+        def _confine(dbapi_connection: Any, record: Any) -> None:
+            from sqlalchemy.util import await_
+
+            if read_only:
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA query_only = ON")
+                cursor.close()
+            await_(record.driver_connection.set_authorizer(sqlite_authorizer(read_only)))
     return engine, engine.dispose
+
+
+#: Pragmas a read-only SQLite profile may run with an argument: they only read (``PRAGMA table_info(t)``).
+_READING_PRAGMAS = frozenset({"table_info", "table_xinfo", "table_list", "index_list", "index_info",
+                              "index_xinfo", "foreign_key_list", "foreign_key_check", "integrity_check",
+                              "quick_check", "function_list", "pragma_list", "collation_list"})
+#: Databases a statement may attach: temporary ones only (``VACUUM`` attaches ``''``).
+_TEMPORARY = frozenset({"", ":memory:"})
+
+
+def sqlite_authorizer(read_only: bool) -> Any:
+    """The authorizer (``sqlite3.Connection.set_authorizer``) of every SQLite profile's connection, so that a
+    statement reaches its profile's database file and nothing else (SPEC 7.1, 12):
+
+    * ``ATTACH`` (also ``VACUUM INTO``, which attaches its target) of anything but a temporary database is
+      refused: it would read, create or write any file the kernel may (``ATTACH '/home/u/x.sqlite'``);
+    * for a ``read_only`` profile, a pragma given a value is refused unless it only reads
+      (:data:`_READING_PRAGMAS`) or is ``query_only = ON``: ``PRAGMA query_only = OFF`` would lift the
+      refusal of writes, ``PRAGMA journal_mode = WAL`` changes the file.
+
+    The driver reports a refusal as "not authorized" (``db-failed``)."""
+    import sqlite3
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_ATTACH and arg1 not in _TEMPORARY:
+            return sqlite3.SQLITE_DENY
+        if read_only and action == sqlite3.SQLITE_PRAGMA and arg2 is not None:
+            name = (arg1 or "").lower()
+            if name not in _READING_PRAGMAS and not (name == "query_only" and arg2.lower() in ("on", "1", "true")):
+                return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    return authorize
 
 
 def _read_only_refusal(exc: BaseException) -> bool:
