@@ -4,7 +4,10 @@ forged :class:`OutsideCall` handed straight to the parent's gateway), against re
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,3 +132,23 @@ def test_a_read_only_sqlite_profile_cannot_lift_or_bypass_query_only(tmp_path: A
     with sqlite3.connect(tmp_path / "main.sqlite") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+
+
+def test_a_read_only_postgresql_profile_never_runs_as_a_role_with_server_powers(postgres: Any) -> None:
+    """In a read-only transaction a superuser still writes server files (``COPY … TO``) and runs programs
+    (``COPY … TO PROGRAM``): a read-only profile with such a role is refused before its statement runs."""
+    folder = Path(tempfile.mkdtemp(prefix="s2o-redteam-"))
+    folder.chmod(0o777)  # the server may run as another user (postgres)
+    marker = folder / "copied"
+    gw = Gateway(make_settings(merge(default_settings().to_dict(), {"profiles": {"db": {
+        "reader": {"url": postgres.url, "read_only": True}}}})))
+    try:
+        for sql in (f"COPY (SELECT 'x') TO '{marker}'", f"COPY (SELECT 1) TO PROGRAM 'touch {marker}'",
+                    "SELECT pg_read_file('/etc/hostname') AS f", "SELECT 1 AS one"):
+            with pytest.raises(S2OError) as caught:
+                _sql(gw, "reader", sql)
+            assert caught.value.code == "db-read-only", sql
+        assert not marker.exists()
+    finally:
+        gw.close()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -17,7 +17,10 @@ fragment's literal (``text(sql)``) and values travel only as bound parameters, w
 * **read_only** profiles are refused writes by the database itself, never by reading the SQL: SQLite
   runs each call after ``PRAGMA query_only = ON`` (and an authorizer refuses the pragmas that would undo
   it, :func:`sqlite_authorizer`), PostgreSQL in a ``SET TRANSACTION READ ONLY``
-  transaction, and the transaction is rolled back. The database's refusal is ``db-read-only``.
+  transaction, and the transaction is rolled back. The database's refusal is ``db-read-only``. A
+  read-only PostgreSQL profile whose role is a superuser, or may write or read server files or run
+  programs (:data:`SERVER_POWER_ROLES`), is refused every call (``db-read-only``): ``COPY … TO PROGRAM``
+  works in a read-only transaction.
 * A SQLite statement reaches its profile's file only: ``ATTACH`` / ``VACUUM INTO`` of another file is
   refused (:func:`sqlite_authorizer`).
 * Any other database error is ``db-failed`` with the driver's message (masked by the gateway).
@@ -188,6 +191,8 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
             if profile.read_only:
                 statement = "PRAGMA query_only = ON" if engine.dialect.name == "sqlite" else "SET TRANSACTION READ ONLY"
                 await conn.exec_driver_sql(statement)
+                if engine.dialect.name == "postgresql":
+                    await _refuse_server_powers(conn, name)
             rows = await _rows(conn, text(sql), params, max_rows)
             await (conn.rollback() if profile.read_only else conn.commit())
             return rows
@@ -200,6 +205,23 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
             raise S2OError("db-read-only", f"the profile {name!r} is read-only: the database refused the "
                            f"statement ({_driver_message(exc)})") from None
         raise S2OError("db-failed", _driver_message(exc)) from None
+
+
+#: PostgreSQL roles whose members act on the server outside any transaction: ``COPY … TO 'file'``,
+#: ``COPY … TO PROGRAM``, ``pg_read_file`` (superusers are members of every role).
+SERVER_POWER_ROLES = ("pg_write_server_files", "pg_execute_server_program", "pg_read_server_files")
+
+
+async def _refuse_server_powers(conn: Any, name: str) -> None:
+    """Refuse (``db-read-only``) a read-only PostgreSQL profile whose role is a superuser or a member of
+    :data:`SERVER_POWER_ROLES`: a read-only transaction does not stop such a role from writing server
+    files or running programs on the database's host, so the profile could not keep its promise."""
+    checks = " OR ".join(f"pg_has_role('{role}', 'MEMBER')" for role in SERVER_POWER_ROLES)
+    powers = (await conn.exec_driver_sql(f"SELECT {checks}")).scalar()
+    if powers:
+        raise S2OError("db-read-only", f"the profile {name!r} is read-only, but its role is a superuser or may "
+                       f"read or write the server's files or run programs ({', '.join(SERVER_POWER_ROLES)}); "
+                       "connect it as a role without them")
 
 
 async def _rows(conn: Any, statement: Any, params: dict[str, Any], max_rows: int) -> list[dict[str, Any]]:
