@@ -152,3 +152,64 @@ def test_a_read_only_postgresql_profile_never_runs_as_a_role_with_server_powers(
     finally:
         gw.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: A credential in the kernel's environment that is not an ``S2O_SECRET_`` (an API token a launcher set).
+CANARY_ENV = {"OPENAI_API_KEY": "sk-canary-env-4e1d", "JUPYTERHUB_API_TOKEN": "hub-canary-env-77a0"}
+
+
+def _environ(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        return fh.read()
+
+
+def test_a_new_interpreter_worker_gets_no_credential_of_the_kernels_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from s2o_kernel.engine import IsolatedSession
+
+    for name, value in CANARY_ENV.items():
+        monkeypatch.setenv(name, value)
+    session = IsolatedSession(default_settings())
+    try:
+        assert session.evaluate("1 + 1") == 2 and session.pid is not None
+        seen = _environ(session.pid)
+        assert b"PATH=" in seen
+        assert not any(value.encode() in seen for value in CANARY_ENV.values())
+    finally:
+        session.close()
+
+
+_FORKING_PARENT = """
+import os, sys, time
+from s2o_kernel.engine import IsolatedSession, default_settings
+session = IsolatedSession(default_settings(), fork=True)
+assert session.evaluate("1 + 1") == 2
+print(session.pid, flush=True)
+sys.stdin.readline()
+session.close()
+"""
+
+
+def test_a_forked_worker_keeps_no_credential_of_the_kernels_environment() -> None:
+    """A fork copies the kernel's whole environment (its ``os.environ`` and the block the kernel was started
+    with, which ``/proc/PID/environ`` shows): the child scrubs both before it confines itself."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, **CANARY_ENV}
+    parent = subprocess.Popen([sys.executable, "-c", _FORKING_PARENT], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert parent.stdout is not None and parent.stdin is not None
+        pid = int(parent.stdout.readline())
+        assert any(v.encode() in _environ(parent.pid) for v in CANARY_ENV.values())  # the parent holds them
+        seen = _environ(pid)
+        assert not any(value.encode() in seen for value in CANARY_ENV.values())
+        parent.stdin.write("\n")
+        parent.stdin.flush()
+        assert parent.wait(30) == 0
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
