@@ -213,3 +213,30 @@ def test_a_forked_worker_keeps_no_credential_of_the_kernels_environment() -> Non
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+#: A secret with characters that URLs and JSON encode (quote, slash, space, plus, percent, non-ASCII).
+AWKWARD = 'pw"d/ 9+%ü-x'
+
+
+def test_a_secret_a_server_reflects_encoded_is_masked_too(http_server: Any) -> None:
+    """A server that echoes the raw request shows the secret percent-encoded (path, query) or JSON-escaped
+    (body text): each encoded form is masked as the value itself is."""
+    session = Session(Engine(make_settings(merge(default_settings().to_dict(), {
+        "secrets": {"K": AWKWARD},
+        "profiles": {"api": {"srv": {"url": http_server.url, "timeout": 5}}}}))))
+    secret = "f'{sys.secret[\"K\"]}'"
+    run = session.run_fragment([
+        {"api": {"profile": "srv", "method": "POST", "path": "{ f'json/{sys.secret[\"K\"]}' }",
+                 "query": {"q": "{ " + secret + " }"}, "body": {"b": "{ " + secret + " }"}}},
+        {"return": "{ result }"}])
+    assert run.code == "success", run.error
+    import json
+    from urllib.parse import quote, quote_plus
+
+    shown = json.dumps(run.value, ensure_ascii=False) + json.dumps(run.value)
+    assert http_server.requests[-1][0] == "POST"
+    for form in (AWKWARD, quote(AWKWARD, safe=""), quote(AWKWARD), quote_plus(AWKWARD),
+                 json.dumps(AWKWARD)[1:-1], json.dumps(AWKWARD, ensure_ascii=False)[1:-1]):
+        assert form not in shown, form
+    assert "***" in run.value["path"] and "***" in run.value["body"]
