@@ -240,3 +240,62 @@ def test_a_secret_a_server_reflects_encoded_is_masked_too(http_server: Any) -> N
                  json.dumps(AWKWARD)[1:-1], json.dumps(AWKWARD, ensure_ascii=False)[1:-1]):
         assert form not in shown, form
     assert "***" in run.value["path"] and "***" in run.value["body"]
+
+
+def test_a_forged_db_call_cannot_ask_for_more_rows_than_the_settings_allow(tmp_path: Any) -> None:
+    """``max_rows`` comes from the worker; the parent holds it to its own ``limits.db_rows``."""
+    path = tmp_path / "many.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE n (i INTEGER)")
+        conn.executemany("INSERT INTO n VALUES (?)", [(i,) for i in range(50)])
+    gw = Gateway(make_settings(merge(default_settings().to_dict(), {
+        "limits": {"db_rows": 10}, "profiles": {"db": {"d": {"url": f"sqlite:///{path}"}}}})))
+    try:
+        with pytest.raises(S2OError) as caught:
+            gw.call_sync(OutsideCall("db", "d", {"sql": "SELECT i FROM n", "params": {}, "max_rows": 10**9},
+                                     "db", 10.0))
+        assert caught.value.code == "row-limit"
+        rows = gw.call_sync(OutsideCall("db", "d", {"sql": "SELECT i FROM n LIMIT 10", "params": {},
+                                                    "max_rows": 10**9}, "db", 10.0))
+        assert [r["i"] for r in rows] == list(range(10))
+    finally:
+        gw.close()
+
+
+#: Code run inside the confined worker when the allowlist imports it: the worker stops counting its runs'
+#: LLM spend (a hostile worker ignores ``limits.llm_cost``).
+_SPENDTHRIFT = """
+from s2o_kernel.engine.fragments import interpreter
+
+def _no_limit(self, dollars, path):
+    self.spend += dollars
+
+interpreter.Interpreter.add_spend = _no_limit
+
+def seven():
+    return 7
+"""
+
+
+def test_a_hostile_worker_cannot_spend_past_the_cost_limit(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent counts what each run's llm calls cost and refuses the next call once the run's spend
+    passed ``limits.llm_cost``, whatever the worker says."""
+    from s2o_kernel.engine import IsolatedSession
+
+    (tmp_path / "s2o_spendthrift.py").write_text(_SPENDTHRIFT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    profiles = {"llm": {"paid": {"adapter": "scripted", "script": [{"text": "x" * 400}],
+                                 "price_input": 0.0, "price_output": 1000.0}}}  # $0.1 a turn
+    session = IsolatedSession(make_settings({"allowlist": "s2o_spendthrift.seven as seven", "profiles": profiles,
+                                             "limits": {"llm_cost": 0.15}}))
+    try:
+        assert session.evaluate("seven()") == 7  # the worker imported it: its spend check is gone
+        turns = [{"llm": {"profile": "paid", "input": f"turn {i}"}} for i in range(5)]
+        run = session.run_fragment(turns)
+        assert (run.code, run.error and run.error.code) == ("errorInAgent", "cost-limit"), run.error
+        assert run.error.path == "[2].llm"  # turns 0 and 1 cost $0.2 > $0.15: the third call is refused
+        assert run.error.message == "the run's LLM spend $0.2 passed the cost limit (limits.llm_cost = $0.15)"
+        again = session.run_fragment(turns[:1])  # a new run starts with nothing spent
+        assert again.code == "success", again.error
+    finally:
+        session.close()
