@@ -299,3 +299,22 @@ def test_a_hostile_worker_cannot_spend_past_the_cost_limit(tmp_path: Any, monkey
         assert again.code == "success", again.error
     finally:
         session.close()
+
+
+def test_a_command_never_sets_the_host_or_framing_headers(http_server: Any) -> None:
+    """Even where ``allow_headers`` is true, ``Host`` (another site behind the same address, with the
+    profile's credentials) and the framing headers stay the client's."""
+    gw = Gateway(make_settings(merge(default_settings().to_dict(), {"profiles": {"api": {
+        "open": {"url": http_server.url, "allow_headers": True, "timeout": 5}}}})))
+    seen = len(http_server.requests)
+    try:
+        for name in ("Host", "host ", "Content-Length", "Transfer-Encoding", "Proxy-Authorization", "Connection"):
+            call = OutsideCall("api", "open", {"path": "json", "headers": {name: "internal.example"}}, "api", 5.0)
+            with pytest.raises(S2OError) as caught:
+                gw.call_sync(call)
+            assert (caught.value.code, caught.value.path) == ("fragment", "api.headers"), name
+        assert len(http_server.requests) == seen
+        ok = gw.call_sync(OutsideCall("api", "open", {"path": "json", "headers": {"X-Trace": "1"}}, "api", 5.0))
+        assert ok["path"] == "/json" and http_server.requests[seen][2]["X-Trace"] == "1"
+    finally:
+        gw.close()

@@ -82,6 +82,12 @@ _DOT_SEGMENT = re.compile(r"(^|/)(\.|%2e){1,2}(/|$)", re.IGNORECASE)
 _PATH_FORBIDDEN = re.compile(r"[\\#\x00-\x1f\x7f]")
 
 
+#: Headers a command never sets, even where ``allow_headers`` is true: they pick the server behind an
+#: address (``Host``) or frame the request (request smuggling, a proxy's credentials).
+CONNECTION_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+                                "upgrade", "te", "trailer", "proxy-authorization", "proxy-connection"})
+
+
 def check_path(path: str) -> None:
     """Refuse (``fragment``) a command's ``path`` that could leave its profile's base URL, so the profile's
     credentials never go to another host or above its base path (SPEC 7.1, 12): an absolute URL or any
@@ -127,6 +133,10 @@ def _check_fields(profile: ApiProfile, fields: dict[str, Any], at: str) -> None:
     if headers and not profile.allow_headers:
         raise S2OError("fragment", "this api profile does not allow a command's headers (allow_headers = false)",
                        path=f"{at}.headers")
+    for name in headers or {}:
+        if type(name) is not str or name.strip().lower() in CONNECTION_HEADERS:
+            raise S2OError("fragment", f"a command may not set the header {str(name)[:80]!r}: it decides where and "
+                           "how the request goes, which the profile's url decides", path=f"{at}.headers")
 
 
 def _text(value: Any) -> str:
