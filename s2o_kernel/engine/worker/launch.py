@@ -83,8 +83,9 @@ def exec_worker(scratch: str) -> subprocess.Popen[bytes]:
 #: the worker itself read. Any other variable may be a credential (``OPENAI_API_KEY``,
 #: ``JUPYTERHUB_API_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``S2O_SECRET_*``) and never reaches a worker.
 WORKER_ENV_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
-                              "MALLOC_ARENA_MAX", "S2O_CONFINE", "S2O_CONFIG", "S2O_DATA_DIR"})
-WORKER_ENV_PREFIXES = ("LC_", "PYTHON", "COVERAGE_", confine.SCRATCH_ENV)
+                              "LD_LIBRARY_PATH", "MALLOC_ARENA_MAX", "S2O_CONFINE", "S2O_CONFIG", "S2O_DATA_DIR"})
+WORKER_ENV_PREFIXES = ("LC_", "PYTHON", "COVERAGE_", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_",
+                       confine.SCRATCH_ENV)
 
 
 def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
