@@ -242,24 +242,48 @@ def test_a_secret_a_server_reflects_encoded_is_masked_too(http_server: Any) -> N
     assert "***" in run.value["path"] and "***" in run.value["body"]
 
 
-def test_a_forged_db_call_cannot_ask_for_more_rows_than_the_settings_allow(tmp_path: Any) -> None:
-    """``max_rows`` comes from the worker; the parent holds it to its own ``limits.db_rows``."""
+#: Code run inside the confined worker when the allowlist imports it: every db call the worker forwards
+#: asks for a billion rows (a hostile worker ignores ``limits.db_rows``).
+_GREEDY = """
+import dataclasses
+from s2o_kernel.engine.worker import forward
+
+_call = forward.Forwarder.call
+
+async def _greedy(self, request, on_stream=None):
+    if request.kind == "db":
+        request = dataclasses.replace(request, fields={**request.fields, "max_rows": 10**9})
+    return await _call(self, request, on_stream)
+
+forward.Forwarder.call = _greedy
+
+def seven():
+    return 7
+"""
+
+
+def test_a_hostile_worker_cannot_read_more_rows_than_the_settings_allow(tmp_path: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``max_rows`` comes from the worker; its parent holds it to its own ``limits.db_rows``."""
+    from s2o_kernel.engine import IsolatedSession
+
     path = tmp_path / "many.sqlite"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE n (i INTEGER)")
         conn.executemany("INSERT INTO n VALUES (?)", [(i,) for i in range(50)])
-    gw = Gateway(make_settings(merge(default_settings().to_dict(), {
-        "limits": {"db_rows": 10}, "profiles": {"db": {"d": {"url": f"sqlite:///{path}"}}}})))
+    (tmp_path / "s2o_greedy.py").write_text(_GREEDY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    session = IsolatedSession(make_settings({"allowlist": "s2o_greedy.seven as seven", "limits": {"db_rows": 10},
+                                             "profiles": {"db": {"d": {"url": f"sqlite:///{path}"}}}}))
     try:
-        with pytest.raises(S2OError) as caught:
-            gw.call_sync(OutsideCall("db", "d", {"sql": "SELECT i FROM n", "params": {}, "max_rows": 10**9},
-                                     "db", 10.0))
-        assert caught.value.code == "row-limit"
-        rows = gw.call_sync(OutsideCall("db", "d", {"sql": "SELECT i FROM n LIMIT 10", "params": {},
-                                                    "max_rows": 10**9}, "db", 10.0))
-        assert [r["i"] for r in rows] == list(range(10))
+        assert session.evaluate("seven()") == 7  # the worker imported it
+        run = session.run_fragment({"db": {"profile": "d", "sql": "SELECT i FROM n"}})
+        assert run.error is not None and run.error.code == "row-limit", run.error
+        run = session.run_fragment([{"db": {"profile": "d", "sql": "SELECT i FROM n LIMIT 10"}},
+                                    {"return": "{ result }"}])
+        assert (run.code, [r["i"] for r in run.value]) == ("success", list(range(10))), run.error
     finally:
-        gw.close()
+        session.close()
 
 
 #: Code run inside the confined worker when the allowlist imports it: the worker stops counting its runs'

@@ -9,8 +9,8 @@ fragment's literal (``text(sql)``) and values travel only as bound parameters, w
   embedded ``demo`` database: a SQLite file ``demo.sqlite`` in the data directory
   (:func:`data_dir`), made on first use with customers, orders and order lines.
 * **Rows** stream from the database and are counted as they come: the row past ``max_rows`` (the
-  run's ``limits.db_rows``, never more than the gateway's own settings allow) stops the call with
-  ``row-limit`` before the rest is read. A statement that
+  run's ``limits.db_rows``; a worker's parent holds it to its own) stops the call with ``row-limit``
+  before the rest is read. A statement that
   returns no rows gives ``[]``. Each call is one transaction, committed when it succeeds.
 * **JSON.** Column values become JSON (:func:`json_value`): ``Decimal`` → ``int`` when whole, else
   ``float``; dates and times → ISO 8601 text; ``timedelta`` → seconds (``float``); ``UUID`` → text;
@@ -184,7 +184,6 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
     sql, params, max_rows = fields.get("sql"), fields.get("params") or {}, fields.get("max_rows")
     if type(sql) is not str or type(params) is not dict or type(max_rows) is not int or max_rows < 1:
         raise S2OError("fragment", "a db call has sql (text), params (an object) and max_rows (a positive int)")
-    max_rows = min(max_rows, gw.settings.limits.db_rows)  # a worker's call may ask for more: never trusted
     url = gw.credentials("db", name, profile)["url"]
     gw.masker.add(_url_password(url))
     engine = await gw.pooled(("db", name), lambda: make_engine(url, profile.read_only))

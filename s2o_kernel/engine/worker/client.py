@@ -274,10 +274,14 @@ class IsolatedSession:
                        on_event: OnEvent | None) -> None:
         """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write
         the answer back: always exactly one line, even when the call fails or is interrupted (then
-        ``stopped``, and the interrupt goes on). The call may use what is left until ``deadline``; an
-        ``llm`` call after the run's spend passed its cost bound is refused (``cost-limit``), since the
-        worker that should have stopped the run may not be trusted (SPEC 7.1, 12)."""
+        ``stopped``, and the interrupt goes on). The call may use what is left until ``deadline`` and read
+        no more than ``limits.db_rows`` rows; an ``llm`` call after the run's spend passed its cost bound
+        is refused (``cost-limit``): the worker that should have stopped the run is not trusted (SPEC
+        7.1, 12)."""
         call = dataclasses.replace(call, timeout=max(min(call.timeout, deadline - time.monotonic()), 0.001))
+        if call.kind == "db" and type(call.fields.get("max_rows")) is int:  # never more than the settings allow
+            call = dataclasses.replace(call, fields={
+                **call.fields, "max_rows": min(call.fields["max_rows"], self._settings.limits.db_rows)})
         if call.kind == "llm" and self._spend > self._cost_bound:
             with contextlib.suppress(OSError):
                 channel.send(wire.encode_outside_reply(request_id, error=S2OError(
