@@ -22,7 +22,32 @@ def db(request: pytest.FixtureRequest, tmp_path: Any) -> dict[str, str]:
     if request.param == "sqlite":
         return {"dialect": "sqlite", "url": f"sqlite:///{tmp_path / 'test.sqlite'}"}
     cluster = request.getfixturevalue("postgres")
-    return {"dialect": "postgresql", "url": cluster.url}
+    return {"dialect": "postgresql", "url": cluster.url, "reader_url": _reader_role(cluster.url)}
+
+
+#: The password of the PostgreSQL role the read-only profile connects as.
+READER_PASSWORD = "pg-reader-pass-51c2"
+
+
+def _reader_role(url: str) -> str:
+    """Make (once) a login role that may read every table and nothing of the server's files (a read-only
+    profile refuses a superuser, SPEC 7.1); its URL."""
+    import asyncio
+
+    import asyncpg
+
+    async def make() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = 's2o_reader'"):
+                await conn.execute(f"CREATE ROLE s2o_reader LOGIN PASSWORD '{READER_PASSWORD}'")
+                await conn.execute("GRANT pg_read_all_data TO s2o_reader")
+        finally:
+            await conn.close()
+
+    asyncio.run(make())
+    host = url.split("@", 1)[1]
+    return f"postgresql://s2o_reader:{READER_PASSWORD}@{host}"
 
 
 #: A text parameter into a DATE column: asyncpg types parameters from the statement, so PostgreSQL
@@ -32,10 +57,10 @@ _DATE = {"sqlite": ":made", "postgresql": "CAST(CAST(:made AS TEXT) AS DATE)"}
 
 def _session(db: dict[str, str], **extra: Any) -> Session:
     data = merge(default_settings().to_dict(), {
-        "secrets": {"DB_URL": db["url"]},
+        "secrets": {"DB_URL": db["url"], "READER_URL": db.get("reader_url", db["url"])},
         "profiles": {"db": {
             "main": {"url": "{ f'{sys.secret[\"DB_URL\"]}' }"},
-            "reader": {"url": "{ f'{sys.secret[\"DB_URL\"]}' }", "read_only": True},
+            "reader": {"url": "{ f'{sys.secret[\"READER_URL\"]}' }", "read_only": True},
         }},
         **extra,
     })
@@ -102,7 +127,9 @@ def test_read_only_profiles_are_refused_writes_by_the_database(db: dict[str, str
     for sql in ("INSERT INTO items (id, name) VALUES (9, 'new')", "DELETE FROM items", "DROP TABLE items"):
         run = s.run_fragment({"db": {"profile": "reader", "sql": sql}})
         assert (run.code, run.error.code) == ("callFailed", "db-read-only"), (sql, run.error)
-        assert s.run_fragment({"db": {"profile": "reader", "sql": reopen}}).code == "success"
+        # SQLite's authorizer refuses the pragma; PostgreSQL's next call sets its transaction read-only again
+        expected = {"sqlite": "callFailed", "postgresql": "success"}[db["dialect"]]
+        assert s.run_fragment({"db": {"profile": "reader", "sql": reopen}}).code == expected
     assert len(_value(s, {"db": {"profile": "reader", "sql": "SELECT id FROM items"}})) == 5
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
@@ -59,11 +59,21 @@ def parse_bounds(raw: Any, path: str = "bounds") -> tuple[dict[str, float], list
 
 def requested_time(fragment: Any) -> float | None:
     """``bounds.time`` of an agent definition when it is a valid number, else ``None`` (never raises)."""
+    return _requested(fragment, "time", lambda v: v > 0)
+
+
+def requested_cost(fragment: Any) -> float | None:
+    """``bounds.cost`` (US dollars) of an agent definition when it is a valid number, else ``None`` (never
+    raises); the worker's parent holds a run's LLM spend to it (or to ``limits.llm_cost``)."""
+    return _requested(fragment, "cost", lambda v: v >= 0)
+
+
+def _requested(fragment: Any, key: str, valid: Callable[[float], bool]) -> float | None:
     if type(fragment) is not dict or type(fragment.get("functions")) is not dict:
         return None
     raw = fragment.get("bounds")
-    value: Any = raw.get("time") if type(raw) is dict else None
-    if not _number(value) or value <= 0:
+    value: Any = raw.get(key) if type(raw) is dict else None
+    if not _number(value) or not valid(value):
         return None
     return float(value)
 

@@ -6,7 +6,8 @@ profile's evaluated fields (:meth:`~.gateway.Gateway.credentials`). A call's fie
 
 * ``path`` is added to the base URL only where the profile's ``allow_path`` is true, ``headers`` only
   where ``allow_headers`` is; otherwise the call is refused (``fragment``; validation refuses it first).
-  The profile's own headers and query win over a command's of the same name.
+  The profile's own headers and query win over a command's of the same name. A path never leaves the
+  profile's base URL (:func:`check_path`; the built URL is checked again): no scheme or host, no ``..``.
 * ``body``: a string is sent as text (``text/plain; charset=utf-8``), any other JSON value as JSON.
 * The response body is read as it streams and stops at ``max_response_bytes`` (``api-too-large``; a
   ``Content-Length`` past it is refused before reading). ``result`` is the decoded JSON when the
@@ -24,6 +25,7 @@ httpx transport (no socket) answering every request with its method, path, query
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -72,29 +74,79 @@ def make_client(creds: dict[str, Any], profile: ApiProfile) -> tuple[httpx.Async
     return client, client.aclose
 
 
-def _check_fields(profile: ApiProfile, fields: dict[str, Any]) -> None:
-    """Refuse (``fragment``) a call's fields of the wrong type, or that the profile forbids."""
+#: A dot segment (``.``/``..``, also percent-encoded) anywhere in a path (SPEC 7.1: a command's path stays
+#: under its profile's base URL).
+_DOT_SEGMENT = re.compile(r"(^|/)(\.|%2e){1,2}(/|$)", re.IGNORECASE)
+#: What a command's path may not hold: a backslash (read as ``/`` by many servers), ``#`` and control
+#: characters (request splitting, ambiguous parsing).
+_PATH_FORBIDDEN = re.compile(r"[\\#\x00-\x1f\x7f]")
+
+
+#: Headers a command never sets, even where ``allow_headers`` is true: they pick the server behind an
+#: address (``Host``) or frame the request (request smuggling, a proxy's credentials).
+CONNECTION_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+                                "upgrade", "te", "trailer", "proxy-authorization", "proxy-connection"})
+
+
+def check_path(path: str) -> None:
+    """Refuse (``fragment``) a command's ``path`` that could leave its profile's base URL, so the profile's
+    credentials never go to another host or above its base path (SPEC 7.1, 12): an absolute URL or any
+    scheme (``http:``), a network path (``//host``), a dot segment (``..``, ``%2e%2e``), a backslash, a
+    fragment (``#``) or a control character. :func:`handle` also checks the URL it
+    builds against the base (:func:`_check_origin`): this is the early, readable refusal."""
+    if ":" in path.split("/", 1)[0] or path.lstrip("/").startswith("/") or path.startswith("//"):
+        raise S2OError("fragment", "a command's path is relative to its profile's url: no scheme, no host")
+    if _DOT_SEGMENT.search(path) or _PATH_FORBIDDEN.search(path):
+        raise S2OError("fragment", "a command's path may not hold '.' or '..' segments, backslashes, '#' "
+                       "or control characters")
+
+
+def _check_origin(base: httpx.URL, url: httpx.URL) -> None:
+    """Refuse (``fragment``) a built request URL whose scheme, host or port differs from the profile's base
+    URL, or whose path is not under the base's path."""
+    base_path = base.raw_path.split(b"?", 1)[0].rstrip(b"/")
+    path = url.raw_path.split(b"?", 1)[0]
+    if (url.scheme, url.host, url.port) != (base.scheme, base.host, base.port) or \
+            not (path == base_path or path.startswith(base_path + b"/")):
+        raise S2OError("fragment", "a command's path may not leave its profile's url")
+
+
+def _check_fields(profile: ApiProfile, fields: dict[str, Any], at: str) -> None:
+    """Refuse (``fragment``, at ``<at>.<field>``) a call's fields of the wrong type, or that the profile
+    forbids; ``at`` is the command's JSON path."""
     method, path, query, headers = (fields.get(k) for k in ("method", "path", "query", "headers"))
     if method is not None and (type(method) is not str or method.upper() not in METHODS):
-        raise S2OError("fragment", f"method is one of {', '.join(METHODS)}")
+        raise S2OError("fragment", f"method is one of {', '.join(METHODS)}", path=f"{at}.method")
     if path is not None and type(path) is not str:
-        raise S2OError("fragment", f"path is expected to be str, got {type(path).__name__}")
+        raise S2OError("fragment", f"path is expected to be str, got {type(path).__name__}", path=f"{at}.path")
     for name, value in (("query", query), ("headers", headers)):
         if value is not None and type(value) is not dict:
-            raise S2OError("fragment", f"{name} is expected to be dict, got {type(value).__name__}")
+            raise S2OError("fragment", f"{name} is expected to be dict, got {type(value).__name__}",
+                           path=f"{at}.{name}")
     if path not in (None, "") and not profile.allow_path:
-        raise S2OError("fragment", "this api profile does not allow a path (allow_path = false)")
+        raise S2OError("fragment", "this api profile does not allow a path (allow_path = false)", path=f"{at}.path")
+    if path:
+        try:
+            check_path(path)
+        except S2OError as exc:
+            raise exc.with_context(path=f"{at}.path") from None
     if headers and not profile.allow_headers:
-        raise S2OError("fragment", "this api profile does not allow a command's headers (allow_headers = false)")
+        raise S2OError("fragment", "this api profile does not allow a command's headers (allow_headers = false)",
+                       path=f"{at}.headers")
+    for name in headers or {}:
+        if type(name) is not str or name.strip().lower() in CONNECTION_HEADERS:
+            raise S2OError("fragment", f"a command may not set the header {str(name)[:80]!r}: it decides where and "
+                           "how the request goes, which the profile's url decides", path=f"{at}.headers")
 
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _request_args(profile: ApiProfile, fields: dict[str, Any]) -> dict[str, Any]:
-    """httpx ``request`` arguments from a call's fields (checked by :func:`_check_fields`)."""
-    _check_fields(profile, fields)
+def _request_args(profile: ApiProfile, fields: dict[str, Any], at: str) -> dict[str, Any]:
+    """httpx ``request`` arguments from a call's fields (checked by :func:`_check_fields`; ``at`` is the
+    command's JSON path)."""
+    _check_fields(profile, fields, at)
     args: dict[str, Any] = {"method": (fields.get("method") or "GET").upper(), "url": fields.get("path") or ""}
     if fields.get("query"):
         args["params"] = {k: _text(v) for k, v in fields["query"].items()}
@@ -155,13 +207,17 @@ async def handle(gw: Gateway, profile: ApiProfile, request: OutsideCall, on_stre
     name = request.profile or ""
     creds = gw.credentials("api", name, profile)
     client: httpx.AsyncClient = await gw.pooled(("api", name), lambda: make_client(creds, profile))
-    args = _request_args(profile, request.fields)
+    args = _request_args(profile, request.fields, request.path)
     _merge_profile_wins(client, args)
     if not args["url"]:  # the base URL as written (httpx would add a slash)
         args["url"] = str(client.base_url).rstrip("/") if creds["url"].strip() == ECHO_URL else creds["url"]
     shown = f"{args['method']} {request.fields.get('path') or '/'}"
     try:
         req = client.build_request(**args, timeout=request.timeout)
+        try:
+            _check_origin(client.base_url, req.url)
+        except S2OError as exc:
+            raise exc.with_context(path=f"{request.path}.path") from None
         response = await client.send(req, stream=True)
         try:
             raw = await _read(response, profile.max_response_bytes)

@@ -9,14 +9,21 @@ fragment's literal (``text(sql)``) and values travel only as bound parameters, w
   embedded ``demo`` database: a SQLite file ``demo.sqlite`` in the data directory
   (:func:`data_dir`), made on first use with customers, orders and order lines.
 * **Rows** stream from the database and are counted as they come: the row past ``max_rows`` (the
-  run's ``limits.db_rows``) stops the call with ``row-limit`` before the rest is read. A statement that
+  run's ``limits.db_rows``; a worker's parent holds it to its own) stops the call with ``row-limit``
+  before the rest is read. A statement that
   returns no rows gives ``[]``. Each call is one transaction, committed when it succeeds.
 * **JSON.** Column values become JSON (:func:`json_value`): ``Decimal`` → ``int`` when whole, else
   ``float``; dates and times → ISO 8601 text; ``timedelta`` → seconds (``float``); ``UUID`` → text;
   bytes → base64 text; a non-finite float → ``None``; anything else → its text.
 * **read_only** profiles are refused writes by the database itself, never by reading the SQL: SQLite
-  runs each call after ``PRAGMA query_only = ON``, PostgreSQL in a ``SET TRANSACTION READ ONLY``
-  transaction, and the transaction is rolled back. The database's refusal is ``db-read-only``.
+  runs each call after ``PRAGMA query_only = ON`` (and an authorizer refuses the pragmas that would undo
+  it, :func:`sqlite_authorizer`), PostgreSQL in a ``SET TRANSACTION READ ONLY``
+  transaction, and the transaction is rolled back. The database's refusal is ``db-read-only``. A
+  read-only PostgreSQL profile whose role is a superuser, or may write or read server files or run
+  programs (:data:`SERVER_POWER_ROLES`), is refused every call (``db-read-only``): ``COPY … TO PROGRAM``
+  works in a read-only transaction.
+* A SQLite statement reaches its profile's file only: ``ATTACH`` / ``VACUUM INTO`` of another file is
+  refused (:func:`sqlite_authorizer`).
 * Any other database error is ``db-failed`` with the driver's message (masked by the gateway).
 """
 
@@ -106,13 +113,50 @@ def make_engine(url: str, read_only: bool) -> tuple[Any, Any]:
         engine = create_async_engine(async_url(url))
     except Exception as exc:  # a URL SQLAlchemy cannot use (unknown driver, bad syntax)
         raise S2OError("db-failed", f"the database URL cannot be used: {type(exc).__name__}: {exc}") from None
-    if read_only and engine.dialect.name == "sqlite":
+    if engine.dialect.name == "sqlite":
         @event.listens_for(engine.sync_engine, "connect")
-        def _query_only(dbapi_connection: Any, record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA query_only = ON")
-            cursor.close()
+        def _confine(dbapi_connection: Any, record: Any) -> None:
+            from sqlalchemy.util import await_
+
+            if read_only:
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA query_only = ON")
+                cursor.close()
+            await_(record.driver_connection.set_authorizer(sqlite_authorizer(read_only)))
     return engine, engine.dispose
+
+
+#: Pragmas a read-only SQLite profile may run with an argument: they only read (``PRAGMA table_info(t)``).
+_READING_PRAGMAS = frozenset({"table_info", "table_xinfo", "table_list", "index_list", "index_info",
+                              "index_xinfo", "foreign_key_list", "foreign_key_check", "integrity_check",
+                              "quick_check", "function_list", "pragma_list", "collation_list"})
+#: Databases a statement may attach: temporary ones only (``VACUUM`` attaches ``''``).
+_TEMPORARY = frozenset({"", ":memory:"})
+
+
+def sqlite_authorizer(read_only: bool) -> Any:
+    """The authorizer (``sqlite3.Connection.set_authorizer``) of every SQLite profile's connection, so that a
+    statement reaches its profile's database file and nothing else (SPEC 7.1, 12):
+
+    * ``ATTACH`` (also ``VACUUM INTO``, which attaches its target) of anything but a temporary database is
+      refused: it would read, create or write any file the kernel may (``ATTACH '/home/u/x.sqlite'``);
+    * for a ``read_only`` profile, a pragma given a value is refused unless it only reads
+      (:data:`_READING_PRAGMAS`) or is ``query_only = ON``: ``PRAGMA query_only = OFF`` would lift the
+      refusal of writes, ``PRAGMA journal_mode = WAL`` changes the file.
+
+    The driver reports a refusal as "not authorized" (``db-failed``)."""
+    import sqlite3
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_ATTACH and arg1 not in _TEMPORARY:
+            return sqlite3.SQLITE_DENY
+        if read_only and action == sqlite3.SQLITE_PRAGMA and arg2 is not None:
+            name = (arg1 or "").lower()
+            if name not in _READING_PRAGMAS and not (name == "query_only" and arg2.lower() in ("on", "1", "true")):
+                return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    return authorize
 
 
 def _read_only_refusal(exc: BaseException) -> bool:
@@ -149,6 +193,8 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
             if profile.read_only:
                 statement = "PRAGMA query_only = ON" if engine.dialect.name == "sqlite" else "SET TRANSACTION READ ONLY"
                 await conn.exec_driver_sql(statement)
+                if engine.dialect.name == "postgresql":
+                    await _refuse_server_powers(conn, name)
             rows = await _rows(conn, text(sql), params, max_rows)
             await (conn.rollback() if profile.read_only else conn.commit())
             return rows
@@ -161,6 +207,23 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
             raise S2OError("db-read-only", f"the profile {name!r} is read-only: the database refused the "
                            f"statement ({_driver_message(exc)})") from None
         raise S2OError("db-failed", _driver_message(exc)) from None
+
+
+#: PostgreSQL roles whose members act on the server outside any transaction: ``COPY … TO 'file'``,
+#: ``COPY … TO PROGRAM``, ``pg_read_file`` (superusers are members of every role).
+SERVER_POWER_ROLES = ("pg_write_server_files", "pg_execute_server_program", "pg_read_server_files")
+
+
+async def _refuse_server_powers(conn: Any, name: str) -> None:
+    """Refuse (``db-read-only``) a read-only PostgreSQL profile whose role is a superuser or a member of
+    :data:`SERVER_POWER_ROLES`: a read-only transaction does not stop such a role from writing server
+    files or running programs on the database's host, so the profile could not keep its promise."""
+    checks = " OR ".join(f"pg_has_role('{role}', 'MEMBER')" for role in SERVER_POWER_ROLES)
+    powers = (await conn.exec_driver_sql(f"SELECT {checks}")).scalar()
+    if powers:
+        raise S2OError("db-read-only", f"the profile {name!r} is read-only, but its role is a superuser or may "
+                       f"read or write the server's files or run programs ({', '.join(SERVER_POWER_ROLES)}); "
+                       "connect it as a role without them")
 
 
 async def _rows(conn: Any, statement: Any, params: dict[str, Any], max_rows: int) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -167,19 +168,39 @@ def shown_profiles(profiles: dict[str, Any]) -> dict[str, Any]:
 _URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@]*:)[^@/]*@")
 
 
+#: ``safe`` characters of the percent-encodings a secret may come back in: every character encoded, a
+#: path's (``/`` kept), and what HTTP clients leave in a path (RFC 3986 sub-delims, ``:@``; httpx also
+#: keeps ``%``).
+_URL_SAFE = ("", "/", "/!$&'()*+,;=:@~", "/!$&'()*+,;=:@~%")
+
+
+def encoded_forms(text: str) -> set[str]:
+    """``text`` and the forms a server may send it back in when it reflects a request as it came
+    (SPEC 12: a secret never shows, encoded or not): percent-encoded (:data:`_URL_SAFE`, and ``+`` for
+    spaces as in a query) and JSON-escaped (ASCII-only or not)."""
+    from urllib.parse import quote, quote_plus
+
+    forms = {text, quote_plus(text), json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+    forms.update(quote(text, safe=safe) for safe in _URL_SAFE)
+    return forms
+
+
 class Masker:
     """Replaces sensitive texts with ``***`` in text, JSON values and errors.
 
-    ``Masker(texts)``: every non-empty text of ``texts`` (secret values, evaluated credentials); shorter
-    than 3 characters is still masked (a value that short is the user's choice). Longest first.
+    ``Masker(texts)``: every non-empty text of ``texts`` (secret values, evaluated credentials) and its
+    encoded forms (:func:`encoded_forms`); shorter than 3 characters is still masked (a value that short
+    is the user's choice). Longest first.
     """
 
     def __init__(self, texts: Iterable[str]) -> None:
-        self.texts = sorted({t for t in texts if t and t != MASK}, key=len, reverse=True)
+        self.texts: list[str] = []
+        self.add(texts)
 
     def add(self, texts: Iterable[str]) -> None:
-        """Mask these texts too."""
-        self.texts = sorted({*self.texts, *(t for t in texts if t and t != MASK)}, key=len, reverse=True)
+        """Mask these texts (and their encoded forms) too."""
+        forms = {f for t in texts if t and t != MASK for f in encoded_forms(t)}
+        self.texts = sorted({*self.texts, *forms}, key=len, reverse=True)
 
     def text(self, text: str) -> str:
         """``text`` with every sensitive text as ``***``."""

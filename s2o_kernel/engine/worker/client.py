@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Any
 from ..commands.output import OutputBudget
 from ..engine import Validation
 from ..errors import S2OError
-from ..fragments.bounds import requested_time
+from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
+from ..fragments.interpreter import dollars_text
 from ..outside.call import OutsideCall
 from ..outside.secrets import worker_settings
 from ..session import RunResult
@@ -102,6 +103,9 @@ class IsolatedSession:
         #: How many times the worker was killed and started again.
         self.restarts = 0
         self._outside: Gateway | None = None
+        #: The running run's LLM spend (US dollars) as this process counted it, and its bound.
+        self._spend, self._cost_bound = 0.0, self._settings.limits.llm_cost
+        self._cost_name = "limits.llm_cost"
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
@@ -270,15 +274,31 @@ class IsolatedSession:
                        on_event: OnEvent | None) -> None:
         """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write
         the answer back: always exactly one line, even when the call fails or is interrupted (then
-        ``stopped``, and the interrupt goes on). The call may use what is left until ``deadline``."""
+        ``stopped``, and the interrupt goes on). The call may use what is left until ``deadline`` and read
+        no more than ``limits.db_rows`` rows; an ``llm`` call after the run's spend passed its cost bound
+        is refused (``cost-limit``): the worker that should have stopped the run is not trusted (SPEC
+        7.1, 12)."""
         call = dataclasses.replace(call, timeout=max(min(call.timeout, deadline - time.monotonic()), 0.001))
+        if call.kind == "db" and type(call.fields.get("max_rows")) is int:  # never more than the settings allow
+            call = dataclasses.replace(call, fields={
+                **call.fields, "max_rows": min(call.fields["max_rows"], self._settings.limits.db_rows)})
+        if call.kind == "llm" and self._spend > self._cost_bound:
+            with contextlib.suppress(OSError):
+                channel.send(wire.encode_outside_reply(request_id, error=S2OError(
+                    "cost-limit", f"the run's LLM spend {dollars_text(self._spend)} passed the cost limit "
+                    f"({self._cost_name} = {dollars_text(self._cost_bound)})", path=call.path,
+                    details={"spend": self._spend, "bound": self._cost_bound})))
+            return
 
         def on_stream(part: dict[str, Any]) -> None:
             if on_event is not None:
                 on_event(wire.Event("output", part))
 
         try:
-            line = wire.encode_outside_reply(request_id, self.outside.call_sync(call, on_stream))
+            result = self.outside.call_sync(call, on_stream)
+            if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float):
+                self._spend += result["cost"]  # the gateway's own price of the turn
+            line = wire.encode_outside_reply(request_id, result)
         except S2OError as exc:
             line = wire.encode_outside_reply(request_id, error=exc)
         except BaseException:
@@ -373,6 +393,9 @@ class IsolatedSession:
 
         try:
             wait = (requested_time(fragment) or self._settings.limits.time) + KILL_GRACE  # bounds.time (SPEC 7.1)
+            cost = requested_cost(fragment)  # bounds.cost (SPEC 7.1)
+            self._spend, self._cost_bound = 0.0, self._settings.limits.llm_cost if cost is None else cost
+            self._cost_name = "limits.llm_cost" if cost is None else "bounds.cost"
             data = self._call("run_fragment", {"fragment": fragment, "inputs": inputs, "function": function},
                               on_event=on_event, timeout=wait)
             run, self._state = wire.decode_run(data)

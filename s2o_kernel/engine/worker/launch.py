@@ -36,6 +36,7 @@ import sys
 import time
 import warnings
 from asyncio.events import _set_running_loop  # in asyncio.events.__all__: public despite its name
+from collections.abc import Mapping
 from typing import IO
 
 from .. import confine
@@ -69,13 +70,47 @@ def exec_worker(scratch: str) -> subprocess.Popen[bytes]:
     ``scratch`` is the worker's scratch folder (:data:`.confine.SCRATCH_ENV`). Raises ``OSError``
     when the process cannot be started.
     """
-    # no secret crosses into the worker, not even in its environment (SPEC 7.1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("S2O_SECRET_")}
+    # no credential crosses into the worker, not even in its environment (SPEC 7.1)
+    env = worker_environment(os.environ)
     env.setdefault("MALLOC_ARENA_MAX", "2")
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     env[confine.SCRATCH_ENV] = scratch
     return subprocess.Popen([sys.executable, "-m", "s2o_kernel.engine.worker"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True)
+
+
+#: Environment variables a worker keeps (by name, or by a prefix of its name): what Python, locales and
+#: the worker itself read. Any other variable may be a credential (``OPENAI_API_KEY``,
+#: ``JUPYTERHUB_API_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``S2O_SECRET_*``) and never reaches a worker.
+WORKER_ENV_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+                              "LD_LIBRARY_PATH", "MALLOC_ARENA_MAX", "S2O_CONFINE", "S2O_CONFIG", "S2O_DATA_DIR"})
+WORKER_ENV_PREFIXES = ("LC_", "PYTHON", "COVERAGE_", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_",
+                       confine.SCRATCH_ENV)
+
+
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` a worker gets (:data:`WORKER_ENV_NAMES`, :data:`WORKER_ENV_PREFIXES`): an
+    allowlist, since a credential in the kernel's environment has no telling name (SPEC 7.1, 12)."""
+    return {k: v for k, v in environ.items()
+            if k in WORKER_ENV_NAMES or k.startswith(WORKER_ENV_PREFIXES) or k == confine.OFF_ENV}
+
+
+def _scrub_environment() -> None:  # pragma: no cover - runs in the forked child
+    """In a forked child: keep only :func:`worker_environment` of ``os.environ`` (and of the C library's
+    ``environ``, which ``os.environ`` updates), then zero the block the parent was started with (what
+    ``/proc/self/environ`` shows; it lies between ``env_start`` and ``env_end``, fields 50 and 51 of
+    ``/proc/self/stat``, proc(5))."""
+    import ctypes
+
+    kept = worker_environment(os.environ)
+    os.environ.clear()
+    os.environ.update(kept)
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # after the name (field 2) comes field 3
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
 
 
 def may_fork(settings: Settings) -> bool:
@@ -197,6 +232,7 @@ def _child(request_r: int, reply_w: int, scratch: str) -> None:  # pragma: no co
         os.dup2(request_r, 0)
         os.dup2(reply_w, 1)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        _scrub_environment()
         for sig, action in _SIGNALS.items():
             with contextlib.suppress(OSError, ValueError):
                 signal.signal(sig, action)
