@@ -11,8 +11,8 @@ The orders agent (seed 004, as in ``notebooks/outside-world.ipynb``) runs on the
 offline profiles: the scripted ``orders`` model asks for the ``get_order`` tool, which calls the
 in-process ``echo`` api, then answers in text. It is reported in runs per second against the
 smallest run, ``{"return": "{ 1 }"}`` on the same session (the ratio: how many minimal runs one
-agent run costs). Both start every run in a fresh conversation (``Session.reset()``, inside the
-timing): the conversation keeps its messages, and a run's time grows with them (about 4 ms more
+agent run costs). Both start every run in a fresh conversation (the session's model messages cleared,
+inside the timing; not ``reset()``, which would also close the pooled clients): the conversation keeps its messages, and a run's time grows with them (about 4 ms more
 per 100 earlier runs of this agent, measured on 2 cores).
 """
 
@@ -37,9 +37,18 @@ def _session(locals_: dict[str, Any]) -> Any:
     return session
 
 
-def _runner(session: Any, fragment: Any, check: Callable[[Any], bool]) -> Callable[[int], float]:
+def _runner(session: Any, fragment: Any, check: Callable[[Any], bool], *,
+            fresh_conversation: bool = False) -> Callable[[int], float]:
+    """Seconds ``n`` runs of ``fragment`` take (after one checked run). With ``fresh_conversation`` each run
+    starts a new conversation (the model's messages cleared, timed too): they grow with every ``llm`` run,
+    and so would a run's time."""
     import time
 
+    def start() -> None:
+        if fresh_conversation:
+            session.llm_messages = []
+
+    start()
     result = session.run_fragment(fragment)
     if result.error is not None or not check(result.value):
         raise RuntimeError(f"the benchmark fragment failed: {result.code} {result.error}")
@@ -47,6 +56,7 @@ def _runner(session: Any, fragment: Any, check: Callable[[Any], bool]) -> Callab
     def run(n: int) -> float:
         t0 = time.perf_counter()
         for _ in range(n):
+            start()
             session.run_fragment(fragment)
         return time.perf_counter() - t0
     return run
@@ -136,31 +146,12 @@ ORDERS_AGENT = {"functions": {
                           {"return": "{result}"}]}}}
 
 
-def _fresh_runner(session: Any, fragment: Any, check: Callable[[Any], bool]) -> Callable[[int], float]:
-    """Like :func:`_runner`, each run in a fresh conversation (``session.reset()`` before it, timed too):
-    the conversation's messages grow with every ``llm`` run, and so does a run's time."""
-    import time
-
-    session.reset()
-    result = session.run_fragment(fragment)
-    if result.error is not None or not check(result.value):
-        raise RuntimeError(f"the benchmark fragment failed: {result.code} {result.error}")
-
-    def run(n: int) -> float:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            session.reset()
-            session.run_fragment(fragment)
-        return time.perf_counter() - t0
-    return run
-
-
 def _orders_agent(quick: bool) -> list[Figure]:
     """Runs per second of the orders agent, against the smallest run on the same session."""
     session = _session({})
-    agent = _fresh_runner(session, ORDERS_AGENT,
-                          lambda v: isinstance(v, str) and v.startswith("Order 7 has shipped"))
-    minimal = _fresh_runner(session, {"return": "{ 1 }"}, lambda v: v == 1)
+    agent = _runner(session, ORDERS_AGENT,
+                          lambda v: isinstance(v, str) and v.startswith("Order 7 has shipped"), fresh_conversation=True)
+    minimal = _runner(session, {"return": "{ 1 }"}, lambda v: v == 1, fresh_conversation=True)
     timers = {"s2o minimal run": minimal, "s2o": agent}
     results = interleaved(timers, "s2o minimal run", 3 if quick else 7, 0.05 if quick else 0.3)
     return [Figure(SECTION, "orders-agent", tool, 1.0 / seconds, "runs/s", "s2o minimal run", ratio,
