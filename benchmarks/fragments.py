@@ -11,9 +11,10 @@ The orders agent (seed 004, as in ``notebooks/outside-world.ipynb``) runs on the
 offline profiles: the scripted ``orders`` model asks for the ``get_order`` tool, which calls the
 in-process ``echo`` api, then answers in text. It is reported in runs per second against the
 smallest run, ``{"return": "{ 1 }"}`` on the same session (the ratio: how many minimal runs one
-agent run costs). Both start every run in a fresh conversation (the session's model messages cleared,
-inside the timing; not ``reset()``, which would also close the pooled clients): the conversation keeps its messages, and a run's time grows with them (about 4 ms more
-per 100 earlier runs of this agent, measured on 2 cores).
+agent run costs). Both start every run in a fresh conversation (the session's model messages
+cleared, inside the timing; not ``reset()``, which would also close the pooled clients): the
+conversation keeps its messages, and a run's time grows with them (about 4 ms more per 100 earlier
+runs of this agent, measured on 2 cores).
 """
 
 from __future__ import annotations
