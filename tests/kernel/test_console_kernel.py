@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_harness import execute, result_data, shell_reply, start_kernel, stop_kernel
+from kernel_harness import execute, result_data, running_kernel, shell_reply, start_kernel, stop_kernel
 
 from s2o_kernel.kernel.history import HISTORY_ENV
 
@@ -23,11 +23,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def kc(kernels_dir: Path, kernel_cwd: Path) -> Iterator[Any]:
-    km, client = start_kernel(kernels_dir, kernel_cwd)
-    try:
+    with running_kernel(kernels_dir, kernel_cwd) as (_km, client):
         yield client
-    finally:
-        stop_kernel(km, client)
 
 
 def test_exit_and_quit_ask_the_console_to_exit(kc: Any) -> None:

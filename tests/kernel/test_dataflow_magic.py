@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kernel_harness import drain, execute, install_spec, result_data, start_kernel, stop_kernel
+from kernel_harness import drain, execute, install_spec, result_data, running_kernel
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -18,11 +18,8 @@ MERMAID = "text/vnd.mermaid"
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     kernels_dir = install_spec(tmp_path_factory.mktemp("prefix"))
-    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd"))
-    try:
+    with running_kernel(kernels_dir, tmp_path_factory.mktemp("cwd")) as (_km, kc):
         yield kc
-    finally:
-        stop_kernel(km, kc)
 
 
 @pytest.fixture

@@ -11,22 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_harness import drain, execute, result_data, start_kernel, stop_kernel
+from kernel_harness import MODES, drain, execute, result_data, running_kernel
 
 pytestmark = pytest.mark.timeout(120)
 
-MODES = {"contained": "", "in-process": "0"}
 
 ROWS = "[{'id': i, 'name': f'person {i}', 'email': f'p{i}@example.org'} for i in range(3)]"
 
 
 @pytest.fixture(scope="module", params=list(MODES))
 def kc(request: pytest.FixtureRequest, kernels_dir: Path, kernel_cwd: Path) -> Iterator[Any]:
-    km, client = start_kernel(kernels_dir, kernel_cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]})
-    try:
+    with running_kernel(kernels_dir, kernel_cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]}) as (_km, client):
         yield client
-    finally:
-        stop_kernel(km, client)
 
 
 def run(kc: Any, code: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from containment import status_kib
-from kernel_harness import execute, result_data, shell_reply, start_kernel, stop_kernel
+from kernel_harness import MODES, execute, result_data, running_kernel, shell_reply
 
 from s2o_kernel import engine
 from s2o_kernel.engine import Engine, S2OError, Session, default_settings
@@ -25,8 +25,6 @@ from s2o_kernel.kernel.runner import CellRunner
 
 pytestmark = pytest.mark.timeout(300)
 
-#: ``S2O_KERNEL_ISOLATED`` for each kind of kernel ("" is the default: contained).
-MODES = {"contained": "", "in-process": "0"}
 #: The first line of a file that must never show in a notebook.
 SECRET_LINE = "root:$6$hunter2-hash:19000:0:99999:7:::"
 
@@ -34,11 +32,8 @@ SECRET_LINE = "root:$6$hunter2-hash:19000:0:99999:7:::"
 @pytest.fixture(scope="module", params=list(MODES))
 def kernel(request: pytest.FixtureRequest, kernels_dir: Path, kernel_cwd: Path) -> Iterator[tuple[Any, Any]]:
     """``(manager, client)`` of a kernel of each kind."""
-    km, kc = start_kernel(kernels_dir, kernel_cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]})
-    try:
+    with running_kernel(kernels_dir, kernel_cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]}) as (km, kc):
         yield km, kc
-    finally:
-        stop_kernel(km, kc)
 
 
 @pytest.fixture

@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_harness import collect_iopub, execute, shell_reply, start_kernel, stop_kernel
-
-#: ``S2O_KERNEL_ISOLATED`` for each kind of kernel ("" is the default: contained).
-MODES = {"contained": "", "in-process": "0"}
+from kernel_harness import MODES, collect_iopub, execute, running_kernel, shell_reply
 
 ASK = json.dumps([
     {"ask": {"message": "About your order", "inputs": [
@@ -41,11 +38,8 @@ def manager_and_client(request: pytest.FixtureRequest, kernels_dir: Path,
                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     cwd = tmp_path_factory.mktemp("cwd-llm-ask")
     (cwd / "s2o.toml").write_text(CONFIG)
-    km, client = start_kernel(kernels_dir, cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]})
-    try:
+    with running_kernel(kernels_dir, cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]}) as (km, client):
         yield km, client
-    finally:
-        stop_kernel(km, client)
 
 
 @pytest.fixture
@@ -157,11 +151,8 @@ key = "{{ sys.secret['OPENAI_KEY'] }}"
 price_input = 2.0
 price_output = 8.0
 """)
-    km, client = start_kernel(kernels_dir, cwd, env={"S2O_KERNEL_ISOLATED": "", "S2O_SECRET_OPENAI_KEY": KEY})
-    try:
+    with running_kernel(kernels_dir, cwd, env={"S2O_KERNEL_ISOLATED": "", "S2O_SECRET_OPENAI_KEY": KEY}) as (_km, client):
         yield client
-    finally:
-        stop_kernel(km, client)
 
 
 def test_an_openai_profile_through_the_kernel_never_shows_its_key(openai_kc: Any, fake_llm: Any) -> None:

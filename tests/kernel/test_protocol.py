@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 from kernel_harness import (
+    MODES,
     collect_iopub,
     drain,
     execute,
     result_data,
+    running_kernel,
     shell_reply,
     start_kernel,
     stop_kernel,
@@ -37,15 +39,10 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def kernel(kernels_dir: Path, kernel_cwd: Path) -> Iterator[Any]:
-    km, kc = start_kernel(kernels_dir, kernel_cwd)
-    try:
+    with running_kernel(kernels_dir, kernel_cwd) as (_km, kc):
         yield kc
-    finally:
-        stop_kernel(km, kc)
 
 
-#: ``S2O_KERNEL_ISOLATED`` for each kind of kernel ("" is the default: contained).
-MODES = {"contained": "", "in-process": "0"}
 
 
 @pytest.fixture(scope="module", params=list(MODES))
@@ -54,11 +51,8 @@ def manager_and_client(
 ) -> Iterator[Any]:
     """A separate kernel for interrupts (needs the manager to send SIGINT), of each kind."""
     env = {"S2O_KERNEL_ISOLATED": MODES[request.param]}
-    km, kc = start_kernel(kernels_dir, tmp_path_factory.mktemp("cwd-int"), env=env)
-    try:
+    with running_kernel(kernels_dir, tmp_path_factory.mktemp("cwd-int"), env=env) as (km, kc):
         yield km, kc
-    finally:
-        stop_kernel(km, kc)
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,12 @@ the tests import, and in a scratch working directory (no stray
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from queue import Empty
 from typing import Any
@@ -28,6 +30,10 @@ import s2o_kernel
 
 PACKAGE_ROOT = Path(s2o_kernel.__file__).resolve().parents[1]
 TIMEOUT = 30
+
+
+#: ``S2O_KERNEL_ISOLATED`` for each kind of kernel a test runs on ("" is the default: contained).
+MODES = {"contained": "", "in-process": "0"}
 
 
 def install_spec(prefix: Path, name: str = "s2o-test") -> Path:
@@ -78,6 +84,18 @@ def start_kernel(
         km.shutdown_kernel(now=True)
         raise
     return km, kc
+
+
+@contextlib.contextmanager
+def running_kernel(
+    kernels_dir: Path, cwd: Path, name: str = "s2o-test", env: dict[str, str] | None = None
+) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """``(manager, client)`` of a kernel started by :func:`start_kernel`, stopped when the block ends."""
+    km, kc = start_kernel(kernels_dir, cwd, name, env)
+    try:
+        yield km, kc
+    finally:
+        stop_kernel(km, kc)
 
 
 def stop_kernel(km: KernelManager, kc: BlockingKernelClient) -> None:
