@@ -20,16 +20,6 @@ from s2o_kernel.kernel.progress import ProgressDisplay, progress_text
 from s2o_kernel.kernel.runner import ASK_EXIT, CellRunner
 
 
-@pytest.fixture
-def session() -> FakeSession:
-    return FakeSession()
-
-
-@pytest.fixture
-def runner(session: FakeSession) -> CellRunner:
-    return CellRunner(session, API)
-
-
 def streams(outcome: Any, name: str) -> str:
     return "".join(c["text"] for t, c in outcome.outputs if t == "stream" and c["name"] == name)
 

@@ -30,16 +30,6 @@ from s2o_kernel.kernel.runner import CellRunner
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def session() -> FakeSession:
-    return FakeSession()
-
-
-@pytest.fixture
-def runner(session: FakeSession) -> CellRunner:
-    return CellRunner(session, API)
-
-
 def results(outcome) -> list[dict[str, Any]]:
     return [c["data"] for t, c in outcome.outputs if t == "execute_result"]
 
