@@ -258,6 +258,16 @@ def test_unknown_profiles_and_functions_are_refused_before_anything_runs(fake):
     assert fake.requests == []
 
 
+def test_a_profile_reading_a_missing_secret_is_refused_before_anything_runs(fake):
+    s = _session(fake)
+    s.update_settings({"profiles": {"llm": {"nokey": {"adapter": "openai", "url": fake.url,
+                                                      "key": "{ sys.secret['ABSENT'] }"}}}})
+    run = s.run_fragment({"llm": {"profile": "nokey", "input": "hi"}})
+    assert (run.error.code, run.error.path, run.error.stage) == ("missing-secret", "llm.profile", "validate")
+    assert "ABSENT" in run.error.message
+    assert fake.requests == []
+
+
 def test_wrong_field_types_are_fragment_errors_with_their_path():
     s = _session()
     run = s.run_fragment({"llm": {"profile": "scripted", "streamOutput": "yes", "temperature": 1}})

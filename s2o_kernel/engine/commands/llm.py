@@ -30,7 +30,7 @@ from pydantic import Field, StrictBool
 from ..errors import S2OError
 from ..scopes import as_json
 from ..values import safe_repr
-from .spec import CommandSpec, FieldsModel
+from .spec import CommandSpec, FieldsModel, parse_profile
 
 if TYPE_CHECKING:
     from ..fragments.interpreter import Interpreter
@@ -62,11 +62,9 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
     m = p.model(LlmFields, fields, cmd.path)
     if m is None:
         return None
-    profiles = p.engine.settings.profiles
-    for kind, name, named in (("llm", m.profile, profiles.llm), ("prompt", m.prompt, profiles.prompt)):
-        if name is not None and name not in named:  # worded as parse_profile words it for api and db
-            p.error("unknown-profile", f"there is no {kind} profile named {name!r} (profiles.{kind}: "
-                    f"{', '.join(sorted(named)) or 'none'})", f"{cmd.path}.{kind if kind == 'prompt' else 'profile'}")
+    parse_profile(p, "llm", m.profile, f"{cmd.path}.profile")
+    if m.prompt is not None:
+        parse_profile(p, "prompt", m.prompt, f"{cmd.path}.prompt")
     if m.input is None:
         p.access("read", "sys.inputs.query", f"{cmd.path}.input", "expression")
     else:
