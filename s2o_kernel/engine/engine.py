@@ -99,6 +99,11 @@ def _two_argument(fn: Any) -> bool:
     return True
 
 
+def time_limit_text(name: str, seconds: float) -> str:
+    """The ``timedOut`` message for the limit ``name`` (``limits.time`` or ``bounds.time``) of ``seconds``."""
+    return f"the run took longer than the time limit ({name} = {seconds:g} s)"
+
+
 class Engine:
     """Settings made ready to run: the loaded allowlist, the compile rules and a compile cache.
 
@@ -197,8 +202,7 @@ class Engine:
 
     def time_limit_text(self) -> str:
         """The ``timedOut`` message: ``the run took longer than the time limit (limits.time = 30 s)``."""
-        return (f"the run took longer than the time limit ({self.limit_names['time']} = "
-                f"{self.settings.limits.time:g} s)")
+        return time_limit_text(self.limit_names["time"], self.settings.limits.time)
 
     def _make_builtins(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self.allowlist.names)

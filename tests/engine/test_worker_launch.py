@@ -107,6 +107,22 @@ def test_a_c_level_loop_in_a_forked_worker_is_killed_at_the_time_limit() -> None
         session.close()
 
 
+def test_a_c_level_loop_past_a_definitions_bounds_time_names_that_bound() -> None:
+    session = IsolatedSession(make_settings({"allowlist": "collections\nitertools", "limits": {"time": 30}}))
+    try:
+        run = session.run_fragment({"functions": {"main": {"commands": [
+            {"return": "{ collections.deque(itertools.count(), 0) }"}]}}, "bounds": {"time": 0.5}})
+        assert run.code == "timedOut"
+        assert run.error is not None and run.error.message == \
+            "the run took longer than the time limit (bounds.time = 0.5 s)"
+        with pytest.raises(S2OError) as info:  # the next run's own limit is back
+            session.update_settings({"limits": {"time": 0.5}})
+            session.evaluate("collections.deque(itertools.count(), 0)")
+        assert info.value.message == "the run took longer than the time limit (limits.time = 0.5 s)"
+    finally:
+        session.close()
+
+
 def test_a_module_the_allowlist_names_is_imported_by_the_worker_only(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "s2o_fork_probe.py").write_text("def seven():\n    return 7\n")

@@ -80,6 +80,14 @@ def dollars_text(amount: float) -> str:
     return "$" + (f"{amount:.6f}".rstrip("0").rstrip(".") or "0")
 
 
+def cost_limit_error(spend: float, bound: float, name: str, path: str | None) -> S2OError:
+    """The ``cost-limit`` error of a run whose LLM spend (US dollars) passed ``bound``, the limit ``name``
+    (``limits.llm_cost`` or ``bounds.cost``); raised by the run, and by the worker's parent, which counts
+    the spend itself (SPEC 7.1)."""
+    return S2OError("cost-limit", f"the run's LLM spend {dollars_text(spend)} passed the cost limit "
+                    f"({name} = {dollars_text(bound)})", path=path, details={"spend": spend, "bound": bound})
+
+
 def type_name(value: Any) -> str:
     """The SPEC 7 type name of a value (``str``, ``int``, …), else the Python type's name."""
     for name in ("bool", "int", "float", "str", "list", "dict"):
@@ -199,8 +207,7 @@ class Interpreter:
             return await self.session.outside.call(request, self.emit)
         except S2OError as exc:
             if exc.code in ("api-timeout", "timedOut") and limit >= remaining:  # the run's time ran out
-                raise S2OError("timedOut", f"the run took longer than the time limit (limits.time = "
-                               f"{self.limits.time:g} s)", path=path) from None
+                raise S2OError("timedOut", self.session.engine.time_limit_text(), path=path) from None
             raise
 
     def check_time(self, path: str) -> None:
@@ -214,10 +221,7 @@ class Interpreter:
         self.spend += dollars
         bound = self.limits.llm_cost
         if self.spend > bound:
-            name = self.session.engine.limit_names["llm_cost"]
-            raise S2OError("cost-limit", f"the run's LLM spend {dollars_text(self.spend)} passed the cost limit "
-                           f"({name} = {dollars_text(bound)})", path=path,
-                           details={"spend": self.spend, "bound": bound})
+            raise cost_limit_error(self.spend, bound, self.session.engine.limit_names["llm_cost"], path)
 
     # -- commands -----------------------------------------------------------------------------------
     async def block(self, commands: list[Command]) -> None:

@@ -45,11 +45,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..commands.output import OutputBudget
-from ..engine import Validation
+from ..engine import Validation, time_limit_text
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
-from ..fragments.interpreter import dollars_text
+from ..fragments.interpreter import cost_limit_error
 from ..outside.call import OutsideCall
 from ..outside.secrets import worker_settings
 from ..session import RunResult
@@ -106,6 +106,8 @@ class IsolatedSession:
         #: The running run's LLM spend (US dollars) as this process counted it, and its bound.
         self._spend, self._cost_bound = 0.0, self._settings.limits.llm_cost
         self._cost_name = "limits.llm_cost"
+        #: The running run's time limit, ``(name, seconds)``: ``bounds.time`` of a definition that sets it.
+        self._time_limit: tuple[str, float] | None = None
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
@@ -284,10 +286,8 @@ class IsolatedSession:
                 **call.fields, "max_rows": min(call.fields["max_rows"], self._settings.limits.db_rows)})
         if call.kind == "llm" and self._spend > self._cost_bound:
             with contextlib.suppress(OSError):
-                channel.send(wire.encode_outside_reply(request_id, error=S2OError(
-                    "cost-limit", f"the run's LLM spend {dollars_text(self._spend)} passed the cost limit "
-                    f"({self._cost_name} = {dollars_text(self._cost_bound)})", path=call.path,
-                    details={"spend": self._spend, "bound": self._cost_bound})))
+                channel.send(wire.encode_outside_reply(request_id, error=cost_limit_error(
+                    self._spend, self._cost_bound, self._cost_name, call.path)))
             return
 
         def on_stream(part: dict[str, Any]) -> None:
@@ -334,7 +334,7 @@ class IsolatedSession:
             code, message = "stopped", INTERRUPTED
         elif isinstance(exc, TimeoutError):
             code = "timedOut"
-            message = f"the run took longer than the time limit (limits.time = {self._settings.limits.time:g} s)"
+            message = time_limit_text(*(self._time_limit or ("limits.time", self._settings.limits.time)))
         elif isinstance(exc, EOFError):
             code, message = death(status, partial)
         elif isinstance(exc, S2OError) and exc.code == wire.FAULT_CODE:
@@ -392,7 +392,9 @@ class IsolatedSession:
                 kept.append(event.payload)
 
         try:
-            wait = (requested_time(fragment) or self._settings.limits.time) + KILL_GRACE  # bounds.time (SPEC 7.1)
+            bound = requested_time(fragment)  # bounds.time (SPEC 7.1)
+            self._time_limit = ("limits.time", self._settings.limits.time) if bound is None else ("bounds.time", bound)
+            wait = self._time_limit[1] + KILL_GRACE
             cost = requested_cost(fragment)  # bounds.cost (SPEC 7.1)
             self._spend, self._cost_bound = 0.0, self._settings.limits.llm_cost if cost is None else cost
             self._cost_name = "limits.llm_cost" if cost is None else "bounds.cost"
@@ -402,6 +404,8 @@ class IsolatedSession:
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
             return RunResult(code=code, outputs=kept, error=exc)
+        finally:
+            self._time_limit = None
         run.outputs = kept
         return run
 
