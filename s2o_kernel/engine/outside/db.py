@@ -145,8 +145,6 @@ def sqlite_authorizer(read_only: bool) -> Any:
       refusal of writes, ``PRAGMA journal_mode = WAL`` changes the file.
 
     The driver reports a refusal as "not authorized" (``db-failed``)."""
-    import sqlite3
-
     def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
         if action == sqlite3.SQLITE_ATTACH and arg1 not in _TEMPORARY:
             return sqlite3.SQLITE_DENY
@@ -190,9 +188,8 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
     engine = await gw.pooled(("db", name), lambda: make_engine(url, profile.read_only))
     try:
         async with engine.connect() as conn:
-            if profile.read_only:
-                statement = "PRAGMA query_only = ON" if engine.dialect.name == "sqlite" else "SET TRANSACTION READ ONLY"
-                await conn.exec_driver_sql(statement)
+            if profile.read_only and engine.dialect.name != "sqlite":  # SQLite: query_only since connect
+                await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 if engine.dialect.name == "postgresql":
                     await _refuse_server_powers(conn, name)
             rows = await _rows(conn, text(sql), params, max_rows)
