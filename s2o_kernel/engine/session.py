@@ -296,8 +296,7 @@ class Session:
         if self._run.engine.guarded:
             engine = engine.with_guard()
         old, self._run.engine = self._run.engine.settings, engine
-        if self._own_outside and self._outside is not None and (old.profiles, old.secrets) != (
-                engine.settings.profiles, engine.settings.secrets):
+        if self._own_outside and self._outside is not None and not old.same_outside(engine.settings):
             self._outside.close()
             self._outside = None
         self._bind_engine()

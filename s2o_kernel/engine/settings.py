@@ -135,6 +135,11 @@ class Settings(_Strict):
         data["profiles"] = shown_profiles(data.get("profiles", {}))
         return data
 
+    def same_outside(self, other: Settings) -> bool:
+        """Whether ``other`` has the same profiles and secrets, so a gateway made over these settings
+        serves it unchanged (SPEC 7.1; a session closes its gateway's pools otherwise)."""
+        return (self.profiles, self.secrets) == (other.profiles, other.secrets)
+
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***`` (for messages and displayed values)."""
         for value in self.secrets.values():

@@ -422,7 +422,7 @@ class IsolatedSession:
         new = bare_settings(merge(self._settings.to_dict(), patch))
         warnings = wire.decode_warnings(self._call("update_settings", {"patch": worker_settings(patch)}))
         old, self._settings = self._settings, new
-        if (old.profiles, old.secrets) != (new.profiles, new.secrets):
+        if not old.same_outside(new):
             self._close_outside()
         if self._channel is not None:
             self._channel.cap_memory(new.limits.memory)
