@@ -158,8 +158,8 @@ class History:
         self._path = path
         self._store: _Store | None = None
         self._lock = threading.Lock()
+        #: Cells not written yet; a flush is scheduled exactly while this is not empty.
         self._pending: list[tuple[int, str]] = []
-        self._scheduled = False
         self._outputs: OrderedDict[int, str | None] = OrderedDict()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -190,7 +190,7 @@ class History:
 
     def _flush(self) -> None:
         with self._lock:
-            cells, self._pending, self._scheduled = self._pending, [], False
+            cells, self._pending = self._pending, []
         if not cells:
             return
         store = self._ready()
@@ -225,10 +225,10 @@ class History:
             self._outputs[line] = result_text
             while len(self._outputs) > OUTPUTS_KEPT:
                 self._outputs.popitem(last=False)
+            scheduled = bool(self._pending)
             self._pending.append((line, source))
-            if self._scheduled:
+            if scheduled:
                 return
-            self._scheduled = True
         with contextlib.suppress(RuntimeError):  # the interpreter is shutting down: nothing is written any more
             self._submit(self._flush)
 
