@@ -217,11 +217,31 @@ class Execution:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            err = self.map_error(exc, compiled, start)
-            if isinstance(exc, NameError) and err.code == "runtime":
-                err.code = "not-set"
-                err.message = f"'{exc.name}' has not been set at this point of the run"
-            raise err from None
+            raise self.fragment_error(exc, compiled, start) from None
+
+    def run_now(self, compiled: Compiled, start: float, namespace: dict[str, Any]) -> Any:
+        """:meth:`run_on_loop` for an expression that never awaits (a sync command's, ``Command.sync``):
+        ``eval`` in ``namespace`` and the result check, with no coroutine. The run's watchdog bounds it.
+
+        Raises what :meth:`run_on_loop` raises; ``unexpected`` if the expression awaits after all (the
+        parser decided it does not: a coroutine it returns is closed unstarted, never run).
+        """
+        try:
+            value = eval(compiled.code, namespace)
+            if type(value) is types.CoroutineType and (compiled.is_coroutine_code or compiled.top_call):
+                value.close()
+                raise S2OError("unexpected", "an expression of a sync command awaited")
+            return self.finish(compiled, value)
+        except BaseException as exc:
+            raise self.fragment_error(exc, compiled, start) from None
+
+    def fragment_error(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
+        """:meth:`map_error` inside a fragment run: a name not set at this point is ``not-set``."""
+        err = self.map_error(exc, compiled, start)
+        if isinstance(exc, NameError) and err.code == "runtime":
+            err.code = "not-set"
+            err.message = f"'{exc.name}' has not been set at this point of the run"
+        return err
 
     def run_coroutine(self, coro: Coroutine[Any, Any, Any], start: float) -> Any:
         """Run ``coro`` (a whole fragment run) on the session's loop under the time limit; wait for it here.

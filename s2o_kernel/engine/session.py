@@ -28,7 +28,7 @@ from .outside.call import Outside
 from .progress import RunProgress
 from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
 from .settings import Settings, bare_settings, merge
-from .values import check_value
+from .values import PLAIN_TYPES, check_value
 
 #: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
 VARIABLE_SCOPES = ("local", "agent", "conv")
@@ -238,11 +238,13 @@ class Session:
         """Set local ``name``; raises ``S2OError`` for a name the rules refuse or a reserved name, and
         ``not-allowed`` for a value holding a generator, coroutine, frame, code object or module."""
         check_target_name(name)
-        check_value(value, f"the local '{name}'")
-        reach.check(value, f"the local '{name}'")
-        if not self._run.engine.guarded and reach.is_host_object(value):
-            self._run.engine = self._run.engine.with_guard()
-            self._bind_engine()
+        if type(value) not in PLAIN_TYPES:  # a str, a number, None…: nothing to refuse, never a host object
+            holder = f"the local '{name}'"
+            check_value(value, holder)
+            reach.check(value, holder)
+            if not self._run.engine.guarded and reach.is_host_object(value):
+                self._run.engine = self._run.engine.with_guard()
+                self._bind_engine()
         self.namespace()[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:
@@ -482,9 +484,11 @@ class Session:
         self._show_exc(namespace)
         return namespace
 
-    def set_command_fields(self, fields: dict[str, Any]) -> None:
-        """Make ``command.<field>`` read ``fields`` (the runtime calls this per command)."""
-        self.namespace()["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
+    def clear_command_fields(self) -> None:
+        """Make ``command`` read no fields again (the runtime calls this after each command)."""
+        namespace = self.namespace()
+        if namespace.get("command") is not _NO_FIELDS:
+            namespace["command"] = _NO_FIELDS
 
     def set_result(self, value: Any) -> None:
         """Set ``result``, the value of the last result-producing command."""

@@ -43,4 +43,10 @@ async def run(it: Interpreter, cmd: Command) -> None:
         await it.block(cmd.children["else"])
 
 
-IF = CommandSpec("if", parse, run, fields=IfFields)
+def run_sync(it: Interpreter, cmd: Command) -> None:
+    """:func:`run` for a sync ``if`` (the condition and both branches never await)."""
+    branch = "then" if it.truth_sync(cmd.model.condition, f"{cmd.path}.condition") else "else"
+    it.block_sync(cmd.children[branch])
+
+
+IF = CommandSpec("if", parse, run, fields=IfFields, run_sync=run_sync)

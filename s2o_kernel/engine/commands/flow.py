@@ -30,14 +30,28 @@ async def run_return(it: Interpreter, cmd: Command) -> None:
     raise Return(await it.value(cmd.fields, cmd.path))
 
 
-async def run_end(it: Interpreter, cmd: Command) -> None:
+def return_sync(it: Interpreter, cmd: Command) -> None:
+    """:func:`run_return` for a sync ``return``."""
+    raise Return(it.value_sync(cmd.fields, cmd.path))
+
+
+def run_end(it: Interpreter, cmd: Command) -> None:
     """End the run with success."""
     raise End
 
 
 async def run_fail(it: Interpreter, cmd: Command) -> None:
     """End the run with ``failCommand``; the message is the value's text, cut to ``values.MAX_TEXT``."""
-    message = await it.value(cmd.fields, cmd.path)
+    raise failure(await it.value(cmd.fields, cmd.path), cmd.path)
+
+
+def fail_sync(it: Interpreter, cmd: Command) -> None:
+    """:func:`run_fail` for a sync ``fail``."""
+    raise failure(it.value_sync(cmd.fields, cmd.path), cmd.path)
+
+
+def failure(message: Any, path: str) -> Fail:
+    """The :class:`~..fragments.tree.Fail` signal of a ``fail`` at ``path`` whose value is ``message``."""
     if not isinstance(message, str):
         try:
             message = str(message)
@@ -45,9 +59,9 @@ async def run_fail(it: Interpreter, cmd: Command) -> None:
             raise
         except Exception:  # an int too large to print, a value nested too deeply, a failing __str__
             message = safe_repr(message)
-    raise Fail(S2OError("failCommand", cut(message), path=cmd.path))
+    return Fail(S2OError("failCommand", cut(message), path=path))
 
 
-RETURN = CommandSpec("return", parse_return, run_return)
-END = CommandSpec("end", parse_no_fields, run_end)
-FAIL = CommandSpec("fail", parse_text, run_fail)
+RETURN = CommandSpec("return", parse_return, run_return, run_sync=return_sync)
+END = CommandSpec("end", parse_no_fields, None, run_sync=run_end)
+FAIL = CommandSpec("fail", parse_text, run_fail, run_sync=fail_sync)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..values import safe_repr
 from .spec import CommandSpec, parse_text
@@ -15,13 +15,22 @@ if TYPE_CHECKING:
 
 async def run(it: Interpreter, cmd: Command) -> None:
     """Add the text (a non-string value as JSON, or its bounded ``repr`` when JSON cannot show it) to the logs."""
-    text = await it.value(cmd.fields, cmd.path)
-    if not isinstance(text, str):
-        try:
-            text = json.dumps(text, default=repr)
-        except (ValueError, TypeError, RecursionError):  # an int too large to print, a value nested too deeply
-            text = safe_repr(text)
-    it.logs.append(text)
+    it.logs.append(line(await it.value(cmd.fields, cmd.path)))
 
 
-LOG = CommandSpec("log", parse_text, run)
+def run_sync(it: Interpreter, cmd: Command) -> None:
+    """:func:`run` for a sync ``log``."""
+    it.logs.append(line(it.value_sync(cmd.fields, cmd.path)))
+
+
+def line(text: Any) -> str:
+    """The log line of a value: a string as it is, anything else as JSON, or its bounded ``repr``."""
+    if isinstance(text, str):
+        return text
+    try:
+        return json.dumps(text, default=repr)
+    except (ValueError, TypeError, RecursionError):  # an int too large to print, a value nested too deeply
+        return safe_repr(text)
+
+
+LOG = CommandSpec("log", parse_text, run, run_sync=run_sync)

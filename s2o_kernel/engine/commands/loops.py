@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from ..errors import S2OError
-from ..fragments.tree import Break, Continue, join
+from ..fragments.tree import Break, Continue, all_sync, join
 from ..values import runtime_error
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 
@@ -95,6 +95,9 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
     except TypeError:
         raise S2OError("runtime", f"TypeError: 'in' is expected to be a list, got {type_name(iterable)}",
                        path=f"{cmd.path}.in") from None
+    body = cmd.children["commands"]
+    sync = all_sync(body)
+    session = it.session
     count = 0
     while True:
         try:
@@ -106,52 +109,74 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
         except Exception as exc:  # a host iterator that fails: coded, at the loop's 'in'
             raise runtime_error(exc, f"{cmd.path}.in") from None
         count += 1
-        it.session.set_local(m.item, item)
+        session.set_local(m.item, item)
         if m.index:
-            it.session.set_local(m.index, count - 1)
-        if not await iteration(it, cmd, count):
+            session.set_local(m.index, count - 1)
+        begin_pass(it, cmd, count)
+        if not (pass_sync(it, body) if sync else await pass_async(it, body)):
             break
+        if not count % YIELD_EVERY:
+            await asyncio.sleep(0)  # let parallel branches and cancellation in
 
 
 async def run_while(it: Interpreter, cmd: Command) -> None:
     """Run the body while the condition is true."""
+    body = cmd.children["commands"]
+    sync = all_sync(body)
     count = 0
     while await it.truth(cmd.model.condition, f"{cmd.path}.condition"):
         count += 1
-        if not await iteration(it, cmd, count):
+        begin_pass(it, cmd, count)
+        if not (pass_sync(it, body) if sync else await pass_async(it, body)):
             break
+        if not count % YIELD_EVERY:
+            await asyncio.sleep(0)
 
 
-async def iteration(it: Interpreter, cmd: Command, count: int) -> bool:
-    """Run pass ``count`` of a loop's body under the limits; ``False`` after a ``break``."""
+def begin_pass(it: Interpreter, cmd: Command, count: int) -> None:
+    """Start pass ``count`` (1-based) of a loop: ``loop-limit`` past ``limits.loop_iterations``,
+    ``timedOut`` past the run's time, and the pass counted on the session's progress."""
     limit = it.limits.loop_iterations
     if count > limit:
         raise S2OError("loop-limit", f"the loop ran more than {limit} iterations "
                        f"(limits.loop_iterations = {limit})", path=cmd.path)
     it.check_time(cmd.path)
     it.session.progress.note_pass(count)
+
+
+async def pass_async(it: Interpreter, body: list[Command]) -> bool:
+    """Run one pass of a loop's body; ``False`` after a ``break``."""
     try:
-        await it.block(cmd.children["commands"])
+        await it.block(body)
     except Break:
         return False
     except Continue:
         pass
-    if not count % YIELD_EVERY:
-        await asyncio.sleep(0)  # let parallel branches and cancellation in
     return True
 
 
-async def run_break(it: Interpreter, cmd: Command) -> None:
+def pass_sync(it: Interpreter, body: list[Command]) -> bool:
+    """:func:`pass_async` for a body of sync commands: no coroutine per pass."""
+    try:
+        it.block_sync(body)
+    except Break:
+        return False
+    except Continue:
+        pass
+    return True
+
+
+def run_break(it: Interpreter, cmd: Command) -> None:
     """End the innermost loop."""
     raise Break
 
 
-async def run_continue(it: Interpreter, cmd: Command) -> None:
+def run_continue(it: Interpreter, cmd: Command) -> None:
     """End the innermost loop's pass."""
     raise Continue
 
 
 FOR = CommandSpec("for", parse_for, run_for, fields=ForFields)
 WHILE = CommandSpec("while", parse_while, run_while, fields=WhileFields)
-BREAK = CommandSpec("break", parse_loop_control, run_break)
-CONTINUE = CommandSpec("continue", parse_loop_control, run_continue)
+BREAK = CommandSpec("break", parse_loop_control, None, run_sync=run_break)
+CONTINUE = CommandSpec("continue", parse_loop_control, None, run_sync=run_continue)

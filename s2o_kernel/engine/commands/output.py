@@ -148,21 +148,36 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
 
 async def run(it: Interpreter, cmd: Command) -> None:
     """Evaluate the part and emit it."""
-    m = cmd.model
+    kind, raw = _content(cmd.model)
+    it.emit(_part(cmd, kind, await it.value(raw, f"{cmd.path}.{kind}")))
+
+
+def run_sync(it: Interpreter, cmd: Command) -> None:
+    """:func:`run` for a sync ``output``."""
+    kind, raw = _content(cmd.model)
+    it.emit(_part(cmd, kind, it.value_sync(raw, f"{cmd.path}.{kind}")))
+
+
+def _content(m: OutputFields) -> tuple[str, Any]:
+    """Which part the (checked) fields give (``text``, ``html`` or ``image``) and its raw value."""
     if m.text is not None:
-        text = await it.value(m.text, f"{cmd.path}.text")
-        it.emit({"type": "text", "text": text if isinstance(text, str) else _text(repr, text, f"{cmd.path}.text")})
-    elif m.html is not None:
-        html = await it.value(m.html, f"{cmd.path}.html")
-        it.emit({"type": "html", "html": html if isinstance(html, str) else _text(str, html, f"{cmd.path}.html")})
-    else:
-        data = _text(str, await it.value(m.image, f"{cmd.path}.image"), f"{cmd.path}.image")
-        try:
-            base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise S2OError("runtime", "ValueError: an image part must be base64 text",
-                           path=f"{cmd.path}.image") from None
-        it.emit({"type": "image", "data": data, "mime": m.mime or IMAGE_TYPES[0]})
+        return "text", m.text
+    return ("html", m.html) if m.html is not None else ("image", m.image)
+
+
+def _part(cmd: Command, kind: str, value: Any) -> dict[str, Any]:
+    """The output part of ``kind`` whose evaluated content is ``value`` (see the module doc)."""
+    path = f"{cmd.path}.{kind}"
+    if kind == "text":
+        return {"type": "text", "text": value if isinstance(value, str) else _text(repr, value, path)}
+    if kind == "html":
+        return {"type": "html", "html": value if isinstance(value, str) else _text(str, value, path)}
+    data = _text(str, value, path)
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise S2OError("runtime", "ValueError: an image part must be base64 text", path=path) from None
+    return {"type": "image", "data": data, "mime": cmd.model.mime or IMAGE_TYPES[0]}
 
 
 def _text(convert: Callable[[Any], str], value: Any, path: str) -> str:
@@ -177,4 +192,4 @@ def _text(convert: Callable[[Any], str], value: Any, path: str) -> str:
     return text
 
 
-OUTPUT = CommandSpec("output", parse, run, fields=OutputFields)
+OUTPUT = CommandSpec("output", parse, run, fields=OutputFields, run_sync=run_sync)

@@ -11,6 +11,12 @@ interpreter (:mod:`..fragments.interpreter`) dispatch through the registry and k
   ``while`` encloses it.
 * ``run(interpreter, cmd)`` is a coroutine that runs the parsed command; it raises ``S2OError`` for a
   failure and the signals of :mod:`..fragments.tree` to unwind.
+* ``run_sync(interpreter, cmd)`` is the same command as a plain function, for a command that never
+  awaits (``Command.sync``, decided by the parser: none of its expressions contains ``await`` or is
+  one call whose coroutine the run would await, and every command inside it is sync as well). A
+  loop's pass then runs with no coroutine per level (``docs/performance.md``, "Fragments"). A command
+  with no ``run`` has only ``run_sync`` and no expression (``end``, ``break``, ``continue``): it is
+  always sync.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ if TYPE_CHECKING:
 
 ParseFn = Callable[["Parser", "Command", Any, set[str], bool], "Command | None"]
 RunFn = Callable[["Interpreter", "Command"], Awaitable[None]]
+SyncRunFn = Callable[["Interpreter", "Command"], None]
 
 
 class FieldsModel(BaseModel):
@@ -43,7 +50,8 @@ class CommandSpec:
     Attributes:
         name: the command's key in a fragment (``"for"``).
         parse: checks and parses the fields (see the module doc).
-        run: runs the parsed command.
+        run: runs the parsed command (a coroutine), or ``None`` for a command that is always sync.
+        run_sync: runs it without awaiting (see the module doc), or ``None`` when it needs ``run``.
         fields: the pydantic model of its fields, or ``None`` when its fields are not an object of
             named fields (``var``'s targets, ``log``'s text, ``parallel``'s list).
         parses_on_error: the command reads ``onError`` among its own fields itself (``var``);
@@ -55,10 +63,15 @@ class CommandSpec:
 
     name: str
     parse: ParseFn
-    run: RunFn
+    run: RunFn | None
     fields: type[BaseModel] | None = None
     parses_on_error: bool = False
     produces_result: bool = False
+    run_sync: SyncRunFn | None = None
+
+    def __post_init__(self) -> None:
+        if self.run is None and self.run_sync is None:
+            raise TypeError(f"the command {self.name!r} has no runner")
 
 
 def parse_text(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:

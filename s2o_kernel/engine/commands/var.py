@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from ..fragments.tree import Command
     from ..session import Session
 
+#: One parsed field of a ``var``: (target text, JSON path, raw value, scope, name, item path).
+Target = tuple[str, str, Any, str, str, list[Any]]
+
 
 def parse_target(target: str) -> tuple[str, str, list[Any]]:
     """Split a ``var`` target into ``(scope, name, item path)``.
@@ -74,7 +77,7 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
         return None
     if "onError" in fields:
         cmd.on_error = p.commands(fields["onError"], join(cmd.path, "onError"), known, in_loop)
-    targets = {}
+    targets: list[Target] = []
     earlier: list[str] = []
     for target, value in fields.items():
         if target == "onError":
@@ -91,7 +94,7 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
         if scope == "local":
             known.add(name)
         earlier.append(name)
-        targets[target] = (scope, name, items)
+        targets.append((target, fpath, value, scope, name, items))
         p.access("write", ref_path(scope, (name, *items)), fpath, "var")
     cmd.model = targets
     cmd.fields = {k: v for k, v in fields.items() if k != "onError"}
@@ -101,16 +104,29 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
 async def run(it: Interpreter, cmd: Command) -> None:
     """Evaluate and assign each field in order."""
     done: dict[str, Any] = {}
-    for target, raw in cmd.fields.items():
-        scope, name, items = cmd.model[target]
-        path = f"{cmd.path}.{target}"
+    for target, path, raw, scope, name, items in cmd.model:
         value = await it.value(raw, path, done)
-        try:
-            assign(it.session, scope, name, items, value, target)
-        except S2OError as exc:
-            exc.stage = "run"
-            raise exc.with_context(path=path) from None
+        store(it, (target, path, raw, scope, name, items), value)
         done[name] = value
+
+
+def run_sync(it: Interpreter, cmd: Command) -> None:
+    """:func:`run` for a sync ``var`` (no field awaits)."""
+    done: dict[str, Any] = {}
+    for field in cmd.model:
+        value = it.value_sync(field[2], field[1], done)
+        store(it, field, value)
+        done[field[4]] = value
+
+
+def store(it: Interpreter, field: Target, value: Any) -> None:
+    """Assign the evaluated ``value`` of the parsed ``field``; errors carry the field's path."""
+    target, path, _, scope, name, items = field
+    try:
+        assign(it.session, scope, name, items, value, target)
+    except S2OError as exc:
+        exc.stage = "run"
+        raise exc.with_context(path=path) from None
 
 
 def assign(session: Session, scope: str, name: str, items: list[Any], value: Any, target: str) -> None:
@@ -139,4 +155,4 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
     session.set_variable(scope, name, value)
 
 
-VAR = CommandSpec("var", parse, run, parses_on_error=True)
+VAR = CommandSpec("var", parse, run, parses_on_error=True, run_sync=run_sync)

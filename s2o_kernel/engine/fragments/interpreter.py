@@ -50,7 +50,11 @@ from .depth import MAX_NESTING
 from .tree import Break, Command, Continue, End, Fail, Function, Program, Return, join
 
 if TYPE_CHECKING:
+    from ..engine import Compiled, Engine
     from ..session import Session
+
+#: What :meth:`~..session.Session.snapshot` returns: (namespace, agent, conv) copies.
+Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
 
 #: Errors that ``onError`` does not handle: they end the run.
 UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit",
@@ -110,6 +114,8 @@ class Interpreter:
             snapshot inside one: branches share state).
         current_path: JSON path of the command running now (for ``timedOut``).
         spend: US dollars the run's model calls have cost so far (SPEC 6, 7.1; :meth:`add_spend`).
+        compiled: (expression source, command field names) → its code under ``compiled_by``, the
+            session's engine: a loop's expressions are looked up once per pass in this small table.
     """
 
     def __init__(self, session: Session, program: Program, on_output: OutputSink | None, start: float) -> None:
@@ -124,6 +130,8 @@ class Interpreter:
         self.parallel_depth = 0
         self.current_path: str | None = None
         self.spend = 0.0
+        self.compiled: dict[tuple[str, tuple[str, ...]], Compiled] = {}
+        self.compiled_by: Engine | None = None
 
     # -- values -------------------------------------------------------------------------------------
     async def value(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
@@ -142,6 +150,23 @@ class Interpreter:
             return {k: await self.value(v, f"{path}.{k}", fields) for k, v in raw.items()}
         return raw
 
+    def value_sync(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
+        """:meth:`value` for a sync command (``Command.sync``: none of its expressions awaits)."""
+        if isinstance(raw, str):
+            found = expression_of(raw)
+            if found is None:
+                return self.reference(raw, path) if has_reference(raw) else raw
+            compiled, namespace = self.prepared(found[0], path, fields)
+            try:
+                return self.session.execution.run_now(compiled, self.start, namespace)
+            except S2OError as exc:
+                raise exc.with_context(path=path) from None
+        if isinstance(raw, list):
+            return [self.value_sync(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
+        if isinstance(raw, dict):
+            return {k: self.value_sync(v, f"{path}.{k}", fields) for k, v in raw.items()}
+        return raw
+
     def reference(self, text: str, path: str) -> Any:
         """The value of the reference expression ``text`` at ``path`` (SPEC 8; :func:`.wiring.read`)."""
         try:
@@ -149,25 +174,48 @@ class Interpreter:
         except S2OError as exc:
             raise exc.with_context(path=path) from None
 
+    def prepared(self, source: str, path: str, fields: dict[str, Any] | None) -> tuple[Compiled, dict[str, Any]]:
+        """The compiled expression ``source`` of the fragment at ``path`` and the namespace it runs in
+        (:meth:`~..session.Session.prepare`); a compile error carries ``path``."""
+        s = self.session
+        engine = s.engine
+        key = (source, tuple(fields) if fields else ())
+        if engine is self.compiled_by:
+            compiled = self.compiled.get(key)
+        else:  # a new engine (the session turned guarded): its own code
+            self.compiled.clear()
+            self.compiled_by, compiled = engine, None
+        if compiled is None:
+            try:
+                compiled = engine.compile(source, command_fields=key[1])
+            except S2OError as exc:
+                raise exc.with_context(path=path) from None
+            self.compiled[key] = compiled
+        return compiled, s.prepare(fields)
+
     async def expression(self, source: str, path: str, fields: dict[str, Any] | None) -> Any:
         """Run one expression of the fragment at ``path``; errors carry ``path``."""
-        s = self.session
-        try:
-            compiled = s.engine.compile(source, command_fields=list(fields) if fields is not None else [])
-        except S2OError as exc:
-            raise exc.with_context(path=path) from None
-        namespace = s.prepare(fields)
+        compiled, namespace = self.prepared(source, path, fields)
         if compiled.is_coroutine_code and self.parallel_depth:
             namespace = dict(namespace)  # what this task sees stays put while it awaits
         try:
-            return await s.execution.run_on_loop(compiled, self.start, namespace)
+            return await self.session.execution.run_on_loop(compiled, self.start, namespace)
         except S2OError as exc:
             raise exc.with_context(path=path) from None
 
     async def truth(self, raw: Any, path: str) -> bool:
         """The truth of a dynamic value; a host object's failing ``__bool__`` is ``runtime``."""
+        return self.truth_of(await self.value(raw, path), path)
+
+    def truth_sync(self, raw: Any, path: str) -> bool:
+        """:meth:`truth` for a sync command."""
+        return self.truth_of(self.value_sync(raw, path), path)
+
+    @staticmethod
+    def truth_of(value: Any, path: str) -> bool:
+        """``bool(value)``; a host object's failing ``__bool__`` is ``runtime`` at ``path``."""
         try:
-            return bool(await self.value(raw, path))
+            return bool(value)
         except S2OError:
             raise
         except Exception as exc:
@@ -225,7 +273,8 @@ class Interpreter:
 
     # -- commands -----------------------------------------------------------------------------------
     async def block(self, commands: list[Command]) -> None:
-        """Run a command list in order, one level deeper (``too-deep`` past :data:`~.depth.MAX_NESTING`)."""
+        """Run a command list in order, one level deeper (``too-deep`` past :data:`~.depth.MAX_NESTING`);
+        a sync command runs as a plain call (:meth:`command_sync`)."""
         if not commands:
             return
         depth = _DEPTH.get() + 1
@@ -235,44 +284,93 @@ class Interpreter:
         token = _DEPTH.set(depth)
         try:
             for cmd in commands:
-                await self.command(cmd)
+                if cmd.sync:
+                    self.command_sync(cmd)
+                else:
+                    await self.command(cmd)
         finally:
             _DEPTH.reset(token)
 
+    def block_sync(self, commands: list[Command]) -> None:
+        """:meth:`block` for a list of sync commands (:func:`~.tree.all_sync`).
+
+        It counts no level: nothing below a sync command calls a function or runs an async command,
+        so nothing below it reads the depth, and its own nesting is within the bound validation
+        checked (:mod:`.depth`); a ``RecursionError`` would still be ``too-deep``.
+        """
+        for cmd in commands:
+            self.command_sync(cmd)
+
     async def command(self, cmd: Command) -> None:
         """Run one command through its registry entry, restoring state when it fails (see module doc)."""
+        run = registry.REGISTRY[cmd.name].run
+        if run is None:  # cannot happen: a command with no run has no expression, so it is sync
+            raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
         self.check_time(cmd.path)
         self.current_path = cmd.path
         snap = self.session.snapshot() if self.parallel_depth == 0 else None
         try:
-            await registry.REGISTRY[cmd.name].run(self, cmd)
+            await run(self, cmd)
             self.write_output(cmd, self.session.namespace().get("result"), failed=False)
         except (asyncio.CancelledError, RunTimeout, RunInterrupt, KeyboardInterrupt):
             if snap is not None:  # a limit or an interrupt: nothing of this command stays
                 self.session.restore(snap)
             raise
         except (S2OError, RecursionError) as raised:
-            exc = raised if isinstance(raised, S2OError) else S2OError("too-deep", f"{TOO_DEEP} for Python's stack")
-            exc.with_context(path=cmd.path)
-            if exc.stage == "validate":
-                exc.stage = "run"
+            exc = self.failed(cmd, raised, snap)
+            if exc is not None:
+                await self.handle(cmd.on_error or [], exc)
+        finally:
+            self.session.clear_command_fields()
+
+    def command_sync(self, cmd: Command) -> None:
+        """:meth:`command` for a sync command (``Command.sync``): the same steps, no coroutine. The time
+        is not checked here: sync commands form no loop of their own (a loop checks it every pass) and
+        the run's watchdog stops an expression that runs long."""
+        run = registry.REGISTRY[cmd.name].run_sync
+        if run is None:  # cannot happen: the parser makes only commands with run_sync sync
+            raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
+        self.current_path = cmd.path
+        snap = self.session.snapshot() if self.parallel_depth == 0 else None
+        try:
+            run(self, cmd)
+            if cmd.output_path is not None:
+                self.write_output(cmd, self.session.namespace().get("result"), failed=False)
+        except (RunTimeout, RunInterrupt, KeyboardInterrupt):
             if snap is not None:
                 self.session.restore(snap)
-            if exc.code in UNHANDLED:
-                raise exc from None
-            try:
-                wrote = self.write_output(cmd, {"code": exc.code, "message": exc.message}, failed=True)
-            except S2OError:
-                if snap is not None:
-                    self.session.restore(snap)
-                raise
-            if cmd.on_error is None:
-                if wrote:
-                    return
-                raise exc from None
-            await self.handle(cmd.on_error, exc)
+            raise
+        except (S2OError, RecursionError) as raised:
+            exc = self.failed(cmd, raised, snap)
+            if exc is not None:
+                with self.session.handling(exc):
+                    self.block_sync(cmd.on_error or [])
         finally:
-            self.session.set_command_fields({})
+            self.session.clear_command_fields()
+
+    def failed(self, cmd: Command, raised: S2OError | RecursionError, snap: Snapshot | None) -> S2OError | None:
+        """What follows ``cmd`` failing with ``raised``: state restored from ``snap``; a limit (``UNHANDLED``)
+        raised again; the error written to ``outputPath``'s failure alternative. Returns the error for
+        ``cmd``'s ``onError`` to handle, or ``None`` when the write handled it; raises it when neither does."""
+        exc = raised if isinstance(raised, S2OError) else S2OError("too-deep", f"{TOO_DEEP} for Python's stack")
+        exc.with_context(path=cmd.path)
+        if exc.stage == "validate":
+            exc.stage = "run"
+        if snap is not None:
+            self.session.restore(snap)
+        if exc.code in UNHANDLED:
+            raise exc from None
+        try:
+            wrote = self.write_output(cmd, {"code": exc.code, "message": exc.message}, failed=True)
+        except S2OError:
+            if snap is not None:
+                self.session.restore(snap)
+            raise
+        if cmd.on_error is None:
+            if wrote:
+                return None
+            raise exc from None
+        return exc
 
     def write_output(self, cmd: Command, value: Any, *, failed: bool) -> bool:
         """Write ``value`` to ``cmd``'s ``outputPath`` targets (SPEC 8): on success every target of the

@@ -32,7 +32,7 @@ from ..rules import RESERVED_NAMES
 from .bounds import parse_bounds
 from .dataflow import Access, Dataflow, expression_reads
 from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
-from .tree import ARG_TYPES, Command, Function, Program, join
+from .tree import ARG_TYPES, Command, Function, Program, all_sync, join
 from .wiring import targets
 
 if TYPE_CHECKING:
@@ -115,6 +115,9 @@ class Parser:
         nesting: how many command lists enclose the one being parsed (bounded by ``MAX_NESTING``).
         flow: every path read and written, in document order (:mod:`.dataflow`).
         command_path: the JSON path of the command being parsed.
+        awaits: an expression of the command being parsed (or of a command inside it) may await:
+            it contains ``await`` or is one call whose coroutine the run awaits (SPEC 6); such a
+            command is not sync (``Command.sync``).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -125,6 +128,7 @@ class Parser:
         self.nesting = 0
         self.flow: list[Access] = []
         self.command_path = ""
+        self.awaits = False
 
     def access(self, mode: str, data: str, path: str, via: str, when: str = "") -> None:
         """Record that the field at ``path`` of the command being parsed reads or writes ``data`` (SPEC 8)."""
@@ -184,6 +188,8 @@ class Parser:
                 return
             checked = self.engine.check_remembered(found[0], locals=known, command_fields=fields or [])
             self.errors.extend(e.with_context(path=path) for e in checked.errors)
+            if checked.is_async or checked.top_call:
+                self.awaits = True
             if not checked.errors:
                 for data in expression_reads(found[0], checked.local_names):
                     self.access("read", data, path, "expression")
@@ -272,15 +278,22 @@ class Parser:
             handler = self.commands(on_error_raw, join(path, "onError"), known, in_loop)
             for cmd in out:
                 cmd.on_error = handler
+                cmd.sync = cmd.sync and all_sync(handler)
         return out
 
     def command(self, name: str, fields: Any, path: str, known: set[str], in_loop: bool) -> Command | None:
         """Parse one command through its registry entry; ``None`` after recording a problem."""
         outer, self.command_path = self.command_path, path
+        outer_awaits, self.awaits = self.awaits, False
         try:
-            return self._command(name, fields, path, known, in_loop)
+            cmd = self._command(name, fields, path, known, in_loop)
+            if cmd is not None:
+                cmd.sync = (registry.REGISTRY[name].run_sync is not None and not self.awaits and not cmd.branches
+                            and all_sync(cmd.on_error) and all(all_sync(c) for c in cmd.children.values()))
+            return cmd
         finally:
             self.command_path = outer
+            self.awaits = outer_awaits or self.awaits
 
     def _command(self, name: str, fields: Any, path: str, known: set[str], in_loop: bool) -> Command | None:
         cmd = Command(name, fields, path)

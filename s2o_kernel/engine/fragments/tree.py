@@ -31,6 +31,8 @@ class Command:
         on_error: the ``onError`` command list, or ``None``.
         model: what the command's parser made of its fields (a pydantic model, a target table, …).
         output_path: the parsed ``outputPath`` (SPEC 8) of a command that produces a result, or ``None``.
+        sync: the command runs as a plain function (``CommandSpec.run_sync``): none of its expressions
+            awaits and every command inside it (children, ``onError``) is sync; set by the parser.
     """
 
     name: str
@@ -41,6 +43,12 @@ class Command:
     on_error: list[Command] | None = None
     model: Any = None
     output_path: Expr | None = None
+    sync: bool = False
+
+
+def all_sync(commands: list[Command] | None) -> bool:
+    """True when every command of ``commands`` (``None``: no list) is sync."""
+    return commands is None or all(c.sync for c in commands)
 
 
 @dataclass

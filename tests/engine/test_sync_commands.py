@@ -1,0 +1,187 @@
+"""Sync commands (``Command.sync``, issue 12): a command none of whose expressions awaits runs as a
+plain call, with no coroutine per level. The parser decides which commands are sync; these tests
+check that decision, and that every fragment behaves exactly as it does when every command runs
+as a coroutine (the registry's ``run_sync`` taken away), including failures, ``onError``,
+``outputPath``, loop control, limits and state restored after a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from s2o_kernel.engine import Engine, Session, bare_settings
+from s2o_kernel.engine import commands as registry
+from s2o_kernel.engine.fragments.parser import parse_fragment
+from s2o_kernel.engine.fragments.tree import Command
+
+ALLOWLIST = "asyncio.sleep\nlen\nstr\nint\nlist\nrange"
+
+
+def IF(condition: str, then: Any, otherwise: Any = None) -> dict[str, Any]:
+    return {"condition": condition, "then": then} | ({} if otherwise is None else {"else": otherwise})
+
+
+def WHILE(condition: str, commands: Any) -> dict[str, Any]:
+    return {"condition": condition, "commands": commands}
+
+
+def session(locals: dict[str, Any] | None = None, **settings: Any) -> Session:
+    return Session(Engine(bare_settings({"allowlist": ALLOWLIST, **settings})), locals=dict(locals or {}))
+
+
+def parsed(fragment: Any, known: set[str] | None = None) -> list[Command]:
+    return parse_fragment(Engine(bare_settings({"allowlist": ALLOWLIST})), fragment, known=known).body.commands
+
+
+def without_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command that has a coroutine runner loses its plain one: the parser then makes none sync."""
+    for name, spec in list(registry.REGISTRY.items()):
+        if spec.run is not None and spec.run_sync is not None:
+            monkeypatch.setitem(registry.REGISTRY, name, dataclasses.replace(spec, run_sync=None))
+
+
+# -- what the parser makes sync ---------------------------------------------------------------
+
+def test_commands_without_await_are_sync_and_a_loop_runs_its_body_sync():
+    var, loop, cond = parsed([
+        {"var": {"total": "{ 0 }", "names": ["a", "b"]}},
+        {"for": {"in": "{ [1, 2] }", "item": "n", "commands": [
+            {"var": {"total": "{ total + n }"}}, {"log": "{ n }"}, {"if": IF("{ n > 1 }", {"break": {}})}]}},
+        {"if": IF("{ total > 2 }", {"output": {"text": "big"}}, {"end": {}})},
+    ])
+    assert var.sync and cond.sync
+    assert not loop.sync  # a loop is a coroutine (it lets parallel branches in); its body is sync
+    assert all(c.sync for c in loop.children["commands"])
+
+
+@pytest.mark.parametrize("fragment", [
+    {"var": {"x": "{ await asyncio.sleep(0, 1) }"}},
+    {"var": {"x": "{ asyncio.sleep(0, 1) }"}},  # one call whose coroutine the run awaits (SPEC 6)
+    {"log": "{ str(await asyncio.sleep(0, 1)) }"},
+    {"if": IF("{ True }", {"var": {"x": "{ await asyncio.sleep(0, 1) }"}})},
+    {"if": IF("{ await asyncio.sleep(0, True) }", {"var": {"x": 1}})},
+    {"var": {"x": "{ len('ab') }"}, "onError": [{"var": {"x": "{ await asyncio.sleep(0, 1) }"}}]},
+    {"return": "{ await asyncio.sleep(0, 1) }"},
+], ids=["await", "top-call", "await-inside", "in-a-branch", "condition", "on-error", "return"])
+def test_a_command_that_may_await_is_not_sync(fragment):
+    (cmd,) = parsed(fragment)
+    assert not cmd.sync
+
+
+def test_an_await_in_one_command_leaves_its_neighbours_sync():
+    first, second, third = parsed([{"var": {"a": 1}}, {"var": {"b": "{ await asyncio.sleep(0, 2) }"}},
+                                   {"var": {"c": "{ a + 1 }"}}])
+    assert first.sync and not second.sync and third.sync
+
+
+# -- the same behaviour either way ----------------------------------------------------------------
+
+CASES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "loop-sum": ({"for": {"in": "{ list(range(5)) }", "item": "n", "index": "i",
+                          "commands": [{"var": {"total": "{ total + n * i }"}}]}}, {"total": 0}),
+    "break-continue": ([{"var": {"seen": []}}, {"for": {"in": "{ [1, 2, 3, 4, 5] }", "item": "n", "commands": [
+        {"if": IF("{ n == 2 }", {"continue": {}})},
+        {"if": IF("{ n == 4 }", {"break": {}})},
+        {"var": {"seen": "{ seen + [n] }"}}]}}, {"return": "{ seen }"}], {}),
+    "while": ([{"var": {"n": 0}}, {"while": WHILE("{ n < 40 }", {"var": {"n": "{ n + 1 }"}})},
+               {"return": "{ n }"}], {}),
+    "on-error": ([{"var": {"x": "{ 1 // 0 }"}, "onError": [{"var": {"caught": "{ exc.code }"}},
+                                                           {"log": "{ exc.message }"}]},
+                  {"return": "{ caught }"}], {}),
+    "failure-restores": ([{"var": {"a": 1}}, {"var": {"a": 2, "b": "{ 1 // 0 }"}}], {}),
+    "output-path-failure": ({"functions": {
+        "main": {"commands": [{"call": {"function": "half", "args": {"a": 1}, "outputPath": "†agent.ok || †agent.failed"}},
+                              {"return": "{ agent.failed }"}]},
+        "half": {"args": {"a": "int"}, "commands": [{"var": {"b": "{ a * 2 }"}}, {"return": "{ b // 0 }"}]}}}, {}),
+    "outputs-and-logs": ([{"output": {"text": "{ 'n=' + str(3) }"}}, {"output": {"html": "<b>x</b>"}},
+                          {"log": "{ {'a': [1, 2]} }"}, {"log": "plain"}], {}),
+    "fail": ([{"var": {"why": "nope"}}, {"fail": "{ why + '!' }"}], {}),
+    "end": ([{"var": {"a": 1}}, {"end": {}}, {"var": {"a": 2}}], {}),
+    "not-set": ([{"if": IF("{ False }", {"var": {"m": 1}})}, {"return": "{ m + 1 }"}], {}),
+    "loop-limit": ({"while": WHILE("{ True }", {"var": {"k": "{ k + 1 }"}})}, {"k": 0}),
+    "command-fields": ({"var": {"a": 2, "b": "{ command.a * 10 }"}}, {}),
+    "agent-scope": ([{"var": {"agent.count": "{ 5 }"}}, {"return": "{ agent.count + 1 }"}], {}),
+}
+
+
+def outcome(s: Session, fragment: Any) -> tuple[Any, ...]:
+    r = s.run_fragment(fragment)
+    err = r.error
+    return (r.code, r.value, r.outputs, r.logs, err and (err.code, err.path, err.message),
+            {k: v for k, v in s.locals.items()}, dict(s.agent_vars))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_sync_commands_behave_as_coroutine_commands(name, monkeypatch):
+    fragment, locals_ = CASES[name]
+    sync = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
+    without_sync(monkeypatch)
+    assert not any(c.sync for c in parsed(fragment, set(locals_)) if c.name != "end")
+    coroutine = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
+    assert sync == coroutine
+
+
+def test_the_sync_path_gives_the_expected_values():
+    """Values written by hand, so the comparison above is not two runs of one bug."""
+    def run(name: str) -> Any:
+        fragment, locals_ = CASES[name]
+        s = session(locals=locals_, limits={"loop_iterations": 50})
+        return s, s.run_fragment(fragment)
+
+    s, r = run("loop-sum")
+    assert r.code == "success" and s.locals["total"] == 0 + 1 + 4 + 9 + 16
+    assert run("break-continue")[1].value == [1, 3]
+    assert run("while")[1].value == 40
+    s, r = run("on-error")
+    assert r.value == "runtime" and "division" in r.logs[0]
+    s, r = run("failure-restores")
+    assert r.code == "errorInAgent" and r.error is not None and r.error.path == "[1].var.b"
+    assert s.locals["a"] == 1 and "b" not in s.locals
+    assert run("output-path-failure")[1].value["code"] == "runtime"
+    r = run("outputs-and-logs")[1]
+    assert [p.get("text", p.get("html")) for p in r.outputs] == ["n=3", "<b>x</b>"]
+    assert r.logs == ['{"a": [1, 2]}', "plain"]
+    r = run("fail")[1]
+    assert r.code == "failCommand" and r.error is not None and r.error.message == "nope!"
+    s, r = run("end")
+    assert r.code == "success" and s.locals["a"] == 1
+    assert run("not-set")[1].error.code == "not-set"
+    s, r = run("loop-limit")
+    assert r.error.code == "loop-limit" and s.locals["k"] == 0
+    assert run("command-fields")[0].locals["b"] == 20
+
+
+def test_a_time_limit_stops_a_sync_loop_and_keeps_the_session():
+    s = session(locals={"k": 0}, limits={"time": 0.3, "loop_iterations": 10**9})
+    r = s.run_fragment({"while": WHILE("{ True }", {"var": {"k": "{ k + 1 }"}})})
+    assert r.code == "timedOut"
+    assert s.locals["k"] == 0
+
+
+def test_parallel_branches_still_take_turns_with_a_sync_loop():
+    """A loop whose body is sync still hands the event loop over (every 32 passes): a branch that
+    awaits finishes while the other branch's loop is still running."""
+    s = session(locals={"order": []})
+    r = s.run_fragment([
+        {"parallel": [
+            [{"var": {"w": "{ await asyncio.sleep(0, 1) }"}}, {"var": {"order": "{ order + ['awaited'] }"}}],
+            [{"for": {"in": "{ list(range(200)) }", "item": "n", "commands": [
+                {"if": IF("{ n == 199 }", {"var": {"order": "{ order + ['looped'] }"}})}]}}],
+        ]},
+        {"return": "{ order }"}])
+    assert r.code == "success", r.error
+    assert r.value == ["awaited", "looped"]
+
+
+def test_too_deep_is_reported_by_sync_blocks(monkeypatch):
+    nested: Any = {"var": {"x": 1}}
+    for _ in range(40):
+        nested = {"if": IF("{ True }", nested)}
+    sync = session().run_fragment(nested)
+    without_sync(monkeypatch)
+    coroutine = session().run_fragment(nested)
+    assert sync.code == coroutine.code
+    assert (sync.error and sync.error.code) == (coroutine.error and coroutine.error.code)
