@@ -231,7 +231,7 @@ class Execution:
             if type(value) is types.CoroutineType and (compiled.is_coroutine_code or compiled.top_call):
                 value.close()
                 raise S2OError("unexpected", "an expression of a sync command awaited")
-            return self.finish(compiled, value)
+            return self.finish(compiled, value) if compiled.may_hold_objects else value
         except BaseException as exc:
             raise self.fragment_error(exc, compiled, start) from None
 

@@ -43,6 +43,18 @@ def without_sync(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setitem(registry.REGISTRY, name, dataclasses.replace(spec, run_sync=None))
 
 
+def without_atomic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No command is atomic (``Command.atomic``): the interpreter takes a snapshot before every one."""
+    spec = registry.REGISTRY["var"]
+
+    def parse(p: Any, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
+        parsed = spec.parse(p, cmd, fields, known, in_loop)
+        if parsed is not None:
+            parsed.atomic = False
+        return parsed
+    monkeypatch.setitem(registry.REGISTRY, "var", dataclasses.replace(spec, parse=parse))
+
+
 # -- what the parser makes sync ---------------------------------------------------------------
 
 def test_commands_without_await_are_sync_and_a_loop_runs_its_body_sync():
@@ -104,6 +116,12 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
     "loop-limit": ({"while": WHILE("{ True }", {"var": {"k": "{ k + 1 }"}})}, {"k": 0}),
     "command-fields": ({"var": {"a": 2, "b": "{ command.a * 10 }"}}, {}),
     "agent-scope": ([{"var": {"agent.count": "{ 5 }"}}, {"return": "{ agent.count + 1 }"}], {}),
+    "one-field-fails-in-a-handler": ([{"var": {"a": 1}}, {"var": {"b": "{ 1 // 0 }"}, "onError": [
+        {"var": {"c": "{ exc.code }"}}, {"var": {"d": "{ [][1] }"}}]}], {}),
+    "item-out-of-range": ([{"var": {"lst": [1], "agent.cart": {"n": 1}}}, {"var": {"agent.cart['n']": 2}},
+                           {"var": {"lst[5]": 2}}], {}),
+    "nested-if-fails-late": ([{"var": {"a": 1}}, {"if": IF("{ True }", [
+        {"var": {"a": 2}}, {"var": {"agent.seen": True}}, {"log": "{ [][3] }"}])}], {}),
 }
 
 
@@ -115,13 +133,18 @@ def outcome(s: Session, fragment: Any) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_sync_commands_behave_as_coroutine_commands(name, monkeypatch):
+@pytest.mark.parametrize("other", ["coroutine", "snapshot-always"])
+def test_sync_commands_behave_as_coroutine_commands(name, other, monkeypatch):
+    """The same run with every command a coroutine, or with a snapshot before every command."""
     fragment, locals_ = CASES[name]
-    sync = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
-    without_sync(monkeypatch)
-    assert not any(c.sync for c in parsed(fragment, set(locals_)) if c.name != "end")
-    coroutine = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
-    assert sync == coroutine
+    fast = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
+    if other == "coroutine":
+        without_sync(monkeypatch)
+        assert not any(c.sync for c in parsed(fragment, set(locals_)) if c.name != "end")
+    else:
+        without_atomic(monkeypatch)
+        assert not any(c.atomic for c in parsed(fragment, set(locals_)))
+    assert fast == outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
 
 
 def test_the_sync_path_gives_the_expected_values():
@@ -152,6 +175,12 @@ def test_the_sync_path_gives_the_expected_values():
     s, r = run("loop-limit")
     assert r.error.code == "loop-limit" and s.locals["k"] == 0
     assert run("command-fields")[0].locals["b"] == 20
+    s, r = run("one-field-fails-in-a-handler")
+    assert r.error.code == "runtime" and s.locals.get("a") == 1 and "b" not in s.locals and "d" not in s.locals
+    s, r = run("item-out-of-range")
+    assert r.error.path == "[2].var.lst[5]" and s.locals["lst"] == [1] and s.agent_vars == {"cart": {"n": 2}}
+    s, r = run("nested-if-fails-late")
+    assert r.error.code == "runtime" and s.locals["a"] == 1 and s.agent_vars == {}
 
 
 def test_a_time_limit_stops_a_sync_loop_and_keeps_the_session():

@@ -158,7 +158,8 @@ async def pass_async(it: Interpreter, body: list[Command]) -> bool:
 def pass_sync(it: Interpreter, body: list[Command]) -> bool:
     """:func:`pass_async` for a body of sync commands: no coroutine per pass."""
     try:
-        it.block_sync(body)
+        for cmd in body:  # it.block_sync(body), one call less a pass
+            it.command_sync(cmd)
     except Break:
         return False
     except Continue:

@@ -97,6 +97,7 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
         targets.append((target, fpath, value, scope, name, items))
         p.access("write", ref_path(scope, (name, *items)), fpath, "var")
     cmd.model = targets
+    cmd.atomic = len(targets) == 1  # one assignment, the last thing it does (see Command.atomic)
     cmd.fields = {k: v for k, v in fields.items() if k != "onError"}
     return cmd
 
@@ -131,6 +132,9 @@ def store(it: Interpreter, field: Target, value: Any) -> None:
 
 def assign(session: Session, scope: str, name: str, items: list[Any], value: Any, target: str) -> None:
     """Set ``value`` at ``target`` (``scope``, ``name`` and item path as :func:`parse_target` splits it)."""
+    if not items and scope == "local":
+        session.set_local(name, value)
+        return
     if items:
         if not session.exists(scope, name):
             shown = f"'{name}'" if scope == "local" else f"{scope}.{name}"

@@ -113,13 +113,15 @@ class Interpreter:
         parallel_depth: how many ``parallel`` commands enclose the running command (no per-command
             snapshot inside one: branches share state).
         current_path: JSON path of the command running now (for ``timedOut``).
+        execution: the session's evaluator (:class:`~..execution.Execution`).
         spend: US dollars the run's model calls have cost so far (SPEC 6, 7.1; :meth:`add_spend`).
-        compiled: (expression source, command field names) → its code under ``compiled_by``, the
+        compiled: (dynamic string, command field names) → its code under ``compiled_by``, the
             session's engine: a loop's expressions are looked up once per pass in this small table.
     """
 
     def __init__(self, session: Session, program: Program, on_output: OutputSink | None, start: float) -> None:
         self.session = session
+        self.execution = session.execution
         self.program = program
         self.on_output = on_output
         self.start = start
@@ -140,10 +142,16 @@ class Interpreter:
         ``fields`` are the command's fields set so far (``command.<field>``), or ``None``.
         """
         if isinstance(raw, str):
-            found = expression_of(raw)
-            if found is None:
+            compiled = self.compiled_for(raw, path, fields)
+            if compiled is None:
                 return self.reference(raw, path) if has_reference(raw) else raw
-            return await self.expression(found[0], path, fields)
+            namespace = self.session.prepare(fields)
+            if compiled.is_coroutine_code and self.parallel_depth:
+                namespace = dict(namespace)  # what this task sees stays put while it awaits
+            try:
+                return await self.execution.run_on_loop(compiled, self.start, namespace)
+            except S2OError as exc:
+                raise exc.with_context(path=path) from None
         if isinstance(raw, list):
             return [await self.value(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
         if isinstance(raw, dict):
@@ -153,12 +161,11 @@ class Interpreter:
     def value_sync(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
         """:meth:`value` for a sync command (``Command.sync``: none of its expressions awaits)."""
         if isinstance(raw, str):
-            found = expression_of(raw)
-            if found is None:
+            compiled = self.compiled_for(raw, path, fields)
+            if compiled is None:
                 return self.reference(raw, path) if has_reference(raw) else raw
-            compiled, namespace = self.prepared(found[0], path, fields)
             try:
-                return self.session.execution.run_now(compiled, self.start, namespace)
+                return self.execution.run_now(compiled, self.start, self.session.prepare(fields))
             except S2OError as exc:
                 raise exc.with_context(path=path) from None
         if isinstance(raw, list):
@@ -174,34 +181,28 @@ class Interpreter:
         except S2OError as exc:
             raise exc.with_context(path=path) from None
 
-    def prepared(self, source: str, path: str, fields: dict[str, Any] | None) -> tuple[Compiled, dict[str, Any]]:
-        """The compiled expression ``source`` of the fragment at ``path`` and the namespace it runs in
-        (:meth:`~..session.Session.prepare`); a compile error carries ``path``."""
-        s = self.session
-        engine = s.engine
-        key = (source, tuple(fields) if fields else ())
+    def compiled_for(self, text: str, path: str, fields: dict[str, Any] | None) -> Compiled | None:
+        """The compiled expression of the dynamic string ``text`` at ``path`` of the fragment, with the
+        command's fields ``fields`` set so far, or ``None`` when ``text`` is plain text; a compile error
+        carries ``path``. Looked up in the run's table (:attr:`compiled`) before the engine's cache."""
+        engine = self.execution.engine
+        key = (text, tuple(fields) if fields else ())
         if engine is self.compiled_by:
             compiled = self.compiled.get(key)
+            if compiled is not None:
+                return compiled
         else:  # a new engine (the session turned guarded): its own code
             self.compiled.clear()
-            self.compiled_by, compiled = engine, None
-        if compiled is None:
-            try:
-                compiled = engine.compile(source, command_fields=key[1])
-            except S2OError as exc:
-                raise exc.with_context(path=path) from None
-            self.compiled[key] = compiled
-        return compiled, s.prepare(fields)
-
-    async def expression(self, source: str, path: str, fields: dict[str, Any] | None) -> Any:
-        """Run one expression of the fragment at ``path``; errors carry ``path``."""
-        compiled, namespace = self.prepared(source, path, fields)
-        if compiled.is_coroutine_code and self.parallel_depth:
-            namespace = dict(namespace)  # what this task sees stays put while it awaits
+            self.compiled_by = engine
+        found = expression_of(text)
+        if found is None:
+            return None
         try:
-            return await self.session.execution.run_on_loop(compiled, self.start, namespace)
+            compiled = engine.compile(found[0], command_fields=key[1])
         except S2OError as exc:
             raise exc.with_context(path=path) from None
+        self.compiled[key] = compiled
+        return compiled
 
     async def truth(self, raw: Any, path: str) -> bool:
         """The truth of a dynamic value; a host object's failing ``__bool__`` is ``runtime``."""
@@ -308,7 +309,7 @@ class Interpreter:
             raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
         self.check_time(cmd.path)
         self.current_path = cmd.path
-        snap = self.session.snapshot() if self.parallel_depth == 0 else None
+        snap = self.session.snapshot() if self.parallel_depth == 0 and not cmd.atomic else None
         try:
             await run(self, cmd)
             self.write_output(cmd, self.session.namespace().get("result"), failed=False)
@@ -331,7 +332,7 @@ class Interpreter:
         if run is None:  # cannot happen: the parser makes only commands with run_sync sync
             raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
         self.current_path = cmd.path
-        snap = self.session.snapshot() if self.parallel_depth == 0 else None
+        snap = self.session.snapshot() if self.parallel_depth == 0 and not cmd.atomic else None
         try:
             run(self, cmd)
             if cmd.output_path is not None:

@@ -33,6 +33,8 @@ class Command:
         output_path: the parsed ``outputPath`` (SPEC 8) of a command that produces a result, or ``None``.
         sync: the command runs as a plain function (``CommandSpec.run_sync``): none of its expressions
             awaits and every command inside it (children, ``onError``) is sync; set by the parser.
+        atomic: the command changes variables at most once, as its last step (a ``var`` of one
+            field), so when it fails there is nothing to restore: the interpreter takes no snapshot.
     """
 
     name: str
@@ -44,6 +46,7 @@ class Command:
     model: Any = None
     output_path: Expr | None = None
     sync: bool = False
+    atomic: bool = False
 
 
 def all_sync(commands: list[Command] | None) -> bool:
