@@ -31,7 +31,7 @@ class RunProgress:
     def note_pass(self, count: int) -> None:
         """A loop started its pass number ``count`` (1-based)."""
         self.passes += 1
-        self.longest = max(self.longest, count)
+        self.longest = count if count > self.longest else self.longest  # no max() call: once a pass
 
     def report(self, elapsed: float, time_limit: float, loop_limit: int) -> dict[str, Any]:
         """``{"elapsed", "time_limit", "passes", "longest", "loop_limit"}``: seconds, seconds and counts."""
