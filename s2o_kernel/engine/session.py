@@ -481,7 +481,11 @@ class Session:
         namespace = self.namespace()
         namespace["__builtins__"] = self._run.engine.builtins  # the engine may have turned guarded mid-run
         namespace["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
-        self._show_exc(namespace)
+        view = _HANDLING.get()  # _show_exc, inline: once an expression
+        if view is None:
+            namespace.pop("exc", None)
+        else:
+            namespace["exc"] = view
         return namespace
 
     def clear_command_fields(self) -> None:
