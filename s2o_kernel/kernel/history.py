@@ -10,10 +10,13 @@ connection waits up to :data:`BUSY_TIMEOUT_MS` for a lock.
 
 Nothing touches the file on the kernel's hot path. One background thread (a single-worker
 ``ThreadPoolExecutor``) owns the connection: it opens the file on its first task, and
-:meth:`History.remember` only appends to a list and, when no write is pending, schedules one, so
-a burst of cells becomes one transaction. Reads (:meth:`History.reply`, :meth:`History.entries`)
-run on the same thread after the pending writes, so they see every cell remembered before them;
-the caller waits at most :data:`READ_TIMEOUT` seconds and gets nothing after that.
+:meth:`History.remember` only appends to a list and, when no write is pending, schedules one. That
+write first waits up to :data:`FLUSH_DELAY` seconds, so a burst of cells (a notebook run top to
+bottom) becomes one transaction, written after the burst instead of during its cells' round trips.
+A read (:meth:`History.reply`, :meth:`History.entries`) or :meth:`History.close` cuts the wait
+short; reads run on the same thread after the pending writes, so they see every cell remembered
+before them; the caller waits at most :data:`READ_TIMEOUT` seconds and gets nothing after that.
+A kernel killed outright loses at most the last :data:`FLUSH_DELAY` seconds of cells.
 
 The text of a cell's result is kept for this kernel only, in memory (the last :data:`OUTPUTS_KEPT`
 cells), for ``history_request`` with ``output``; the file holds sources only. When the file cannot
@@ -44,6 +47,9 @@ HISTORY_ENV = "S2O_HISTORY_FILE"
 BUSY_TIMEOUT_MS = 5000
 #: How long a reader waits for the history thread, in seconds.
 READ_TIMEOUT = 5.0
+#: How long a scheduled write waits for more cells before it writes, in seconds (a read or close cuts
+#: it short).
+FLUSH_DELAY = 0.5
 #: Most results kept in memory for ``output=True``.
 OUTPUTS_KEPT = 1000
 #: Most entries one read returns (a ``tail`` without ``n``, a ``range`` without ``stop``).
@@ -160,6 +166,8 @@ class History:
         self._lock = threading.Lock()
         #: Cells not written yet; a flush is scheduled exactly while this is not empty.
         self._pending: list[tuple[int, str]] = []
+        #: Set to end a scheduled flush's wait (a read or close wants the cells written now).
+        self._hurry = threading.Event()
         self._outputs: OrderedDict[int, str | None] = OrderedDict()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -188,9 +196,15 @@ class History:
                 self._store.conn.close()
         self._store = _Store(":memory:")
 
+    def _flush_later(self) -> None:
+        """The scheduled write: wait up to :data:`FLUSH_DELAY` for the rest of the burst, then write."""
+        self._hurry.wait(FLUSH_DELAY)
+        self._flush()
+
     def _flush(self) -> None:
         with self._lock:
             cells, self._pending = self._pending, []
+            self._hurry.clear()  # the next burst waits again
         if not cells:
             return
         store = self._ready()
@@ -209,6 +223,7 @@ class History:
             self._flush()
             return fn(self._ready())
 
+        self._write_now()
         try:
             result: T = self._submit(task).result(READ_TIMEOUT)
         except Exception:  # a history that cannot answer answers nothing
@@ -230,7 +245,12 @@ class History:
             if scheduled:
                 return
         with contextlib.suppress(RuntimeError):  # the interpreter is shutting down: nothing is written any more
-            self._submit(self._flush)
+            self._submit(self._flush_later)
+
+    def _write_now(self) -> None:
+        """End the wait of a scheduled write (before a read or close); the next write on the history
+        thread clears it again (the read's own task writes what is pending first)."""
+        self._hurry.set()
 
     @property
     def session(self) -> int | None:
@@ -270,6 +290,7 @@ class History:
             if self._store is not None:
                 self._store.end()
 
+        self._write_now()
         with contextlib.suppress(Exception):
             self._submit(end).result(READ_TIMEOUT)
         self._closed = True

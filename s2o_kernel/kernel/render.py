@@ -73,14 +73,34 @@ def escape_text(text: str) -> str:
 
 def escape_surrogates(value: Any) -> Any:
     """``value`` (message content: dicts, lists, strings, numbers) with :func:`escape_text` applied to
-    every string, keys included; containers are copied only when something changed."""
+    every string, keys included; containers are copied only when something changed (``value`` itself
+    when nothing did, the common case, found without copying anything)."""
+    return value if _clean(value) else _escaped(value)
+
+
+def _clean(value: Any) -> bool:
+    """No string in ``value`` holds a surrogate (a walk without allocation: every cell's outputs pass here)."""
+    if isinstance(value, str):
+        return value.isascii() or _SURROGATE.search(value) is None
+    if isinstance(value, list):
+        for item in value:
+            if not _clean(item):
+                return False
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not (_clean(key) and _clean(item)):
+                return False
+    return True
+
+
+def _escaped(value: Any) -> Any:
     if isinstance(value, str):
         return escape_text(value)
     if isinstance(value, list):
-        items = [escape_surrogates(v) for v in value]
+        items = [_escaped(v) for v in value]
         return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
     if isinstance(value, dict):
-        pairs = [(escape_surrogates(k), escape_surrogates(v)) for k, v in value.items()]
+        pairs = [(_escaped(k), _escaped(v)) for k, v in value.items()]
         changed = any(k2 is not k or v2 is not v for (k2, v2), (k, v) in zip(pairs, value.items(), strict=True))
         return dict(pairs) if changed else value
     return value

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,71 @@ def test_cells_are_written_on_the_history_thread_in_wal_mode(path: str, monkeypa
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT count(*) FROM cells").fetchone()[0] == 50
         assert conn.execute("SELECT end IS NOT NULL FROM sessions").fetchall() == [(1,)]
+
+
+def _spy_writes(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The lines of each batch the history writes, in order."""
+    batches: list[list[int]] = []
+    real_write = history_module._Store.write
+
+    def spy(self: Any, cells: list[tuple[int, str]]) -> None:
+        batches.append([line for line, _ in cells])
+        real_write(self, cells)
+
+    monkeypatch.setattr(history_module._Store, "write", spy)
+    return batches
+
+
+def _count(path: str) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM cells").fetchone()[0])
+
+
+def test_a_burst_of_cells_is_one_write_and_a_read_sees_it_at_once(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduled write waits for the rest of the burst; a read does not wait for it (a wait longer
+    than READ_TIMEOUT would make the read answer nothing)."""
+    monkeypatch.setattr(history_module, "FLUSH_DELAY", 10 * history_module.READ_TIMEOUT)
+    batches = _spy_writes(monkeypatch)
+    h = History(path)
+    try:
+        for line in range(1, 21):
+            h.remember(line, f"{line} + 1", None)
+        assert [e[1] for e in h.entries("tail", n=30)] == list(range(1, 21))
+        assert batches == [list(range(1, 21))]
+        h.remember(21, "again", None)
+        assert h.reply("range", start=21) == [(h.session, 21, "again")]
+        assert batches == [list(range(1, 21)), [21]]
+    finally:
+        h.close()
+
+
+def test_close_writes_what_waits_at_once(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(history_module, "FLUSH_DELAY", 10 * history_module.READ_TIMEOUT)
+    h = History(path)
+    h.entries("tail", n=1)  # the file exists
+    for line in range(1, 4):
+        h.remember(line, str(line), None)
+    h.close()
+    assert _count(path) == 3
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT end IS NOT NULL FROM sessions").fetchall() == [(1,)]
+
+
+def test_a_burst_nobody_reads_is_written_after_the_delay(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(history_module, "FLUSH_DELAY", 0.05)
+    batches = _spy_writes(monkeypatch)
+    h = History(path)
+    try:
+        for line in range(1, 4):
+            h.remember(line, str(line), None)
+        for _ in range(200):  # up to 10 s for the history thread (never a measurement)
+            if batches:
+                break
+            time.sleep(0.05)
+        assert batches == [[1, 2, 3]]
+        assert _count(path) == 3
+    finally:
+        h.close()
 
 
 def test_tail_reads_every_session_oldest_first(path: str) -> None:

@@ -5,23 +5,28 @@ The confined worker holds no credential and may not open a socket, so its sessio
 event of the running request and waits, on the session's loop, for the parent's answer line
 (``{"op": "outside_reply", …}``, :mod:`.wire`).
 
-Reading stdin while a request runs: the worker's stdin has one reader, a thread started by
-:func:`.server.main` (:class:`StdinRouter`). It routes each line that starts with
-:data:`~.wire.OUTSIDE_REPLY_PREFIX` to :meth:`Forwarder.deliver` and every other line to the queue the
-main thread serves requests from. The parent answers every ``outside`` event exactly once and in
-order, before it reads anything else of that request, so answers are matched to waiting calls first in,
-first out. A call whose run was stopped (time limit, interrupt) stays in the queue until its answer
-arrives, which is then dropped. Calls of one run made at the same time (``parallel`` branches) are
-served one after another by the parent.
+Reading stdin (:class:`StdinReader`): the worker's main thread reads its own request lines between
+requests, so a request wakes the one thread that serves it (a separate reader thread handing each line
+over cost a second cross-core wake-up per request; docs/performance.md, "Round trip"). While a run
+waits for an outside answer the main thread is busy serving it, so a second thread reads stdin then,
+and only then: it sleeps until :class:`Forwarder` owes an answer. A lock lets exactly one thread read
+at a time. Both route a line the same way: one that starts with :data:`~.wire.OUTSIDE_REPLY_PREFIX` goes
+to :meth:`Forwarder.deliver`, any other is a request for the main thread (a request the answer thread
+reads, which the parent never sends while an answer is owed, is held for the main thread in order).
+
+The parent answers every ``outside`` event exactly once and in order, before it reads anything else of
+that request, so answers are matched to waiting calls first in, first out, and an answer always comes
+before the next request. A call whose run was stopped (time limit, interrupt) stays owed until its answer
+arrives, which is then dropped (read by either thread). Calls of one run made at the same time
+(``parallel`` branches) are served one after another by the parent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import queue
 import threading
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeGuard
 
 from ..errors import S2OError
 from ..outside.call import OutsideCall, StreamFn
@@ -38,7 +43,8 @@ class Forwarder:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        self._lock = threading.Lock()
+        #: Guards :attr:`_waiting`; notified when a call starts waiting (the answer thread wakes).
+        self._owed = threading.Condition()
         self._waiting: collections.deque[Waiter] = collections.deque()
 
     async def call(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
@@ -48,18 +54,19 @@ class Forwarder:
         request_id = self.worker.request_id
         if request_id is None:
             raise S2OError("unexpected", "an outside call outside a request")
-        with self._lock:  # the event goes out in the order of the waiters
+        with self._owed:  # the event goes out in the order of the waiters
             self._waiting.append((loop, future))
             self.worker.send_line(wire.encode_outside(request_id, request))
+            self._owed.notify()
         reply = wire.decode_outside_reply(await future, request_id)
         if reply.error is not None:
             raise reply.error
         return reply.result
 
     def deliver(self, line: bytes) -> None:
-        """Hand an answer line to the oldest waiting call (from the stdin thread); dropped when that call
-        was stopped meanwhile, or when no call waits."""
-        with self._lock:
+        """Hand an answer line to the oldest waiting call (from either stdin reader); dropped when that
+        call was stopped meanwhile, or when no call waits."""
+        with self._owed:
             waiter = self._waiting.popleft() if self._waiting else None
         if waiter is None:
             return
@@ -72,33 +79,77 @@ class Forwarder:
         if not loop.is_closed():
             loop.call_soon_threadsafe(settle)
 
+    def owed(self) -> bool:
+        """Whether some call waits for its answer."""
+        with self._owed:
+            return bool(self._waiting)
+
+    def wait_owed(self) -> None:
+        """Block until some call waits for its answer."""
+        with self._owed:
+            self._owed.wait_for(lambda: bool(self._waiting))
+
     def close(self) -> None:
         """Nothing to release: the worker pools nothing."""
 
 
-class StdinRouter:
-    """The one reader of the worker's stdin (see the module doc): ``requests`` gets each request line,
-    an ``S2OError`` for a line over the cap, and ``None`` at the end of input."""
+Line = bytes | S2OError | None
+
+
+def _is_answer(line: Line) -> TypeGuard[bytes]:
+    return isinstance(line, bytes) and line.startswith(wire.OUTSIDE_REPLY_PREFIX)
+
+
+class StdinReader:
+    """The worker's stdin (see the module doc): :meth:`next_request` on the main thread, and the answer
+    thread started here, which reads only while :class:`Forwarder` owes an answer.
+
+    A line is ``bytes`` (with its newline), an ``S2OError`` (``worker-protocol``) for a line over the cap,
+    or ``None`` at the end of input.
+    """
 
     def __init__(self, stdin: IO[bytes], forwarder: Forwarder) -> None:
-        self.requests: queue.Queue[bytes | S2OError | None] = queue.Queue()
         self._stdin = stdin
         self._forwarder = forwarder
-        threading.Thread(target=self._run, name="s2o-worker-stdin", daemon=True).start()
+        #: Held by the one thread reading stdin.
+        self._turn = threading.Lock()
+        #: Request lines (or the end of input) the answer thread read, for the main thread, oldest first.
+        self._held: collections.deque[Line] = collections.deque()
+        threading.Thread(target=self._read_answers, name="s2o-worker-answers", daemon=True).start()
 
-    def _run(self) -> None:
+    def _read(self) -> Line:
+        """The next line of stdin; the caller holds :attr:`_turn`."""
         from .server import read_request
 
+        try:
+            return read_request(self._stdin)
+        except S2OError as exc:
+            return exc
+
+    def next_request(self) -> Line:
+        """The next request line for the main thread (answers read meanwhile go to the forwarder)."""
         while True:
-            try:
-                line = read_request(self._stdin)
-            except S2OError as exc:
-                self.requests.put(exc)
-                continue
-            if line is None:
-                self.requests.put(None)
-                return
-            if line.startswith(wire.OUTSIDE_REPLY_PREFIX):
-                self._forwarder.deliver(line)
-            else:
-                self.requests.put(line)
+            with self._turn:
+                line = self._held.popleft() if self._held else self._read()
+                if not _is_answer(line):
+                    return line
+                self._forwarder.deliver(line)  # the answer to a call whose run was stopped: dropped
+
+    def _read_answers(self) -> None:
+        """The answer thread: read stdin while an answer is owed (the main thread serves a request).
+
+        A line is delivered while the thread holds :attr:`_turn`, so answers reach the forwarder in the
+        order they were read whichever thread read them.
+        """
+        while True:
+            self._forwarder.wait_owed()
+            with self._turn:
+                if not self._forwarder.owed():  # the main thread read it meanwhile
+                    continue
+                line = self._read()
+                if _is_answer(line):
+                    self._forwarder.deliver(line)
+                    continue
+                self._held.append(line)
+                if line is None:
+                    return  # the end of input: nothing more to read

@@ -34,8 +34,8 @@ ping                                                       ``"pong"``
 =================  ======================================  ==========================================
 
 A run's outside calls (``api``, ``db``, …) go to the parent as ``outside`` events, answered by
-``outside_reply`` lines on stdin (not operations: the stdin thread routes them to the waiting call,
-see :mod:`.forward`). The worker's settings hold no secret value and no profile credential
+``outside_reply`` lines on stdin (not operations: whichever thread reads stdin routes them to the
+waiting call, see :mod:`.forward`). The worker's settings hold no secret value and no profile credential
 (:func:`..outside.secrets.worker_settings`).
 
 Every reply and event carries the id of its request (see :mod:`.wire`);
@@ -62,7 +62,7 @@ from ..errors import S2OError
 from ..progress import RunProgress
 from ..scopes import as_json
 from . import wire
-from .forward import Forwarder, StdinRouter
+from .forward import Forwarder, StdinReader
 from .framing import CHUNK, MAX_MESSAGE
 
 Request = dict[str, Any]
@@ -363,10 +363,10 @@ def main() -> int:
     worker = Worker(sys.stdout.buffer)
     worker.confinement_warnings = confine.apply(confine.scratch_folder()).warnings  # before the first request
     sys.stdout = PrintEvents(worker)  # printed text travels as events, never as raw bytes
-    router = StdinRouter(sys.stdin.buffer, worker.forwarder)  # requests here, outside replies to the forwarder
+    stdin = StdinReader(sys.stdin.buffer, worker.forwarder)  # requests read here, outside answers routed
     threading.Thread(target=_report_progress, args=(worker,), name="s2o-progress", daemon=True).start()
     while True:
-        line = router.requests.get()
+        line = stdin.next_request()
         if isinstance(line, S2OError):
             worker.reply(wire.encode_error_reply(None, line))
             continue
