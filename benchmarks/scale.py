@@ -151,8 +151,9 @@ def memory_growth(kernels: Path, total: int, cwd: str) -> list[Figure]:
 
     When ``total`` is past :data:`DIGEST_FULL`, PSS is also read there and the growth from there to
     ``total`` reported (``memory/growth-after-full``): by then jupyter_client's replay protection
-    (``Session.digest_history``, one signature per message received, at most 2**16) is full, so what
-    grows after it is neither that nor any other bounded cache (docs/performance.md).
+    (``Session.digest_history``, one signature per message received, at most 2**16, ~9 MiB) is full,
+    so what grows after it is that history's culls (a one-time step of ~1.3 MiB, from the allocator
+    keeping their peak) and anything unbounded (docs/performance.md, "Memory after 100,000 cells").
     """
     figures: list[Figure] = []
     for name in ("s2o", FLOOR):
