@@ -21,7 +21,9 @@ A kernel killed outright loses at most the last :data:`FLUSH_DELAY` seconds of c
 The text of a cell's result is kept for this kernel only, in memory (the last :data:`OUTPUTS_KEPT`
 cells), for ``history_request`` with ``output``; the file holds sources only. When the file cannot
 be opened or written (a read-only folder, a corrupt file), history goes on in memory and the
-kernel log says why once. Nothing here imports Jupyter but ``jupyter_core.paths``, and only on the
+kernel log says why once; in memory, only this kernel's last :data:`MEMORY_CELLS` cells are kept.
+SQLite's page cache is bounded to :data:`CACHE_KIB`, so the kernel's memory does not grow with the
+file. Nothing here imports Jupyter but ``jupyter_core.paths``, and only on the
 history thread.
 """
 
@@ -54,6 +56,14 @@ FLUSH_DELAY = 0.5
 OUTPUTS_KEPT = 1000
 #: Most entries one read returns (a ``tail`` without ``n``, a ``range`` without ``stop``).
 MAX_ENTRIES = 10_000
+#: SQLite's page cache for the connection, in KiB (SQLite's default is 2,000 KiB). The hot path only
+#: appends, which touches a few pages at the end of the two B-trees; reads that go past the cache are
+#: served by the operating system's file cache. Without this bound the cache fills to ~2 MiB of the
+#: kernel's memory over ~60,000 cells (docs/performance.md, "Memory after 100,000 cells").
+CACHE_KIB = 256
+#: Most cells of this kernel kept when the history is in memory only (``:memory:``, or the fall-back
+#: when the file cannot be used): the oldest are dropped, so memory does not grow with every cell.
+MEMORY_CELLS = MAX_ENTRIES
 
 #: ``(session, line, source)``: one cell of the history.
 Entry = tuple[int, int, str]
@@ -110,6 +120,7 @@ class _Store:
                                check_same_thread=False)  # fmt: skip
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             _Store._prepare(conn, path)
         except BaseException:
             conn.close()
@@ -144,6 +155,10 @@ class _Store:
             self.conn.execute("BEGIN")
             self.conn.executemany("INSERT OR REPLACE INTO cells (session, line, source) VALUES (?, ?, ?)",
                                   [(self.session, line, source) for line, source in cells])  # fmt: skip
+            if self.path == ":memory:":  # nothing spills to a file: keep the last MEMORY_CELLS only
+                self.conn.execute("DELETE FROM cells WHERE session = ? AND line <= "
+                                  "(SELECT MAX(line) FROM cells WHERE session = ?) - ?",
+                                  (self.session, self.session, MEMORY_CELLS))  # fmt: skip
 
     def end(self) -> None:
         with contextlib.suppress(sqlite3.Error):

@@ -264,3 +264,59 @@ def test_two_kernels_write_the_same_file_at_once(path: str) -> None:
     for session, _line, source in rows:
         by_session.setdefault(session, set()).add(source.split()[0])
     assert sorted(len(v) for v in by_session.values()) == [1, 1]
+
+
+def _sqlite_memory_used() -> int:
+    """Bytes SQLite holds in this process (``sqlite3_memory_used``, through the loaded library)."""
+    import _sqlite3
+    import ctypes
+
+    try:
+        used = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
+    except (OSError, AttributeError):
+        pytest.skip("sqlite3_memory_used is not reachable from this build")
+    used.restype = ctypes.c_int64
+    return int(used())
+
+
+def _remember_many(h: History, last: int, first: int = 1) -> None:
+    """Remember cells ``first``..``last`` and wait until they are written (and every 500 cells, as a
+    kernel's cells come one at a time rather than in one batch)."""
+    for line in range(first, last + 1):
+        h.remember(line, f"{line % 97} + 1", None)
+        if line % 500 == 0:
+            h.entries("tail", n=1)
+    assert h.entries("tail", n=1) == [(h.session, last, f"{last % 97} + 1")]
+
+
+def test_sqlites_memory_does_not_grow_with_the_file(path: str) -> None:
+    """60,000 cells (a ~1.3 MiB file): SQLite's page cache stays within CACHE_KIB (it filled to its
+    2 MiB default before, docs/performance.md)."""
+    h = History(path)
+    _remember_many(h, 1_000)
+    before = _sqlite_memory_used()
+    _remember_many(h, 60_000, first=1_001)
+    grown = _sqlite_memory_used() - before
+    h.close()
+    assert grown < history_module.CACHE_KIB * 1024 + 256 * 1024, grown
+
+
+def test_history_in_memory_keeps_the_last_cells_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(history_module, "MEMORY_CELLS", 50)
+    h = History(":memory:")
+    for line in range(1, 201):
+        h.remember(line, f"cell {line}", None)
+    lines = [n for _s, n, _src in h.entries("range")]
+    h.close()
+    assert lines == list(range(151, 201))
+
+
+def test_history_in_memory_holds_the_same_memory_after_many_cells() -> None:
+    h = History(":memory:")
+    _remember_many(h, history_module.MEMORY_CELLS)
+    before = _sqlite_memory_used()
+    _remember_many(h, 4 * history_module.MEMORY_CELLS, first=history_module.MEMORY_CELLS + 1)
+    grown = _sqlite_memory_used() - before
+    assert len(h.entries("range")) == history_module.MEMORY_CELLS
+    h.close()
+    assert grown < 128 * 1024, grown  # the rows of 30,000 more cells would be ~0.6 MiB
