@@ -243,10 +243,8 @@ class Session:
             check_value(value, holder)
             reach.check(value, holder)
             if not self._run.engine.guarded and reach.is_host_object(value):
-                engine = self._run.engine.with_guard()  # the same settings: only the builtins change
-                if engine is not self._run.engine:  # (the scopes stay: a run's own sys among them)
-                    self._run.engine = engine
-                    self._run.globals["__builtins__"] = engine.builtins
+                self._run.engine = self._run.engine.with_guard()  # the same settings: the scopes stay (a run's
+                self._run.globals["__builtins__"] = self._run.engine.builtins  # own sys among them), not the builtins
         self.namespace()[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:

@@ -41,7 +41,6 @@ from .. import commands as registry
 from ..commands.output import OutputBudget
 from ..dynamic import expression_of
 from ..errors import S2OError
-from ..execution import INTERRUPTED
 from ..limits import RunInterrupt, RunTimeout
 from ..outside.call import CALL_FAILED_CODES
 from ..references import has_reference, parse_reference
@@ -462,8 +461,6 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
     except (TimeoutError, RunTimeout):  # RunTimeout: the watchdog's, landed outside an expression
         code = "timedOut"  # (a value check, a snapshot): the commands it crossed restored their state
         error = S2OError("timedOut", session.engine.time_limit_text(), path=interp.current_path)
-    except RunInterrupt:  # the same for an interrupt (the run's future is cancelled as well)
-        code, error = "stopped", S2OError("stopped", INTERRUPTED, path=interp.current_path)
     except S2OError as exc:
         code = {"timedOut": "timedOut", "stopped": "stopped", "ask": "ask"}.get(exc.code, "errorInAgent")
         if exc.code in CALL_FAILED_CODES:
