@@ -246,7 +246,8 @@ class Execution:
     def run_coroutine(self, coro: Coroutine[Any, Any, Any], start: float) -> Any:
         """Run ``coro`` (a whole fragment run) on the session's loop under the time limit; wait for it here.
 
-        Raises ``S2OError`` ``timedOut`` or ``stopped``; other exceptions of ``coro`` propagate.
+        Raises ``S2OError`` ``timedOut`` (also for the watchdog's exception, whatever code it landed in)
+        or ``stopped``; other exceptions of ``coro`` propagate.
         """
         fut = self.submit(coro, start)
         limit = self.engine.settings.limits.time
@@ -254,6 +255,8 @@ class Execution:
             return fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
         except concurrent.futures.TimeoutError:
             self.interrupt_async()
+            raise self.timeout_error(None) from None
+        except RunTimeout:  # the watchdog's, landed on the loop thread outside anything that codes it
             raise self.timeout_error(None) from None
         except (KeyboardInterrupt, concurrent.futures.CancelledError):
             self.interrupt_async()
@@ -288,10 +291,14 @@ class Execution:
         self.submit(_noop(), time.monotonic()).result(5)
 
     def interrupt(self) -> None:
-        """Stop the evaluation in progress (from another thread); it ends with code ``stopped``."""
-        token = self._token
-        if token is not None:
-            WATCHDOG.interrupt(token)
+        """Stop the evaluation in progress (from another thread); it ends with code ``stopped``.
+
+        A run on the loop thread (a fragment, an awaiting expression) is cancelled as well
+        (:meth:`interrupt_async`): the watchdog's exception alone is taken by whatever code the loop
+        thread runs when it arrives, and that is often the event loop's own (the thread that
+        interrupts gets the GIL while the loop polls, which a fragment's loop does every 32 passes);
+        the loop keeps serving after it, so the run would go on to its time limit."""
+        self.interrupt_async()
         WATCHDOG.interrupt(self._deadline)  # does nothing unless an expression is running under it
 
     def interrupt_async(self) -> None:

@@ -243,8 +243,8 @@ class Session:
             check_value(value, holder)
             reach.check(value, holder)
             if not self._run.engine.guarded and reach.is_host_object(value):
-                self._run.engine = self._run.engine.with_guard()
-                self._bind_engine()
+                self._run.engine = self._run.engine.with_guard()  # the same settings: the scopes stay (a run's
+                self._run.globals["__builtins__"] = self._run.engine.builtins  # own sys among them), not the builtins
         self.namespace()[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:

@@ -8,6 +8,7 @@ as a coroutine (the registry's ``run_sync`` taken away), including failures, ``o
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
 
 import pytest
@@ -214,3 +215,67 @@ def test_too_deep_is_reported_by_sync_blocks(monkeypatch):
     coroutine = session().run_fragment(nested)
     assert sync.code == coroutine.code
     assert (sync.error and sync.error.code) == (coroutine.error and coroutine.error.code)
+
+
+# -- limits and interrupts on the sync path ----------------------------------------------------------
+
+def either_way(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sync``: as parsed; ``coroutine``: every command a coroutine."""
+    if way == "coroutine":
+        without_sync(monkeypatch)
+
+
+@pytest.mark.parametrize("way", ["sync", "coroutine"])
+@pytest.mark.parametrize("fragment, path, kept", [
+    ([{"var": {"a": "{ time.sleep(0.06) }"}}, {"output": "late"}], "[1].output", True),
+    ({"if": IF("{ True }", [{"var": {"a": "{ time.sleep(0.06) }"}}, {"log": "late"}])}, "if.then[1].log", False),
+], ids=["list", "in-a-branch"])
+def test_the_time_limit_is_checked_before_each_sync_command(fragment, path, kept, way, monkeypatch):
+    """A run whose time passes in a sync command stops before the next one, as a coroutine command
+    does (it went on, and could succeed, until the watchdog fired 0.1 s past the limit)."""
+    either_way(way, monkeypatch)
+    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": 0.03}})))
+    r = s.run_fragment(fragment)
+    assert r.code == "timedOut" and r.error is not None and r.error.path == path
+    assert r.outputs == [] and r.logs == []
+    assert ("a" in s.locals) is kept  # a command the limit stopped inside an `if` left nothing
+
+
+@pytest.mark.parametrize("way", ["sync", "coroutine"])
+def test_the_watchdog_landing_outside_an_expression_ends_the_run_timed_out(way, monkeypatch):
+    """The watchdog's exception may land in the engine's own code (here the walk that checks a
+    stored value): the run still ends ``timedOut`` as data, never raising out of ``run_fragment``,
+    and the command it stopped left nothing."""
+    either_way(way, monkeypatch)
+    s = session(limits={"time": 0.02})
+    r = s.run_fragment([{"var": {"big": "{ [[1, 2, 3, 4, 5, 6, 7, 8]] * 4000000 }"}}, {"output": "late"}])
+    assert r.code == "timedOut" and r.error is not None and r.error.code == "timedOut"
+    assert r.outputs == [] and "big" not in s.locals
+    assert s.run_fragment({"var": {"after": 1}}).code == "success" and s.locals["after"] == 1
+
+
+@pytest.mark.parametrize("way", ["sync", "coroutine"])
+def test_an_interrupt_from_another_thread_stops_a_loop(way, monkeypatch):
+    """``Session.interrupt`` stops a fragment's loop (its exception alone was taken by the event loop
+    while the loop yielded, and the run went on to its time limit); the loop's variables are as before."""
+    either_way(way, monkeypatch)
+    s = session(locals={"k": 0}, limits={"time": 5, "loop_iterations": 10**9})
+    threading.Timer(0.2, s.interrupt).start()
+    r = s.run_fragment({"while": WHILE("{ True }", [{"var": {"k": "{ k + 1 }", "j": 2}},
+                                                    {"if": IF("{ k < 0 }", {"log": "never"})}])})
+    assert r.code == "stopped" and r.error is not None and r.error.code == "stopped"
+    assert s.run_fragment({"return": "{ k }"}).value == 0  # runs after the stopped one has unwound
+
+
+@pytest.mark.parametrize("way", ["sync", "coroutine"])
+def test_a_host_object_stored_mid_run_leaves_the_runs_scopes(way, monkeypatch):
+    """Storing a host object in a local (which may turn the session's code guarded) changes no scope:
+    ``sys.inputs`` still reads the run's inputs after it (it read the settings' inputs)."""
+    either_way(way, monkeypatch)
+    s = Session(Engine(bare_settings({"allowlist": "s2o_reach_hosts.registry as registry",
+                                      "allow_unsafe_entries": True})))
+    r = s.run_fragment([{"var": {"before": "{ sys.inputs.get('q') }"}}, {"var": {"host": "{ registry }"}},
+                        {"var": {"after": "{ sys.inputs.get('q') }"}}, {"return": "{ [before, after] }"}],
+                       inputs={"q": 7})
+    assert r.code == "success", r.error
+    assert r.value == [7, 7]

@@ -326,11 +326,13 @@ class Interpreter:
 
     def command_sync(self, cmd: Command) -> None:
         """:meth:`command` for a sync command (``Command.sync``): the same steps, no coroutine. The time
-        is not checked here: sync commands form no loop of their own (a loop checks it every pass) and
-        the run's watchdog stops an expression that runs long."""
+        is checked before it as before every command: the watchdog fires only ``0.1`` s past the limit,
+        so without the check a run whose time passed in a sync command would go on (and could succeed)."""
         run = registry.REGISTRY[cmd.name].run_sync
         if run is None:  # cannot happen: the parser makes only commands with run_sync sync
             raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
+        if time.monotonic() - self.start > self.limits.time:  # check_time, inline: once a command
+            self.check_time(cmd.path)
         self.current_path = cmd.path
         snap = self.session.snapshot() if self.parallel_depth == 0 and not cmd.atomic else None
         try:
@@ -456,8 +458,8 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
         pass
     except Fail as f:
         code, error = "failCommand", f.error
-    except TimeoutError:
-        code = "timedOut"
+    except (TimeoutError, RunTimeout):  # RunTimeout: the watchdog's, landed outside an expression
+        code = "timedOut"  # (a value check, a snapshot): the commands it crossed restored their state
         error = S2OError("timedOut", session.engine.time_limit_text(), path=interp.current_path)
     except S2OError as exc:
         code = {"timedOut": "timedOut", "stopped": "stopped", "ask": "ask"}.get(exc.code, "errorInAgent")
