@@ -30,6 +30,9 @@ from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, che
 from .settings import Settings, bare_settings, merge
 from .values import PLAIN_TYPES, check_value
 
+#: What :meth:`Session.snapshot` returns: shallow copies of (the current namespace, agent, conv).
+Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+
 #: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
 VARIABLE_SCOPES = ("local", "agent", "conv")
 
@@ -272,11 +275,11 @@ class Session:
         if self._outside is not None:
             self._outside.close()  # pooled connections go; the next call opens them anew
 
-    def snapshot(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    def snapshot(self) -> Snapshot:
         """Shallow copies of (the current namespace, agent, conv), to restore after a failed command."""
         return dict(self.namespace()), dict(self._agent), dict(self._conv)
 
-    def restore(self, snap: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> None:
+    def restore(self, snap: Snapshot) -> None:
         """Restore state saved by :meth:`snapshot`."""
         g, a, c = snap
         namespace = self.namespace()
@@ -481,11 +484,7 @@ class Session:
         namespace = self.namespace()
         namespace["__builtins__"] = self._run.engine.builtins  # the engine may have turned guarded mid-run
         namespace["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
-        view = _HANDLING.get()  # _show_exc, inline: once an expression
-        if view is None:
-            namespace.pop("exc", None)
-        else:
-            namespace["exc"] = view
+        self._show_exc(namespace)
         return namespace
 
     def clear_command_fields(self) -> None:

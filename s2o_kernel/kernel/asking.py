@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from s2o_kernel.engine import ask_each
-from s2o_kernel.kernel.contract import AnswerFn, Answering, AskPrompt
+from s2o_kernel.kernel.contract import AnswerFn, AskPrompt
 
 
 def answer_function(prompt: AskPrompt | None) -> AnswerFn | None:
@@ -35,6 +35,5 @@ def install(session: Any, prompt: AskPrompt | None) -> None:
     A session without a door to the outside that takes an ``answer`` (a stand-in session) is left alone.
     """
     door: Any = getattr(session, "outside", None)
-    if hasattr(door, "answer"):  # what isinstance(door, Answering) checks, without the Protocol's cost per cell
-        answering: Answering = door
-        answering.answer = answer_function(prompt)
+    if hasattr(door, "answer"):  # an Answering door: what isinstance() checks, without the Protocol's cost
+        door.answer = answer_function(prompt)

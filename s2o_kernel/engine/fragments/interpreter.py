@@ -51,10 +51,7 @@ from .tree import Break, Command, Continue, End, Fail, Function, Program, Return
 
 if TYPE_CHECKING:
     from ..engine import Compiled, Engine
-    from ..session import Session
-
-#: What :meth:`~..session.Session.snapshot` returns: (namespace, agent, conv) copies.
-Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+    from ..session import Session, Snapshot
 
 #: Errors that ``onError`` does not handle: they end the run.
 UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit",
