@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import threading
 import time
 import types
 import weakref
@@ -35,6 +34,7 @@ from typing import Any
 from .engine import FILENAME, Compiled, Engine
 from .errors import ErrorGroup, S2OError
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
+from .loop import INTERRUPT_GRACE, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
 from .values import check_value, error_message, runtime_error
 
 #: Result types that cannot hold anything: no scan needed.
@@ -42,44 +42,6 @@ PLAIN_RESULTS = frozenset({str, int, float, bool, type(None), bytes, complex})
 
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
-
-class LoopThread:
-    """A session's event loop, running in its own daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._main, name="s2o-session-loop", daemon=True)
-        self.thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        while not self.loop.is_closed():
-            try:
-                self.loop.run_forever()
-                break
-            except BaseException:  # a limit exception that landed in the loop itself: keep serving
-                continue
-        with contextlib.suppress(RuntimeError):
-            self.loop.close()
-
-    def stop(self) -> None:
-        """End the loop and its thread (when the session that owns it is gone)."""
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(self.loop.stop)
-
-
-async def end_leftovers(grace: float = 1.0) -> None:
-    """Cancel every task on the running loop but the caller's, and wait up to ``grace`` seconds for them.
-
-    A run ends with everything it started (SPEC 12): the children of a granted ``asyncio.gather``
-    whose sibling failed, tasks a granted host function created, and their callbacks.
-    """
-    current = asyncio.current_task()
-    left = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
-    for task in left:
-        task.cancel()
-    if left:
-        await asyncio.wait(left, timeout=grace)
 
 
 def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
@@ -113,7 +75,7 @@ class Execution:
     def __init__(self, engine: Engine) -> None:
         self.globals: dict[str, Any] = {}
         self._loop_thread: LoopThread | None = None
-        self._pending: concurrent.futures.Future[Any] | None = None
+        self._pending: Submitted | None = None
         self._deadline = Armed(0, 0.0)  # reused by every time limit armed in the calling thread
         self._armed = WATCHDOG.armed
         self._token: Any = None
@@ -255,17 +217,19 @@ class Execution:
             return fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
         except concurrent.futures.TimeoutError:
             self.interrupt_async()
+            self._drain()
             raise self.timeout_error(None) from None
         except RunTimeout:  # the watchdog's, landed on the loop thread outside anything that codes it
             raise self.timeout_error(None) from None
         except (KeyboardInterrupt, concurrent.futures.CancelledError):
             self.interrupt_async()
-            self._drain(fut)
+            self._drain()
             raise S2OError("stopped", INTERRUPTED) from None
 
     # -- the loop thread and interrupts --------------------------------------------------------
     def submit(self, coro: Coroutine[Any, Any, Any], start: float) -> concurrent.futures.Future[Any]:
-        """Schedule ``coro`` on the session's loop thread with what is left of the time limit."""
+        """Schedule ``coro`` on the session's loop thread with what is left of the time limit; the future
+        settles once its task has ended (:class:`Submitted`)."""
         if self._loop_thread is None or self._loop_thread.loop.is_closed():
             self._loop_thread = LoopThread()
             weakref.finalize(self, self._loop_thread.stop)
@@ -282,8 +246,8 @@ class Execution:
                 with contextlib.suppress(BaseException):  # the run's own outcome is already decided
                     await end_leftovers()
 
-        self._pending = asyncio.run_coroutine_threadsafe(step(), self._loop_thread.loop)
-        return self._pending
+        self._pending = Submitted(self._loop_thread.loop, step())
+        return self._pending.future
 
     def warm_up(self) -> None:
         """Start the threads a run uses (event loop, watchdog) with a trivial expression and coroutine."""
@@ -302,13 +266,14 @@ class Execution:
         WATCHDOG.interrupt(self._deadline)  # does nothing unless an expression is running under it
 
     def interrupt_async(self) -> None:
-        """Cancel the coroutine running on the loop thread, and interrupt it if it does not yield."""
-        fut = self._pending
-        if fut is not None and not fut.done():
-            fut.cancel()
+        """Cancel the coroutine running on the loop thread; the watchdog interrupts it if it has not ended
+        :data:`INTERRUPT_GRACE` seconds later (an expression that never awaits)."""
+        run = self._pending
+        if run is not None and not run.ended.is_set():
+            run.cancel()
             token = self._token
             if token is not None:
-                WATCHDOG.interrupt(token)
+                WATCHDOG.interrupt_soon(token, INTERRUPT_GRACE)
 
     # -- results and errors ------------------------------------------------------------------
     def finish(self, compiled: Compiled, value: Any) -> Any:
@@ -414,21 +379,22 @@ class Execution:
             value = fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
         except concurrent.futures.TimeoutError:
             self.interrupt_async()
+            self._drain()
             raise self.timeout_error(compiled) from None
         except KeyboardInterrupt:
             self.interrupt_async()
-            self._drain(fut)
+            self._drain()
             raise S2OError("stopped", INTERRUPTED, source=compiled.source) from None
         except BaseException as exc:
             raise self.map_error(exc, compiled, start) from None
         return self.finish(compiled, value)
 
-    @staticmethod
-    def _drain(fut: concurrent.futures.Future[Any]) -> None:
-        try:
-            fut.result(2.0)
-        except BaseException:  # the interrupted run's own outcome is not reported
-            return
+    def _drain(self) -> None:
+        """Wait (at most :data:`UNWIND_WAIT`) for the interrupted run's task to end; its own outcome is
+        not reported."""
+        run = self._pending
+        if run is not None:
+            run.ended.wait(UNWIND_WAIT)
 
     def _unknown_names(self, compiled: Compiled) -> None:
         errors = []

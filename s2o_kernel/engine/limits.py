@@ -85,6 +85,8 @@ class Watchdog:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._fire_lock = threading.Lock()
+        #: key -> when: interrupts asked for with :meth:`interrupt_soon`, fired by the watchdog's thread
+        self.interrupting: dict[int, float] = {}
 
     def arm(self, seconds: float, thread_id: int | None = None) -> Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
@@ -129,6 +131,15 @@ class Watchdog:
         """Fire ``token`` now with :class:`RunInterrupt` (used when the user interrupts)."""
         self._fire(token.key, RunInterrupt)
 
+    def interrupt_soon(self, token: Armed, delay: float) -> None:
+        """Fire ``token`` with :class:`RunInterrupt` ``delay`` seconds from now (at the watchdog's next
+        tick after it) unless it is disarmed first. A run on an event loop is cancelled first (it
+        ends at its next ``await``, and its end disarms it); this exception is only for a run that
+        does not reach one, so it never lands in the event loop's own code of a run that did."""
+        self.interrupting[token.key] = time.monotonic() + delay
+        if self._thread is None:
+            self.start()
+
     def _loop(self) -> None:
         while True:
             time.sleep(TICK)
@@ -136,6 +147,10 @@ class Watchdog:
             for key, entry in list(self.armed.items()):
                 if entry.deadline <= now:
                     self._fire(key, RunTimeout)
+            for key, when in list(self.interrupting.items()):
+                if when <= now:
+                    del self.interrupting[key]
+                    self._fire(key, RunInterrupt)  # nothing when the run has ended and disarmed it
 
 
 #: The process-wide watchdog.

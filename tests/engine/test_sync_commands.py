@@ -279,3 +279,17 @@ def test_a_host_object_stored_mid_run_leaves_the_runs_scopes(way, monkeypatch):
                        inputs={"q": 7})
     assert r.code == "success", r.error
     assert r.value == [7, 7]
+
+
+@pytest.mark.parametrize("way", ["sync", "coroutine"])
+def test_a_stopped_run_has_unwound_when_run_fragment_returns(way, monkeypatch):
+    """``run_fragment`` returns ``stopped`` only once the run's task has ended: the command the
+    interrupt stopped has restored its state by then (it returned while the loop thread was still
+    unwinding, so the locals read at once could hold a value of the stopped pass)."""
+    either_way(way, monkeypatch)
+    for _ in range(5):
+        s = session(locals={"k": 0}, limits={"time": 5, "loop_iterations": 10**9})
+        threading.Timer(0.15, s.interrupt).start()
+        r = s.run_fragment({"while": WHILE("{ True }", [{"var": {"k": "{ k + len(str(list(range(3000)))) }"}}])})
+        assert r.code == "stopped"
+        assert s.locals["k"] == 0

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..dynamic import expression_of
 from ..errors import S2OError
-from ..execution import LoopThread
+from ..loop import LoopThread
 from ..scopes import reveal
 from ..settings import Settings
 from . import api, ask, db, llm

@@ -1,0 +1,108 @@
+"""The session's event-loop thread and the runs submitted to it (SPEC 6, 12).
+
+"The shared event loop" of SPEC 6 is a :class:`LoopThread`: an asyncio loop in a daemon thread of its
+own, one per session (and one for a :class:`~.outside.gateway.Gateway`). A whole fragment run, or
+an expression's coroutine, is a :class:`Submitted` task on it, which the calling thread waits for; an
+interrupt cancels the task and the caller hears of it only when the task has ended, so a run never
+outlives the call that reported it (:func:`end_leftovers` ends what the run itself started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+#: Seconds a caller waits for an interrupted or timed-out run's task to end (its ``finally`` blocks, the
+#: state its commands restore, :func:`end_leftovers`' own 1 s grace) before it reports the run's end.
+UNWIND_WAIT = 3.0
+
+#: Seconds an interrupted run on the loop thread has to reach an ``await`` (where its cancellation
+#: lands) before the watchdog interrupts the expression it is in (:meth:`.Watchdog.interrupt_soon`).
+INTERRUPT_GRACE = 0.05
+
+
+class LoopThread:
+    """A session's event loop, running in its own daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._main, name="s2o-session-loop", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        while not self.loop.is_closed():
+            try:
+                self.loop.run_forever()
+                break
+            except BaseException:  # a limit exception that landed in the loop itself: keep serving
+                continue
+        with contextlib.suppress(RuntimeError):
+            self.loop.close()
+
+    def stop(self) -> None:
+        """End the loop and its thread (when the session that owns it is gone)."""
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class Submitted:
+    """One coroutine running as a task on a :class:`LoopThread`, as other threads see it.
+
+    ``future`` settles with the task's outcome (``CancelledError`` when it was cancelled) only when the
+    task has ended, and ``ended`` is set then: its ``finally`` blocks have run and the state its
+    commands restore is restored. :meth:`cancel` cancels the task, never the future, so a caller woken
+    by an interrupt never reports a run that is still unwinding (``asyncio.run_coroutine_threadsafe``'s
+    future, cancelled from outside, woke its waiter at once). Raises ``RuntimeError`` when the loop is
+    closed.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> None:
+        self.loop = loop
+        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.ended = threading.Event()
+        self._task: asyncio.Task[Any] | None = None
+        loop.call_soon_threadsafe(self._begin, coro)
+
+    def _begin(self, coro: Coroutine[Any, Any, Any]) -> None:  # on the loop thread, before any _cancel
+        self._task = self.loop.create_task(coro)
+        self._task.add_done_callback(self._settle)
+
+    def _settle(self, task: asyncio.Task[Any]) -> None:
+        if not self.future.done():  # a caller awaiting through asyncio.wrap_future may have cancelled it
+            if task.cancelled():
+                self.future.cancel()
+            elif (exc := task.exception()) is not None:
+                self.future.set_exception(exc)
+            else:
+                self.future.set_result(task.result())
+        self.ended.set()
+
+    def cancel(self) -> None:
+        """Cancel the task from any thread: it ends at its next ``await`` (code that never awaits is the
+        watchdog's to interrupt)."""
+        if not self.ended.is_set():
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the task is gone with it
+                self.loop.call_soon_threadsafe(self._cancel)
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+async def end_leftovers(grace: float = 1.0) -> None:
+    """Cancel every task on the running loop but the caller's, and wait up to ``grace`` seconds for them.
+
+    A run ends with everything it started (SPEC 12): the children of a granted ``asyncio.gather``
+    whose sibling failed, tasks a granted host function created, and their callbacks.
+    """
+    current = asyncio.current_task()
+    left = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        await asyncio.wait(left, timeout=grace)
