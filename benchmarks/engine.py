@@ -15,6 +15,7 @@ splits s2o's cold path into its stages (text checks + parse, rules walk, rewrite
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import gc
 import itertools
@@ -22,6 +23,7 @@ import math
 import statistics
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import tools
@@ -31,6 +33,8 @@ SECTION = "engine"
 #: The expressions every tool runs in its canonical form (the anchors' "common 7").
 COMMON = ("arith", "fstring", "subscr", "cond", "builtins", "strmeth", "boolean")
 _UNIQUE = itertools.count(1)
+#: The teaching notebooks (``reopen`` figures).
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def _fresh(src: str) -> str:
@@ -198,9 +202,83 @@ def _stages(quick: bool) -> list[Figure]:
     return figures
 
 
+def notebook_expressions(path: Path) -> list[str]:
+    """Every expression a notebook's code cells hold, in order: expression cells, the dynamic-string
+    form, and every dynamic string inside a fragment's JSON (magic cells are left out)."""
+    import nbformat
+
+    from s2o_kernel.engine.dynamic import expression_of
+    from s2o_kernel.engine.fragments.parser import fragment_kind
+    from s2o_kernel.kernel import cells
+
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str) and (hit := expression_of(value)) is not None:
+            found.append(hit[0])
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        read = cells.classify(cell.source, fragment_kind)
+        if read.kind == cells.EXPRESSION:
+            found.append(read.text)
+        elif read.kind == cells.DYNAMIC:
+            walk(read.text)
+        elif read.kind == cells.FRAGMENT:
+            walk(read.data)
+    return found
+
+
+def _reopen(quick: bool) -> list[Figure]:
+    """What a notebook reopened in a new kernel pays to compile all its expressions again, in ms, against
+    ``compile(source)`` of the same expressions (a kernel's compile cache lives as long as its process)."""
+    from s2o_kernel.engine import Engine, default_settings
+
+    engine = Engine(default_settings())
+
+    def s2o(sources: list[str]) -> None:
+        engine._cache.clear()
+        engine.compiled.clear()
+        engine.simple.clear()
+        for src in sources:
+            with contextlib.suppress(Exception):  # a refusal costs its check too
+                engine.compile(src)
+
+    def floor(sources: list[str]) -> None:
+        for src in sources:
+            with contextlib.suppress(SyntaxError):
+                compile(src, "<expr>", "eval")
+
+    figures = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        sources = notebook_expressions(path)
+        timers = {name: functools.partial(_repeat, fn, sources) for name, fn in (("s2o", s2o), ("compile", floor))}
+        collect()
+        results = interleaved(timers, "compile", 3 if quick else 7, 0.02 if quick else 0.1)
+        for tool, (seconds, ratio) in results.items():
+            figures.append(Figure(SECTION, f"reopen/{path.stem}", tool, seconds * 1e3, "ms", "compile", ratio,
+                                  f"{len(sources)} expressions"))
+    return figures
+
+
+def _repeat(fn: Callable[[list[str]], None], sources: list[str], n: int) -> float:
+    start = timeit.default_timer()
+    for _ in range(n):
+        fn(sources)
+    return timeit.default_timer() - start
+
+
 def measure(quick: bool) -> list[Figure]:
-    """Hot and cold figures of the twelve expressions for every tool, and s2o's cold stages."""
-    return _hot(quick) + _cold(quick) + _stages(quick)
+    """Hot and cold figures of the twelve expressions for every tool, s2o's cold stages, and the compile
+    cost of each teaching notebook reopened."""
+    return _hot(quick) + _cold(quick) + _stages(quick) + _reopen(quick)
 
 
 def _max_hot(figures: list[Figure]) -> float | None:
