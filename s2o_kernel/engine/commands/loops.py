@@ -9,6 +9,7 @@ run's time limit on every pass; every pass is counted on the session's ``progres
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -128,6 +129,7 @@ async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], step
     namespace, view = session.namespace(), HANDLING.get()
     item_name, index_name = m.item, m.index
     named = accepted(item_name) and (not index_name or accepted(index_name))
+    passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, session.progress
     count = 0
     while True:
         item = next_item(iterator, cmd)
@@ -142,7 +144,11 @@ async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], step
             session.set_local(item_name, item)
             if index_name:
                 session.set_local(index_name, count - 1)
-        begin_pass(it, cmd, count)
+        if count > passes:  # begin_pass, inline
+            raise loop_limit(it, cmd)
+        if time.monotonic() - start > seconds:
+            it.check_time(cmd.path)
+        progress.note_pass(count)
         try:
             for step in steps:
                 step(namespace, view)
@@ -197,12 +203,18 @@ async def run_while(it: Interpreter, cmd: Command) -> None:
 def begin_pass(it: Interpreter, cmd: Command, count: int) -> None:
     """Start pass ``count`` (1-based) of a loop: ``loop-limit`` past ``limits.loop_iterations``,
     ``timedOut`` past the run's time, and the pass counted on the session's progress."""
-    limit = it.limits.loop_iterations
-    if count > limit:
-        raise S2OError("loop-limit", f"the loop ran more than {limit} iterations "
-                       f"(limits.loop_iterations = {limit})", path=cmd.path)
-    it.check_time(cmd.path)
+    if count > it.limits.loop_iterations:
+        raise loop_limit(it, cmd)
+    if time.monotonic() - it.start > it.limits.time:  # Interpreter.check_time, inline: once a pass
+        it.check_time(cmd.path)
     it.session.progress.note_pass(count)
+
+
+def loop_limit(it: Interpreter, cmd: Command) -> S2OError:
+    """The ``loop-limit`` error of ``cmd``, a loop that started a pass past ``limits.loop_iterations``."""
+    limit = it.limits.loop_iterations
+    return S2OError("loop-limit", f"the loop ran more than {limit} iterations (limits.loop_iterations = {limit})",
+                    path=cmd.path)
 
 
 async def pass_async(it: Interpreter, body: list[Command]) -> bool:
