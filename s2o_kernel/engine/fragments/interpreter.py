@@ -3,8 +3,8 @@
 :func:`run_program` runs a :class:`~.tree.Program` on the session's event loop thread as one coroutine,
 so awaited calls in the branches of a ``parallel`` command overlap, the run-time limit covers everything
 including awaits (``asyncio.wait_for`` for awaiting, the watchdog for work that never yields), and an
-interrupt cancels the whole run. Each command runs through its registry entry (:mod:`..commands`);
-expressions run through the session's one evaluator (:meth:`~..execution.Execution.run_on_loop`).
+interrupt cancels the whole run. Each command runs through its registry entry (:mod:`..commands`), a
+loop's sync body as steps (:mod:`.fastpath`); expressions through the session's one evaluator.
 
 Semantics:
 
