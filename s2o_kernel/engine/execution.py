@@ -114,6 +114,7 @@ class Execution:
         self.globals: dict[str, Any] = {}
         self._loop_thread: LoopThread | None = None
         self._pending: concurrent.futures.Future[Any] | None = None
+        self._ended = threading.Event()  # set when the last submitted run's coroutine has unwound (_drain)
         self._deadline = Armed(0, 0.0)  # reused by every time limit armed in the calling thread
         self._armed = WATCHDOG.armed
         self._token: Any = None
@@ -270,6 +271,7 @@ class Execution:
             self._loop_thread = LoopThread()
             weakref.finalize(self, self._loop_thread.stop)
         remaining = max(self.engine.settings.limits.time - (time.monotonic() - start), 0.0)
+        ended = self._ended = threading.Event()
 
         async def step() -> Any:
             token = WATCHDOG.arm(remaining + 0.1)
@@ -281,6 +283,7 @@ class Execution:
                 WATCHDOG.disarm(token)
                 with contextlib.suppress(BaseException):  # the run's own outcome is already decided
                     await end_leftovers()
+                ended.set()
 
         self._pending = asyncio.run_coroutine_threadsafe(step(), self._loop_thread.loop)
         return self._pending
@@ -423,12 +426,13 @@ class Execution:
             raise self.map_error(exc, compiled, start) from None
         return self.finish(compiled, value)
 
-    @staticmethod
-    def _drain(fut: concurrent.futures.Future[Any]) -> None:
-        try:
+    def _drain(self, fut: concurrent.futures.Future[Any]) -> None:
+        """Wait (2 s at most each) for the interrupted run's outcome, which is not reported, and for its
+        coroutine to unwind: a cancelled ``fut`` is done at once, and a next run started while this one
+        still ends its leftovers would be cancelled by it (``end_leftovers``), ending ``stopped`` too."""
+        with contextlib.suppress(BaseException):
             fut.result(2.0)
-        except BaseException:  # the interrupted run's own outcome is not reported
-            return
+        self._ended.wait(2.0)
 
     def _unknown_names(self, compiled: Compiled) -> None:
         errors = []

@@ -170,16 +170,17 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
         {"var": {"w": "{ w + 1 }"}}, {"if": IF("{ w == 3 }", {"return": "{ w * 100 }"})}])}], {}),
     "for-refused-values-and-names": ([{"var": {"codes": []}}, {"for": {"in": "{ [1, 2, 3] }", "item": "n", "commands": [
         {"if": IF("{ n == 2 }", {"var": {"late": "{ n }"}})},
-        {"var": {"g": "{ (i for i in range(n)) }"}, "onError": [{"var": {"codes": "{ codes + [exc.code] }"}}]},
+        {"var": {"g": "{ (i for i in range(n)) }"}, "onError": [{"var": {"codes": "{ codes + [exc.message] }"}}]},
         {"var": {"seen": "{ late }"}, "onError": [{"var": {"codes": "{ codes + [exc.code, exc.message] }"}}]}]}},
         {"return": "{ [codes, seen] }"}], {}),
-    # two branches share the namespace: the other branch's expressions drop `exc` from it between the
-    # handler's passes (a loop yields every 32), and each expression of the handler's loop sets it again
+    # two branches share the namespace and take turns every 32 passes: each expression sets `exc` as its
+    # own task sees it (the handler's error in one branch, none in the other), never as the other left it
     "parallel-handler-and-loop": ([{"parallel": [
+        [{"for": {"in": "{ list(range(45)) }", "item": "k", "commands": [{"var": {"m": "{ k }"}}, {
+            "var": {"leak": "{ exc.code }"}, "onError": [{"var": {"clean": "{ clean + 1 }"}}]}]}}],
         [{"var": {"x": "{ 1 // 0 }"}, "onError": [{"for": {"in": "{ list(range(45)) }", "item": "n", "commands": [
-            {"var": {"codes": "{ codes + [exc.code] if n % 20 == 0 else codes }"}}]}}]}],
-        [{"for": {"in": "{ list(range(45)) }", "item": "k", "commands": [{"var": {"m": "{ k }"}}]}}]]},
-        {"return": "{ [codes, m] }"}], {"codes": []}),
+            {"var": {"codes": "{ codes + [exc.code] if n % 20 == 0 else codes }"}}]}}]}]]},
+        {"return": "{ [codes, m, clean] }"}], {"codes": [], "clean": 0}),
 }
 
 
@@ -261,9 +262,12 @@ def test_the_sync_path_gives_the_expected_values():
     assert r.code == "failCommand" and r.error.message == "stop at 2" and s.locals["a"] == 1
     assert [p["text"] for p in r.outputs] == ["1", "2"]
     assert run("return-in-a-while")[1].value == 300
-    assert run("for-refused-values-and-names")[1].value == [
-        ["not-allowed", "not-set", "'late' has not been set at this point of the run", "not-allowed", "not-allowed"], 2]
-    assert run("parallel-handler-and-loop")[1].value == [["runtime"] * 3, 44]
+    codes, seen = run("for-refused-values-and-names")[1].value
+    refused = "a generator cannot be the result of an expression; consume it inside the expression (for example with list(...))"
+    assert codes == [refused, "not-set", "'late' has not been set at this point of the run", refused, refused]
+    assert seen == 2
+    s, r = run("parallel-handler-and-loop")
+    assert r.value == [["runtime"] * 3, 44, 45] and "leak" not in s.locals
 
 
 def test_a_time_limit_stops_a_sync_loop_and_keeps_the_session():
@@ -387,7 +391,7 @@ def test_a_loops_sync_body_runs_as_steps(monkeypatch):
 
 
 @pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
-@pytest.mark.parametrize("where", ["in-the-body", "as-the-item"])
+@pytest.mark.parametrize("where", ["in-the-body", "one-field", "as-the-item"])
 def test_a_host_object_stored_in_a_loop_turns_the_session_guarded_mid_loop(where, way, monkeypatch):
     """Storing a host object mid-loop turns the session's engine guarded (here a ``Fraction`` counts as
     one): the steps built for the old engine give way to the general path, and the run's scopes stay."""
@@ -409,9 +413,11 @@ def test_a_host_object_stored_in_a_loop_turns_the_session_guarded_mid_loop(where
     monkeypatch.setattr(Interpreter, "value_sync", read)
     s = Session(Engine(bare_settings({"allowlist": "fractions.Fraction as Fraction\nlen"})))
     assert not s.engine.guarded
-    store = ({"if": IF("{ n == 2 }", {"var": {"host": "{ Fraction(1, 3) * 1 }", "q2": "{ [sys.inputs.get('q')][0] }"}})}
-             if where == "in-the-body" else {"var": {"host": "{ 0 }"}})
-    items = "{ [1, 2, 3] }" if where == "in-the-body" else "{ [1, Fraction(1, 3), 3] }"
+    store = {"in-the-body": {"if": IF("{ n == 2 }", {"var": {"host": "{ Fraction(1, 3) * 1 }",
+                                                             "q2": "{ [sys.inputs.get('q')][0] }"}})},
+             "one-field": {"if": IF("{ n == 2 }", {"var": {"host": "{ Fraction(1, 3) * 1 }"}})},
+             "as-the-item": {"var": {"host": "{ 0 }"}}}[where]
+    items = "{ [1, Fraction(1, 3), 3] }" if where == "as-the-item" else "{ [1, 2, 3] }"
     r = s.run_fragment([{"var": {"ks": []}}, {"for": {"in": items, "item": "n", "commands": [
         store, {"var": {"ks": "{ ks + [sys.inputs.get('q'), len(ks)] }", "last": "{ command.ks[-1] }"}}]}},
         {"return": "{ ks }"}], inputs={"q": 7})

@@ -9,8 +9,8 @@ run's time limit on every pass; every pass is counted on the session's ``progres
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -132,9 +132,14 @@ async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], step
     passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, session.progress
     count = 0
     while True:
-        item = next_item(iterator, cmd)
-        if item is _DONE:
+        try:  # next_item, inline
+            item = next(iterator)
+        except StopIteration:
             break
+        except S2OError:
+            raise
+        except Exception as exc:
+            raise runtime_error(exc, f"{cmd.path}.in") from None
         count += 1
         if named and type(item) in PLAIN_TYPES:
             namespace[item_name] = item
@@ -146,7 +151,7 @@ async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], step
                 session.set_local(index_name, count - 1)
         if count > passes:  # begin_pass, inline
             raise loop_limit(it, cmd)
-        if time.monotonic() - start > seconds:
+        if monotonic() - start > seconds:
             it.check_time(cmd.path)
         progress.note_pass(count)
         try:
@@ -205,7 +210,7 @@ def begin_pass(it: Interpreter, cmd: Command, count: int) -> None:
     ``timedOut`` past the run's time, and the pass counted on the session's progress."""
     if count > it.limits.loop_iterations:
         raise loop_limit(it, cmd)
-    if time.monotonic() - it.start > it.limits.time:  # Interpreter.check_time, inline: once a pass
+    if monotonic() - it.start > it.limits.time:  # Interpreter.check_time, inline: once a pass
         it.check_time(cmd.path)
     it.session.progress.note_pass(count)
 

@@ -38,11 +38,12 @@ the same ``eval`` of the same code); the watchdog's exception landing in a step'
 
 from __future__ import annotations
 
-import time
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
 from ..references import has_reference
@@ -51,14 +52,21 @@ from ..values import PLAIN_TYPES
 from .tree import Break, Command, Continue
 
 if TYPE_CHECKING:
+    from ..commands.var import Target
     from ..engine import Engine
     from .interpreter import Interpreter
 
 #: One command's step: runs it in ``namespace`` with ``exc`` reading ``view`` (see the module doc).
 Step = Callable[[dict[str, Any], ErrorView | None], None]
-#: A dynamic value's reader: its value in ``namespace`` with ``exc`` reading ``view`` and ``command``
-#: reading ``fields`` (the command's fields set so far, or ``None``).
-Reader = Callable[[dict[str, Any], ErrorView | None, dict[str, Any] | None], Any]
+
+
+class Reader(Protocol):
+    """A dynamic value's reader: its value in ``namespace`` with ``exc`` reading ``view`` and ``command``
+    reading ``fields`` (the command's fields set so far, or ``None``)."""
+
+    def __call__(self, namespace: dict[str, Any], view: ErrorView | None, fields: dict[str, Any] | None = None) -> Any:
+        ...
+
 #: What builds a step of its own for a command (``None``: the general path's).
 Builder = Callable[["Interpreter", Command, "Engine"], Step | None]
 
@@ -87,24 +95,29 @@ def step_of(it: Interpreter, cmd: Command, engine: Engine) -> Step:
     return lambda namespace, view: general(cmd)
 
 
-def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...]) -> Reader:
+def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...], into: Target | None = None) -> Reader:
     """What reads the dynamic value ``raw`` at ``path`` in a command whose fields ``names`` are set before it.
 
     An expression is ``Interpreter.value_sync`` and ``Execution.run_now`` in one closure; plain text is
-    itself; a reference, a list or a dict goes through ``value_sync``. Raises a compile error (``S2OError``)."""
+    itself; a reference, a list or a dict goes through ``value_sync``. Raises a compile error (``S2OError``).
+    With ``into``, an expression's reader also sets the value at that ``var`` target (a local without items:
+    the reader is then the whole of a one-field ``var``, one call less a pass)."""
+    from ..commands.var import store  # the commands import this module (loops)
+
     value_sync = it.value_sync
     if not isinstance(raw, str):
-        return lambda namespace, view, fields: value_sync(raw, path, fields)
+        return lambda namespace, view, fields=None: value_sync(raw, path, fields)
     compiled = it.compiled_for(raw, path, dict.fromkeys(names))
     if compiled is None:
         if has_reference(raw):
-            return lambda namespace, view, fields: value_sync(raw, path, fields)
-        return lambda namespace, view, fields: raw
+            return lambda namespace, view, fields=None: value_sync(raw, path, fields)
+        return lambda namespace, view, fields=None: raw
     execution, start, code = it.execution, it.start, compiled.code
     builtins = execution.engine.builtins
     awaits, checks = compiled.is_coroutine_code or compiled.top_call, compiled.may_hold_objects
+    name = into[4] if into is not None else ""
 
-    def read(namespace: dict[str, Any], view: ErrorView | None, fields: dict[str, Any] | None) -> Any:
+    def read(namespace: dict[str, Any], view: ErrorView | None, fields: dict[str, Any] | None = None) -> Any:
         namespace["__builtins__"] = builtins  # Session.prepare, inline
         namespace["command"] = CommandScope(fields, "command") if fields else NO_FIELDS
         if view is None:
@@ -116,9 +129,16 @@ def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...]) -> Read
             if awaits and type(value) is types.CoroutineType:
                 value.close()
                 raise S2OError("unexpected", "an expression of a sync command awaited")
-            return execution.finish(compiled, value) if checks else value
+            if checks:
+                value = execution.finish(compiled, value)
         except BaseException as exc:
             raise execution.fragment_error(exc, compiled, start).with_context(path=path) from None
+        if into is not None:
+            if type(value) in PLAIN_TYPES:  # Session.set_local of a value with nothing to check
+                namespace[name] = value
+            else:
+                store(it, into, value)
+        return value
     return read
 
 
@@ -134,7 +154,7 @@ def command_step(it: Interpreter, cmd: Command, engine: Engine, run: Step, *, sn
         if execution.engine is not engine:  # the session turned guarded mid-run
             general(cmd)
             return
-        if time.monotonic() - start > limit:
+        if monotonic() - start > limit:
             it.check_time(path)
         it.current_path = path
         snap = session.snapshot() if snapshot and not it.parallel_depth else None
@@ -165,6 +185,10 @@ def var_step(it: Interpreter, cmd: Command, engine: Engine) -> Step:
         local = scope == "local" and not items and check_target_name(name) == name
         fields.append((reader(it, raw, path, tuple(names)), field, name, local))
         names[name] = None
+    if len(fields) == 1 and fields[0][3]:  # one local: when it is an expression, its reader sets it
+        field = fields[0][1]
+        if isinstance(field[2], str) and expression_of(field[2]) is not None:
+            return command_step(it, cmd, engine, reader(it, field[2], field[1], (), into=field))
 
     execution, value_sync = it.execution, it.value_sync
 
