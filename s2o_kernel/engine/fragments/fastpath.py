@@ -67,6 +67,7 @@ class Reader(Protocol):
     def __call__(self, namespace: dict[str, Any], view: ErrorView | None, fields: dict[str, Any] | None = None) -> Any:
         ...
 
+
 #: What builds a step of its own for a command (``None``: the general path's).
 Builder = Callable[["Interpreter", Command, "Engine"], Step | None]
 
