@@ -13,6 +13,7 @@ from __future__ import annotations
 import keyword
 import math
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from . import rules
@@ -379,6 +380,13 @@ class ErrorView:
 
     def __repr__(self) -> str:
         return f"<error {self.code}: {self.message}>"
+
+
+#: ``command`` of an expression outside ``var`` (no fields are set): one shared, read-only scope.
+NO_FIELDS = CommandScope({}, "command")
+#: The error the ``onError`` handler running in the current task of a fragment run handles (what ``exc``
+#: reads; :meth:`~.session.Session.handling`), or ``None``.
+HANDLING: ContextVar[ErrorView | None] = ContextVar("s2o_handling", default=None)
 
 
 def check_target_name(name: object) -> str:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import introspection, reach, rules
+from . import introspection, reach, rules, scopes
 from .dynamic import expression_of
 from .engine import Engine, Validation
 from .errors import S2OError
@@ -26,7 +26,7 @@ from .execution import Execution
 from .fragments.dataflow import Dataflow
 from .outside.call import Outside
 from .progress import RunProgress
-from .scopes import CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
+from .scopes import NO_FIELDS, CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
 from .settings import Settings, bare_settings, merge
 from .values import PLAIN_TYPES, check_value
 
@@ -43,10 +43,6 @@ SHARED_NAMES = ("__builtins__", "agent", "conv", "const", "sys")
 #: evaluator it belongs to; unset (``None``) outside calls: the notebook's function, whose namespace
 #: is the evaluator's globals. Each task of a run (``parallel`` branches) sees its own call's locals.
 _FRAME: ContextVar[tuple[Execution, dict[str, Any]] | None] = ContextVar("s2o_frame", default=None)
-#: ``command`` of an expression outside ``var`` (no fields are set): one shared, read-only scope.
-_NO_FIELDS = CommandScope({}, "command")
-#: The error the ``onError`` handler running in the current task handles (what ``exc`` reads).
-_HANDLING: ContextVar[ErrorView | None] = ContextVar("s2o_handling", default=None)
 
 
 @dataclass
@@ -445,30 +441,30 @@ class Session:
         """
         caller = self.namespace()
         frame = {name: caller[name] for name in SHARED_NAMES if name in caller}
-        frame["command"] = _NO_FIELDS
+        frame["command"] = NO_FIELDS
         frame.update(bound)
         token = _FRAME.set((self._run, frame))
-        handling = _HANDLING.set(None)
+        handling = scopes.HANDLING.set(None)
         try:
             yield
         finally:
-            _HANDLING.reset(handling)
+            scopes.HANDLING.reset(handling)
             _FRAME.reset(token)
 
     @contextlib.contextmanager
     def handling(self, error: S2OError) -> Iterator[None]:
         """Make ``exc`` read ``error`` in the current task while an ``onError`` handler runs; the outer
         ``exc`` (or none) after. Expressions read it through :meth:`prepare`."""
-        token = _HANDLING.set(ErrorView(error))
+        token = scopes.HANDLING.set(ErrorView(error))
         try:
             yield
         finally:
-            _HANDLING.reset(token)
+            scopes.HANDLING.reset(token)
             self._show_exc(self.namespace())
 
     @staticmethod
     def _show_exc(namespace: dict[str, Any]) -> None:
-        view = _HANDLING.get()
+        view = scopes.HANDLING.get()
         if view is None:
             namespace.pop("exc", None)
         else:
@@ -483,15 +479,15 @@ class Session:
         """
         namespace = self.namespace()
         namespace["__builtins__"] = self._run.engine.builtins  # the engine may have turned guarded mid-run
-        namespace["command"] = CommandScope(fields, "command") if fields else _NO_FIELDS
+        namespace["command"] = CommandScope(fields, "command") if fields else NO_FIELDS
         self._show_exc(namespace)
         return namespace
 
     def clear_command_fields(self) -> None:
         """Make ``command`` read no fields again (the runtime calls this after each command)."""
         namespace = self.namespace()
-        if namespace.get("command") is not _NO_FIELDS:
-            namespace["command"] = _NO_FIELDS
+        if namespace.get("command") is not NO_FIELDS:
+            namespace["command"] = NO_FIELDS
 
     def set_result(self, value: Any) -> None:
         """Set ``result``, the value of the last result-producing command."""

@@ -3,18 +3,25 @@ plain call, with no coroutine per level. The parser decides which commands are s
 check that decision, and that every fragment behaves exactly as it does when every command runs
 as a coroutine (the registry's ``run_sync`` taken away), including failures, ``onError``,
 ``outputPath``, loop control, limits and state restored after a failure.
+
+A loop's sync body runs as steps compiled once per run (:mod:`s2o_kernel.engine.fragments.fastpath`);
+every comparison is also made against the general sync path (``fastpath.BUILDERS`` emptied: each
+command of the body through ``Interpreter.command_sync``, as before the steps).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+from fractions import Fraction
 from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, Session, bare_settings
+from s2o_kernel.engine import Engine, Session, bare_settings, reach
 from s2o_kernel.engine import commands as registry
+from s2o_kernel.engine.fragments import fastpath
+from s2o_kernel.engine.fragments.interpreter import Interpreter
 from s2o_kernel.engine.fragments.parser import parse_fragment
 from s2o_kernel.engine.fragments.tree import Command
 
@@ -42,6 +49,11 @@ def without_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, spec in list(registry.REGISTRY.items()):
         if spec.run is not None and spec.run_sync is not None:
             monkeypatch.setitem(registry.REGISTRY, name, dataclasses.replace(spec, run_sync=None))
+
+
+def without_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No command has a step of its own: a loop's sync body runs ``Interpreter.command_sync`` per command."""
+    monkeypatch.setattr(fastpath, "BUILDERS", {})
 
 
 def without_atomic(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,25 +135,76 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
                            {"var": {"lst[5]": 2}}], {}),
     "nested-if-fails-late": ([{"var": {"a": 1}}, {"if": IF("{ True }", [
         {"var": {"a": 2}}, {"var": {"agent.seen": True}}, {"log": "{ [][3] }"}])}], {}),
+    # loops whose body runs as steps (fastpath)
+    "for-handler-each-pass": ([{"var": {"seen": []}}, {"for": {"in": "{ [1, 2, 0, 4] }", "item": "n", "commands": [
+        {"var": {"seen": "{ seen + [n] }", "q": "{ 8 // n }"}, "onError": [{"var": {"seen": "{ seen + [exc.code] }"}}]},
+        {"var": {"late": "{ exc.code }"}, "onError": [{"log": "{ exc.message }"}]}]}}, {"return": "{ seen }"}], {}),
+    "for-fields-and-targets": ([{"var": {"lst": [0, 0, 0], "agent.tally": {"n": 0}}}, {"for": {
+        "in": "{ [0, 1, 2] }", "item": "n", "index": "i", "commands": [
+            {"var": {"v": "{ n * 10 }", "lst[1]": "{ command.v + i }",
+                     "agent.tally['n']": "{ agent.tally['n'] + command.v }", "conv.last": "{ n }"}},
+            {"var": {"label": "plain text", "pair": ["{ n }", "fixed"], "ref": "†conv.last || †agent.none",
+                     "d": {"k": "{ i }"}}}]}},
+        {"return": "{ [lst, agent.tally, label, pair, ref, d] }"}], {}),
+    "for-fails-midway-restores": ([{"var": {"a": 0}}, {"for": {"in": "{ [1, 2, 3] }", "item": "n", "commands": [
+        {"var": {"a": "{ a + n }", "agent.last": "{ n }", "b": "{ 1 // (n - 2) }"}}]}}], {}),
+    "for-loop-limit": ({"for": {"in": "{ list(range(100)) }", "item": "n", "commands": [{"var": {"k": "{ k + n }"}}]}},
+                       {"k": 0}),
+    "for-objects-as-items": ([{"var": {"out": []}}, {"for": {"in": "{ [[1], {'a': 2}, 'z'] }", "item": "x", "index": "i",
+                                                              "commands": [{"var": {"out": "{ out + [x, i] }"}}]}},
+                              {"return": "{ out }"}], {}),
+    "loop-in-a-handler": ([{"var": {"x": "{ 1 // 0 }"}, "onError": [
+        {"for": {"in": "{ [1, 2] }", "item": "n", "commands": [{"var": {"codes": "{ codes + [exc.code, n] }"}}]}}]},
+        {"return": "{ codes }"}], {"codes": []}),
+    "loop-in-a-function-called-twice": ({"functions": {
+        "main": {"commands": [{"call": {"function": "odd", "args": {"top": 3}}}, {"var": {"first": "{ result }"}},
+                              {"call": {"function": "odd", "args": {"top": 5}}}, {"return": "{ [first, result] }"}]},
+        "odd": {"args": {"top": "int"}, "commands": [{"var": {"t": 0}}, {"for": {
+            "in": "{ list(range(top)) }", "item": "n",
+            "commands": [{"if": IF("{ n % 2 }", {"var": {"t": "{ t + n }"}}, {"continue": {}})}]}},
+            {"return": "{ t }"}]}}}, {}),
+    "fail-in-a-loop": ([{"var": {"a": 0}}, {"for": {"in": "{ [1, 2, 3] }", "item": "n", "commands": [
+        {"output": {"text": "{ str(n) }"}}, {"if": IF("{ n == 2 }", {"fail": "{ 'stop at ' + str(n) }"})},
+        {"var": {"a": "{ n }"}}]}}], {}),
+    "return-in-a-while": ([{"var": {"w": 0}}, {"while": WHILE("{ True }", [
+        {"var": {"w": "{ w + 1 }"}}, {"if": IF("{ w == 3 }", {"return": "{ w * 100 }"})}])}], {}),
+    "for-refused-values-and-names": ([{"var": {"codes": []}}, {"for": {"in": "{ [1, 2, 3] }", "item": "n", "commands": [
+        {"if": IF("{ n == 2 }", {"var": {"late": "{ n }"}})},
+        {"var": {"g": "{ (i for i in range(n)) }"}, "onError": [{"var": {"codes": "{ codes + [exc.message] }"}}]},
+        {"var": {"seen": "{ late }"}, "onError": [{"var": {"codes": "{ codes + [exc.code, exc.message] }"}}]}]}},
+        {"return": "{ [codes, seen] }"}], {}),
+    # two branches share the namespace and take turns every 32 passes: each expression sets `exc` as its
+    # own task sees it (the handler's error in one branch, none in the other), never as the other left it
+    "parallel-handler-and-loop": ([{"parallel": [
+        [{"for": {"in": "{ list(range(45)) }", "item": "k", "commands": [{"var": {"m": "{ k }"}}, {
+            "var": {"leak": "{ exc.code }"}, "onError": [{"var": {"clean": "{ clean + 1 }"}}]}]}}],
+        [{"var": {"x": "{ 1 // 0 }"}, "onError": [{"for": {"in": "{ list(range(45)) }", "item": "n", "commands": [
+            {"var": {"codes": "{ codes + [exc.code] if n % 20 == 0 else codes }"}}]}}]}]]},
+        {"return": "{ [codes, m, clean] }"}], {"codes": [], "clean": 0}),
 }
 
 
 def outcome(s: Session, fragment: Any) -> tuple[Any, ...]:
     r = s.run_fragment(fragment)
     err = r.error
+    names = s.execution.globals
     return (r.code, r.value, r.outputs, r.logs, err and (err.code, err.path, err.message),
-            {k: v for k, v in s.locals.items()}, dict(s.agent_vars))
+            {k: v for k, v in s.locals.items()}, dict(s.agent_vars), dict(s.conv_vars),
+            ("exc" in names, names.get("result"), repr(names.get("command"))))
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("other", ["coroutine", "snapshot-always"])
+@pytest.mark.parametrize("other", ["coroutine", "snapshot-always", "general-sync"])
 def test_sync_commands_behave_as_coroutine_commands(name, other, monkeypatch):
-    """The same run with every command a coroutine, or with a snapshot before every command."""
+    """The same run with every command a coroutine, with a snapshot before every command, or with a
+    loop's sync body run command by command (no steps)."""
     fragment, locals_ = CASES[name]
     fast = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
     if other == "coroutine":
         without_sync(monkeypatch)
         assert not any(c.sync for c in parsed(fragment, set(locals_)) if c.name != "end")
+    elif other == "general-sync":
+        without_steps(monkeypatch)
     else:
         without_atomic(monkeypatch)
         assert not any(c.atomic for c in parsed(fragment, set(locals_)))
@@ -182,6 +245,29 @@ def test_the_sync_path_gives_the_expected_values():
     assert r.error.path == "[2].var.lst[5]" and s.locals["lst"] == [1] and s.agent_vars == {"cart": {"n": 2}}
     s, r = run("nested-if-fails-late")
     assert r.error.code == "runtime" and s.locals["a"] == 1 and s.agent_vars == {}
+    s, r = run("for-handler-each-pass")
+    assert r.value == [1, 2, "runtime", 4] and s.locals["q"] == 2 and len(r.logs) == 4 and "onError" in r.logs[0]
+    s, r = run("for-fields-and-targets")
+    assert r.value == [[0, 22, 0], {"n": 30}, "plain text", [2, "fixed"], 2, {"k": 2}], r.error
+    assert s.conv_vars == {"last": 2}
+    s, r = run("for-fails-midway-restores")
+    assert r.error.code == "runtime" and r.error.path == "[1].for.commands[0].var.b"
+    assert s.locals["a"] == 0 and "b" not in s.locals and s.agent_vars == {}
+    s, r = run("for-loop-limit")
+    assert r.error.code == "loop-limit" and r.error.path == "for" and s.locals["k"] == 0
+    assert run("for-objects-as-items")[1].value == [[1], 0, {"a": 2}, 1, "z", 2]
+    assert run("loop-in-a-handler")[1].value == ["runtime", 1, "runtime", 2]
+    assert run("loop-in-a-function-called-twice")[1].value == [1, 4]
+    s, r = run("fail-in-a-loop")
+    assert r.code == "failCommand" and r.error.message == "stop at 2" and s.locals["a"] == 1
+    assert [p["text"] for p in r.outputs] == ["1", "2"]
+    assert run("return-in-a-while")[1].value == 300
+    codes, seen = run("for-refused-values-and-names")[1].value
+    refused = "a generator cannot be the result of an expression; consume it inside the expression (for example with list(...))"
+    assert codes == [refused, "not-set", "'late' has not been set at this point of the run", refused, refused]
+    assert seen == 2
+    s, r = run("parallel-handler-and-loop")
+    assert r.value == [["runtime"] * 3, 44, 45] and "leak" not in s.locals
 
 
 def test_a_time_limit_stops_a_sync_loop_and_keeps_the_session():
@@ -220,12 +306,14 @@ def test_too_deep_is_reported_by_sync_blocks(monkeypatch):
 # -- limits and interrupts on the sync path ----------------------------------------------------------
 
 def either_way(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``sync``: as parsed; ``coroutine``: every command a coroutine."""
+    """``sync``: as parsed; ``general``: a loop's sync body with no steps; ``coroutine``: every command a coroutine."""
     if way == "coroutine":
         without_sync(monkeypatch)
+    elif way == "general":
+        without_steps(monkeypatch)
 
 
-@pytest.mark.parametrize("way", ["sync", "coroutine"])
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
 @pytest.mark.parametrize("fragment, path, kept", [
     ([{"var": {"a": "{ time.sleep(0.06) }"}}, {"output": "late"}], "[1].output", True),
     ({"if": IF("{ True }", [{"var": {"a": "{ time.sleep(0.06) }"}}, {"log": "late"}])}, "if.then[1].log", False),
@@ -241,7 +329,7 @@ def test_the_time_limit_is_checked_before_each_sync_command(fragment, path, kept
     assert ("a" in s.locals) is kept  # a command the limit stopped inside an `if` left nothing
 
 
-@pytest.mark.parametrize("way", ["sync", "coroutine"])
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
 def test_the_watchdog_landing_outside_an_expression_ends_the_run_timed_out(way, monkeypatch):
     """The watchdog's exception may land in the engine's own code (here the walk that checks a
     stored value): the run still ends ``timedOut`` as data, never raising out of ``run_fragment``,
@@ -254,7 +342,7 @@ def test_the_watchdog_landing_outside_an_expression_ends_the_run_timed_out(way, 
     assert s.run_fragment({"var": {"after": 1}}).code == "success" and s.locals["after"] == 1
 
 
-@pytest.mark.parametrize("way", ["sync", "coroutine"])
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
 def test_an_interrupt_from_another_thread_stops_a_loop(way, monkeypatch):
     """``Session.interrupt`` stops a fragment's loop (its exception alone was taken by the event loop
     while the loop yielded, and the run went on to its time limit); the loop's variables are as before."""
@@ -267,7 +355,7 @@ def test_an_interrupt_from_another_thread_stops_a_loop(way, monkeypatch):
     assert s.run_fragment({"return": "{ k }"}).value == 0  # runs after the stopped one has unwound
 
 
-@pytest.mark.parametrize("way", ["sync", "coroutine"])
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
 def test_a_host_object_stored_mid_run_leaves_the_runs_scopes(way, monkeypatch):
     """Storing a host object in a local (which may turn the session's code guarded) changes no scope:
     ``sys.inputs`` still reads the run's inputs after it (it read the settings' inputs)."""
@@ -281,7 +369,7 @@ def test_a_host_object_stored_mid_run_leaves_the_runs_scopes(way, monkeypatch):
     assert r.value == [7, 7]
 
 
-@pytest.mark.parametrize("way", ["sync", "coroutine"])
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
 def test_a_stopped_run_has_unwound_when_run_fragment_returns(way, monkeypatch):
     """``run_fragment`` returns ``stopped`` only once the run's task has ended: the command the
     interrupt stopped has restored its state by then (it returned while the loop thread was still
@@ -293,3 +381,109 @@ def test_a_stopped_run_has_unwound_when_run_fragment_returns(way, monkeypatch):
         r = s.run_fragment({"while": WHILE("{ True }", [{"var": {"k": "{ k + len(str(list(range(3000)))) }"}}])})
         assert r.code == "stopped"
         assert s.locals["k"] == 0
+
+
+# -- the steps of a loop's sync body (fastpath) -------------------------------------------------------
+
+def test_a_loops_sync_body_runs_as_steps(monkeypatch):
+    """The steps are taken (so the comparisons above compare them): a loop of ``var``, ``if``, ``break`` and
+    ``continue`` runs none of its commands through ``Interpreter.command_sync``; with no steps, each one."""
+    names: list[str] = []
+    general = Interpreter.command_sync
+
+    def counted(self: Interpreter, cmd: Command) -> None:
+        if ".for.commands" in cmd.path:
+            names.append(cmd.name)
+        general(self, cmd)
+    monkeypatch.setattr(Interpreter, "command_sync", counted)
+    fragment, _ = CASES["break-continue"]
+    assert session().run_fragment(fragment).value == [1, 3]
+    assert names == []
+    without_steps(monkeypatch)
+    assert session().run_fragment(fragment).value == [1, 3]
+    assert names.count("if") == 7 and {"continue", "break", "var"} <= set(names)
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+@pytest.mark.parametrize("where", ["in-the-body", "one-field", "as-the-item"])
+def test_a_host_object_stored_in_a_loop_turns_the_session_guarded_mid_loop(where, way, monkeypatch):
+    """Storing a host object mid-loop turns the session's engine guarded (here a ``Fraction`` counts as
+    one): the steps built for the old engine give way to the general path, and the run's scopes stay."""
+    either_way(way, monkeypatch)
+    host = reach.is_host_object
+    monkeypatch.setattr(reach, "is_host_object", lambda value: type(value) is Fraction or host(value))
+    general: list[str] = []
+    command_sync = Interpreter.command_sync
+
+    def counted(self: Interpreter, cmd: Command) -> None:
+        general.append(cmd.path)
+        command_sync(self, cmd)
+    monkeypatch.setattr(Interpreter, "command_sync", counted)
+    value_sync = Interpreter.value_sync
+
+    def read(self: Interpreter, raw: Any, path: str, fields: Any = None) -> Any:
+        general.append(path)
+        return value_sync(self, raw, path, fields)
+    monkeypatch.setattr(Interpreter, "value_sync", read)
+    s = Session(Engine(bare_settings({"allowlist": "fractions.Fraction as Fraction\nlen"})))
+    assert not s.engine.guarded
+    store = {"in-the-body": {"if": IF("{ n == 2 }", {"var": {"host": "{ Fraction(1, 3) * 1 }",
+                                                             "q2": "{ [sys.inputs.get('q')][0] }"}})},
+             "one-field": {"if": IF("{ n == 2 }", {"var": {"host": "{ Fraction(1, 3) * 1 }"}})},
+             "as-the-item": {"var": {"host": "{ 0 }"}}}[where]
+    items = "{ [1, Fraction(1, 3), 3] }" if where == "as-the-item" else "{ [1, 2, 3] }"
+    r = s.run_fragment([{"var": {"ks": []}}, {"for": {"in": items, "item": "n", "commands": [
+        store, {"var": {"ks": "{ ks + [sys.inputs.get('q'), len(ks)] }", "last": "{ command.ks[-1] }"}}]}},
+        {"return": "{ ks }"}], inputs={"q": 7})
+    assert r.code == "success", r.error
+    assert r.value == [7, 0, 7, 2, 7, 4]
+    assert s.engine.guarded
+    if way == "sync":  # the first pass ran as steps, the last on the general path; in the `var` that
+        assert 0 < general.count("[1].for.commands[1].var") < 3  # stored the host, the next field too
+        assert ("[1].for.commands[0].if.then.var.q2" in general) is (where == "in-the-body")
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+@pytest.mark.parametrize("body, path", [
+    ([{"var": {"a": "{ [time.sleep(0.06)][0] }"}}, {"var": {"b": 1}}], "for.commands[1].var"),
+    ([{"if": IF("{ True }", [{"var": {"a": "{ [time.sleep(0.06)][0] }"}}, {"break": {}}])}], "for.commands[0].if.then[1].break"),
+], ids=["next-command", "in-a-branch"])
+def test_the_time_limit_is_checked_before_each_command_of_a_loops_body(body, path, way, monkeypatch):
+    """Inside a loop's sync body too, a run whose time passed in one command stops before the next."""
+    either_way(way, monkeypatch)
+    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": 0.03}})))
+    r = s.run_fragment({"for": {"in": "{ [1, 2] }", "item": "n", "commands": body}})
+    assert r.code == "timedOut" and r.error is not None and r.error.path == path
+    assert "a" not in s.locals and "b" not in s.locals
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+@pytest.mark.parametrize("body", [{"var": {"k": "{ k + 1 }"}},
+                                  {"var": {"k": "{ len([0 for i in range(10 ** 7) for j in range(10 ** 7) if i < 0]) }"}}],
+                         ids=["many-passes", "one-long-expression"])
+def test_a_time_limit_stops_a_for_loop(body, way, monkeypatch):
+    """A ``for`` past its time ends ``timedOut``, whether the time passes between passes or inside one
+    long expression (the watchdog's); the loop's variables are as before it."""
+    either_way(way, monkeypatch)
+    s = session(locals={"k": 0}, limits={"time": 0.3, "loop_iterations": 10**9})
+    r = s.run_fragment({"for": {"in": "{ range(10 ** 7) }", "item": "n", "commands": [body]}})
+    assert r.code == "timedOut" and r.error is not None and r.error.code == "timedOut"
+    assert s.locals["k"] == 0 and "n" not in s.locals
+
+
+class NoTruth:
+    """A host object whose truth fails."""
+
+    def __bool__(self) -> bool:
+        raise ValueError("no truth here")
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+def test_a_condition_whose_truth_fails_in_a_loop_is_runtime_at_the_condition(way, monkeypatch):
+    either_way(way, monkeypatch)
+    s = Session(Engine(bare_settings({"allowlist": "len"})), locals={"odd": NoTruth()})
+    r = s.run_fragment([{"var": {"paths": []}}, {"for": {"in": "{ [1, 2] }", "item": "n", "commands": [
+        {"if": IF("{ odd }", {"var": {"x": 1}}), "onError": [{"var": {"paths": "{ paths + [exc.code, exc.path] }"}}]}]}},
+        {"return": "{ paths }"}])
+    assert r.code == "success", r.error
+    assert r.value == ["runtime", "[1].for.commands[0].if.condition"] * 2

@@ -1,7 +1,9 @@
 """Property test of sync commands (``Command.sync``) and atomic commands (``Command.atomic``): random
 small fragments, drawn from a grammar of the commands that can run as plain calls, run on fresh
-sessions three ways — as they are; with every command a coroutine (the registry's ``run_sync`` taken
-away); with no command atomic (a snapshot before every command) — and give the same result code,
+sessions four ways — as they are (a loop's sync body as steps, :mod:`~s2o_kernel.engine.fragments.fastpath`);
+with a loop's sync body run command by command (no steps: ``fastpath.BUILDERS`` emptied); with every
+command a coroutine (the registry's ``run_sync`` taken away); with no command atomic (a snapshot before
+every command) — and give the same result code,
 value, outputs, logs, error (code, path, message), locals, agent and conversation variables, and the
 same ``exc``/``result``/``command`` left in the namespace.
 
@@ -27,6 +29,7 @@ from hypothesis import strategies as st
 
 from s2o_kernel.engine import Engine, Session, bare_settings
 from s2o_kernel.engine import commands as registry
+from s2o_kernel.engine.fragments import fastpath
 
 ALLOWLIST = "asyncio.sleep\nlen\nstr\nint\nlist\nrange"
 LIMITS = {"loop_iterations": 12, "output_parts": 6}
@@ -170,6 +173,14 @@ def every_command_a_coroutine() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def no_steps() -> Iterator[None]:
+    """No command has a step of its own: a loop's sync body runs ``Interpreter.command_sync`` per command."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastpath, "BUILDERS", {})
+        yield
+
+
+@contextlib.contextmanager
 def no_command_atomic() -> Iterator[None]:
     """``var`` parses as before but is never atomic: a snapshot before every command."""
     spec = registry.REGISTRY["var"]
@@ -189,6 +200,8 @@ def no_command_atomic() -> Iterator[None]:
 @given(fragment=fragments())
 def test_a_fragment_runs_the_same_sync_as_a_coroutine_and_with_snapshots(fragment: list[dict[str, Any]]) -> None:
     fast = outcome(fragment)
+    with no_steps():
+        assert outcome(fragment) == fast
     with every_command_a_coroutine():
         assert outcome(fragment) == fast
     with no_command_atomic():
@@ -197,7 +210,7 @@ def test_a_fragment_runs_the_same_sync_as_a_coroutine_and_with_snapshots(fragmen
 
 def test_the_grammar_reaches_what_it_means_to():
     """The drawn fragments are not all refused at validation, and they do reach sync commands, failures,
-    handlers and loops (so the property above is not vacuous)."""
+    handlers and loops, loops whose body runs as steps among them (so the property above is not vacuous)."""
     seen: dict[str, int] = {}
 
     @settings(max_examples=120, deadline=None, derandomize=True, database=None,
@@ -209,7 +222,15 @@ def test_the_grammar_reaches_what_it_means_to():
         for key in (code, err and err[0], stage, "outputs" if outputs else None, "logs" if logs else None):
             if key:
                 seen[key] = seen.get(key, 0) + 1
-    tally()
+    real_steps = fastpath.steps
+
+    def steps(it: Any, body: Any) -> Any:
+        seen["loops run as steps"] = seen.get("loops run as steps", 0) + 1
+        return real_steps(it, body)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastpath, "steps", steps)
+        tally()
+    assert seen.get("loops run as steps", 0) >= 20, seen
     assert seen.get("success", 0) >= 20
     assert seen.get("errorInAgent", 0) >= 10
     for code in ("runtime", "not-set"):

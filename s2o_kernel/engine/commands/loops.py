@@ -9,13 +9,17 @@ run's time limit on every pass; every pass is counted on the session's ``progres
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from ..errors import S2OError
+from ..fragments import fastpath
 from ..fragments.tree import Break, Continue, all_sync, join
-from ..values import runtime_error
+from ..scopes import HANDLING, ErrorView, check_target_name
+from ..values import PLAIN_TYPES, runtime_error
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 
 #: A loop hands the event loop to parallel branches (and a pending cancellation) every this many passes:
@@ -24,6 +28,7 @@ from .spec import CommandSpec, FieldsModel, parse_no_fields
 YIELD_EVERY = 32
 
 if TYPE_CHECKING:
+    from ..fragments.fastpath import Step
     from ..fragments.interpreter import Interpreter
     from ..fragments.parser import Parser
     from ..fragments.tree import Command
@@ -96,38 +101,105 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
         raise S2OError("runtime", f"TypeError: 'in' is expected to be a list, got {type_name(iterable)}",
                        path=f"{cmd.path}.in") from None
     body = cmd.children["commands"]
-    sync = all_sync(body)
+    if all_sync(body):
+        await for_steps(it, cmd, iterator, fastpath.steps(it, body))
+        return
     session = it.session
     count = 0
     while True:
-        try:
-            item = next(iterator)
-        except StopIteration:
+        item = next_item(iterator, cmd)
+        if item is _DONE:
             break
-        except S2OError:
-            raise
-        except Exception as exc:  # a host iterator that fails: coded, at the loop's 'in'
-            raise runtime_error(exc, f"{cmd.path}.in") from None
         count += 1
         session.set_local(m.item, item)
         if m.index:
             session.set_local(m.index, count - 1)
         begin_pass(it, cmd, count)
-        if not (pass_sync(it, body) if sync else await pass_async(it, body)):
+        if not await pass_async(it, body):
             break
         if not count % YIELD_EVERY:
             await asyncio.sleep(0)  # let parallel branches and cancellation in
 
 
+async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], steps: list[Step]) -> None:
+    """:func:`run_for`'s passes over a body of sync commands, each command a step (:mod:`..fragments.fastpath`;
+    the namespace and ``exc`` read once, as the steps take them). A plain item (``str``, number…) is set in
+    the namespace as :meth:`~..session.Session.set_local` would, any other through it."""
+    m, session = cmd.model, it.session
+    namespace, view = session.namespace(), HANDLING.get()
+    item_name, index_name = m.item, m.index
+    named = accepted(item_name) and (not index_name or accepted(index_name))
+    passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, session.progress
+    count = 0
+    while True:
+        try:  # next_item, inline
+            item = next(iterator)
+        except StopIteration:
+            break
+        except S2OError:
+            raise
+        except Exception as exc:
+            raise runtime_error(exc, f"{cmd.path}.in") from None
+        count += 1
+        if named and type(item) in PLAIN_TYPES:
+            namespace[item_name] = item
+            if index_name:
+                namespace[index_name] = count - 1
+        else:
+            session.set_local(item_name, item)
+            if index_name:
+                session.set_local(index_name, count - 1)
+        if count > passes:  # begin_pass, inline
+            raise loop_limit(it, cmd)
+        if monotonic() - start > seconds:
+            it.check_time(cmd.path)
+        progress.note_pass(count)
+        try:
+            for step in steps:
+                step(namespace, view)
+        except Break:
+            break
+        except Continue:
+            pass
+        if not count % YIELD_EVERY:
+            await asyncio.sleep(0)
+
+
+#: What :func:`next_item` returns after the last item.
+_DONE = object()
+
+
+def next_item(iterator: Iterator[Any], cmd: Command) -> Any:
+    """The loop's next item, or :data:`_DONE`; a host iterator that fails is ``runtime`` at the loop's ``in``."""
+    try:
+        return next(iterator)
+    except StopIteration:
+        return _DONE
+    except S2OError:
+        raise
+    except Exception as exc:
+        raise runtime_error(exc, f"{cmd.path}.in") from None
+
+
+def accepted(name: str) -> bool:
+    """Whether ``name`` may be set as a local (:func:`~..scopes.check_target_name`); the loop sets a refused
+    name through ``Session.set_local``, which raises its error."""
+    try:
+        return check_target_name(name) == name
+    except S2OError:
+        return False
+
+
 async def run_while(it: Interpreter, cmd: Command) -> None:
     """Run the body while the condition is true."""
     body = cmd.children["commands"]
-    sync = all_sync(body)
+    steps = fastpath.steps(it, body) if all_sync(body) else None
+    namespace, view = it.session.namespace(), HANDLING.get()
     count = 0
     while await it.truth(cmd.model.condition, f"{cmd.path}.condition"):
         count += 1
         begin_pass(it, cmd, count)
-        if not (pass_sync(it, body) if sync else await pass_async(it, body)):
+        if not (pass_steps(steps, namespace, view) if steps is not None else await pass_async(it, body)):
             break
         if not count % YIELD_EVERY:
             await asyncio.sleep(0)
@@ -136,12 +208,18 @@ async def run_while(it: Interpreter, cmd: Command) -> None:
 def begin_pass(it: Interpreter, cmd: Command, count: int) -> None:
     """Start pass ``count`` (1-based) of a loop: ``loop-limit`` past ``limits.loop_iterations``,
     ``timedOut`` past the run's time, and the pass counted on the session's progress."""
-    limit = it.limits.loop_iterations
-    if count > limit:
-        raise S2OError("loop-limit", f"the loop ran more than {limit} iterations "
-                       f"(limits.loop_iterations = {limit})", path=cmd.path)
-    it.check_time(cmd.path)
+    if count > it.limits.loop_iterations:
+        raise loop_limit(it, cmd)
+    if monotonic() - it.start > it.limits.time:  # Interpreter.check_time, inline: once a pass
+        it.check_time(cmd.path)
     it.session.progress.note_pass(count)
+
+
+def loop_limit(it: Interpreter, cmd: Command) -> S2OError:
+    """The ``loop-limit`` error of ``cmd``, a loop that started a pass past ``limits.loop_iterations``."""
+    limit = it.limits.loop_iterations
+    return S2OError("loop-limit", f"the loop ran more than {limit} iterations (limits.loop_iterations = {limit})",
+                    path=cmd.path)
 
 
 async def pass_async(it: Interpreter, body: list[Command]) -> bool:
@@ -155,11 +233,11 @@ async def pass_async(it: Interpreter, body: list[Command]) -> bool:
     return True
 
 
-def pass_sync(it: Interpreter, body: list[Command]) -> bool:
-    """:func:`pass_async` for a body of sync commands: no coroutine per pass."""
+def pass_steps(steps: list[Step], namespace: dict[str, Any], view: ErrorView | None) -> bool:
+    """:func:`pass_async` for a body of sync commands, as steps (:mod:`..fragments.fastpath`)."""
     try:
-        for cmd in body:  # it.block_sync(body), one call less a pass
-            it.command_sync(cmd)
+        for step in steps:
+            step(namespace, view)
     except Break:
         return False
     except Continue:

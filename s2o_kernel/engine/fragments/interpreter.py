@@ -3,8 +3,8 @@
 :func:`run_program` runs a :class:`~.tree.Program` on the session's event loop thread as one coroutine,
 so awaited calls in the branches of a ``parallel`` command overlap, the run-time limit covers everything
 including awaits (``asyncio.wait_for`` for awaiting, the watchdog for work that never yields), and an
-interrupt cancels the whole run. Each command runs through its registry entry (:mod:`..commands`);
-expressions run through the session's one evaluator (:meth:`~..execution.Execution.run_on_loop`).
+interrupt cancels the whole run. Each command runs through its registry entry (:mod:`..commands`), a
+loop's sync body as steps (:mod:`.fastpath`); expressions through the session's one evaluator.
 
 Semantics:
 
@@ -52,6 +52,7 @@ from .tree import Break, Command, Continue, End, Fail, Function, Program, Return
 if TYPE_CHECKING:
     from ..engine import Compiled, Engine
     from ..session import Session, Snapshot
+    from .fastpath import Step
 
 #: Errors that ``onError`` does not handle: they end the run.
 UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit",
@@ -112,8 +113,8 @@ class Interpreter:
         current_path: JSON path of the command running now (for ``timedOut``).
         execution: the session's evaluator (:class:`~..execution.Execution`).
         spend: US dollars the run's model calls have cost so far (SPEC 6, 7.1; :meth:`add_spend`).
-        compiled: (dynamic string, command field names) → its code under ``compiled_by``, the
-            session's engine: a loop's expressions are looked up once per pass in this small table.
+        compiled: (dynamic string, command field names) → its code under ``compiled_by``, the session's
+            engine; ``fast``: a sync loop body's steps, by the body's id (:func:`.fastpath.steps`).
     """
 
     def __init__(self, session: Session, program: Program, on_output: OutputSink | None, start: float) -> None:
@@ -126,11 +127,11 @@ class Interpreter:
         self.logs: list[str] = []
         self.limits = session.settings.limits
         self.output_budget = OutputBudget.of(self.limits)
-        self.parallel_depth = 0
+        self.parallel_depth, self.spend = 0, 0.0
         self.current_path: str | None = None
-        self.spend = 0.0
         self.compiled: dict[tuple[str, tuple[str, ...]], Compiled] = {}
         self.compiled_by: Engine | None = None
+        self.fast: dict[int, tuple[Engine, list[Command], list[Step]]] = {}
 
     # -- values -------------------------------------------------------------------------------------
     async def value(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
@@ -290,12 +291,10 @@ class Interpreter:
             _DEPTH.reset(token)
 
     def block_sync(self, commands: list[Command]) -> None:
-        """:meth:`block` for a list of sync commands (:func:`~.tree.all_sync`).
-
-        It counts no level: nothing below a sync command calls a function or runs an async command,
-        so nothing below it reads the depth, and its own nesting is within the bound validation
-        checked (:mod:`.depth`); a ``RecursionError`` would still be ``too-deep``.
-        """
+        """:meth:`block` for a list of sync commands (:func:`~.tree.all_sync`). It counts no level: nothing
+        below a sync command calls a function or runs an async command, so nothing below it reads the depth,
+        and its own nesting is within the bound validation checked (:mod:`.depth`); a ``RecursionError``
+        would still be ``too-deep``."""
         for cmd in commands:
             self.command_sync(cmd)
 
@@ -341,12 +340,16 @@ class Interpreter:
                 self.session.restore(snap)
             raise
         except (S2OError, RecursionError) as raised:
-            exc = self.failed(cmd, raised, snap)
-            if exc is not None:
-                with self.session.handling(exc):
-                    self.block_sync(cmd.on_error or [])
+            self.recover_sync(cmd, raised, snap)
         finally:
             self.session.clear_command_fields()
+
+    def recover_sync(self, cmd: Command, raised: S2OError | RecursionError, snap: Snapshot | None) -> None:
+        """What follows a sync command's failure: :meth:`failed`, then ``onError`` with ``exc`` reading the error."""
+        exc = self.failed(cmd, raised, snap)
+        if exc is not None:
+            with self.session.handling(exc):
+                self.block_sync(cmd.on_error or [])
 
     def failed(self, cmd: Command, raised: S2OError | RecursionError, snap: Snapshot | None) -> S2OError | None:
         """What follows ``cmd`` failing with ``raised``: state restored from ``snap``; a limit (``UNHANDLED``)
