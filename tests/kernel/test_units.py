@@ -633,7 +633,10 @@ def test_inspect(session: FakeSession) -> None:
         ("await fetch(1)", "complete"),
         ('{"var": {"x": 1}}', "complete"),
         ('{"var": {"x": 1}', "incomplete"),
-        ('[{"var": {"x": "abc', "incomplete"),
+        ('[{"var": {"x": "abc', "invalid"),  # a JSON string cannot go on over a line break
+        ('"Hello {name}', "invalid"),
+        ('{"var": {"x": "abc",', "incomplete"),
+        ('"""a long\nPython string', "incomplete"),
         ('{"var" {"x": 1}}', "invalid"),
         ('# NBVAL_SKIP\n{"var":\n', "incomplete"),
         ("{ price * 2 }", "complete"),
