@@ -72,19 +72,24 @@ class Namespace:
         raise S2OError("not-allowed", f"'{self.__path}' is read-only")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        granted = ", ".join(f"{self.__path}.{n}" for n in sorted(self.__dict__)) or "nothing"
+        granted = ", ".join(f"{self.__path}.{n}" for n in sorted(namespace_members(self))) or "nothing"
         raise S2OError("not-allowed", f"'{self.__path}' itself is not in the allowlist (granted: {granted})")
 
     def __repr__(self) -> str:
         return f"<granted {self.__kind} {self.__path}>"
 
     def __dir__(self) -> list[str]:
-        return sorted(self.__dict__)
+        return sorted(namespace_members(self))
+
+
+#: The namespace's own bookkeeping, held in its instance dictionary beside the members.
+_OWN = frozenset({"_Namespace__path", "_Namespace__kind"})
 
 
 def namespace_members(ns: Namespace) -> dict[str, Any]:
-    """The granted members of a namespace (for completion and ``sys.exists``)."""
-    return dict(vars(ns))
+    """The granted members of a namespace, name → object (for completion, ``name?`` and the
+    ``not-allowed`` message of calling it); never the namespace's own path and kind."""
+    return {k: v for k, v in vars(ns).items() if k not in _OWN}
 
 
 def namespace_path(ns: Namespace) -> str:

@@ -77,6 +77,9 @@ class Compiled:
     top_call: bool
 
     simple: bool = False  # no call, comprehension or await: one eval, no limit bookkeeping
+    #: Where the whole-expression call starts (line, col), for ``top_call``: an error raised while it
+    #: is awaited for you has no frame of the expression to take a position from. ``None`` otherwise.
+    call_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         self.simple = not (self.may_run_long or self.may_hold_objects or self.is_coroutine_code)
@@ -331,4 +334,5 @@ class Engine:
             may_hold_objects=checked.may_hold_objects or checked.is_async,
             is_coroutine_code=bool(code.co_flags & inspect.CO_COROUTINE),
             top_call=checked.top_call,
+            call_at=checked.call_at if checked.top_call else None,
         )

@@ -293,6 +293,8 @@ class Execution:
     def map_error(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
         """Turn anything raised while running ``compiled`` into an :class:`S2OError` with a position."""
         line, col = position(exc.__traceback__)
+        if line is None and compiled.call_at is not None:  # raised by a call awaited for you (SPEC 6, 11)
+            line, col = compiled.call_at
         err = self._coded(exc, compiled, start)
         if err.stage != "validate":
             err.stage = "run"

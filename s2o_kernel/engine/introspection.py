@@ -56,9 +56,22 @@ def member_names(session: Session, dotted: str) -> list[str]:
     return sorted(n for n in names if name_violation(n) is None)
 
 
+#: What ``name?`` says of each runtime namespace (SPEC 5) before listing its members.
+_RUNTIME = {
+    "agent": "agent variables, kept with the conversation; set with var agent.NAME",
+    "conv": "conversation variables, shared by every agent; set with var conv.NAME",
+    "sys": "read-only runtime values; sys.exists(scope, name) asks whether a variable is set",
+    "const": "read-only constants of the agent (the settings' [const], %sys)",
+}
+
+
 def describe(session: Session, dotted: str) -> str | None:
-    """A short description of a granted name or a variable: signature and doc, or type and value."""
+    """A short description of a granted name, a variable or a runtime namespace (SPEC 5, 9):
+    signature and doc, type and value, or what the namespace holds and its members."""
     parts = dotted.split(".")
+    if len(parts) == 1 and parts[0] in _RUNTIME and parts[0] not in session.locals:
+        members = ", ".join(member_names(session, parts[0])) or "(none set)"
+        return f"{dotted}: {_RUNTIME[parts[0]]}\nmembers: {members}"
     if parts[0] in ("agent", "conv") and len(parts) == 2:
         if session.exists(parts[0], parts[1]):
             v = session.variable(parts[0], parts[1])

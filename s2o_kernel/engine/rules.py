@@ -122,6 +122,7 @@ class Checked:
         is_async: the expression contains ``await`` or an async comprehension.
         top_call: the whole expression is one call (awaited for you when it
             returns a coroutine, SPEC 6).
+        call_at: line and column where the top call starts.
     """
 
     source: str
@@ -132,6 +133,7 @@ class Checked:
     secrets: set[str] = field(default_factory=set)
     is_async: bool = False
     top_call: bool = False
+    call_at: tuple[int, int] = (1, 0)
     name_positions: dict[str, tuple[int, int]] = field(default_factory=dict)
     may_run_long: bool = False  # calls or comprehensions: arm the time limit
     may_hold_objects: bool = False  # calls or generator expressions: check what the result holds
@@ -200,7 +202,8 @@ class Validator:
     def walk(self, tree: ast.Expression) -> None:
         """Visit every node of ``tree`` iteratively; errors go to ``self.out``."""
         body = tree.body
-        self.out.top_call = isinstance(body, ast.Call)
+        if isinstance(body, ast.Call):
+            self.out.top_call, self.out.call_at = True, (body.lineno, body.col_offset)
         self._stack.append(_Item(body, tree, 1, 0, frozenset(), awaited=isinstance(body, ast.Call)))
         while self._stack:
             item = self._stack.pop()

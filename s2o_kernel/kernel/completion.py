@@ -258,12 +258,16 @@ def _expression_status(src: str) -> dict[str, str]:
 
 
 def _json_status(text: str) -> dict[str, str] | None:
-    """complete / incomplete for JSON-looking text; ``None`` means: not JSON."""
+    """complete / incomplete for JSON-looking text; ``None`` means: not JSON.
+
+    A string still open at the end is not unfinished JSON: a JSON string holds no raw line break,
+    so no further line can close it (the console runs the cell and shows the syntax error, as
+    IPython does for ``"abc``)."""
     try:
         json.loads(text)
     except (ValueError, RecursionError):
         depth, in_string, mismatch = _bracket_state(text)
-        if not mismatch and (depth > 0 or in_string):
+        if not mismatch and depth > 0 and not in_string:
             return {"status": "incomplete", "indent": "  " * min(depth, 8)}
         return None
     return {"status": "complete"}

@@ -331,3 +331,16 @@ def test_secrets_refuse_arithmetic_with_the_secret_message(expr):
     with pytest.raises(S2OError) as err:
         session.evaluate(expr)
     assert err.value.code == "not-allowed" and "f-string" in err.value.message
+
+
+def test_an_error_of_a_call_awaited_for_you_has_a_position():
+    # no frame of the expression is on the traceback of the awaited coroutine; the caret goes under the call
+    s = session(allowlist="s2o_kernel.examples.fetch_weather as weather")
+    for source in ('weather("Paris")', '(\n  weather("Paris"))'):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(source)
+        e = err.value
+        assert (e.code, e.message, e.source) == ("runtime", "KeyError: 'Paris'", source)
+        assert (e.line, e.col) == ((1, 0) if source.startswith("w") else (2, 2))
+    run = s.run_fragment({"var": {"w": '{ weather("Paris") }'}})
+    assert (run.error.code, run.error.line, run.error.col, run.error.path) == ("runtime", 1, 0, "var.w")

@@ -367,6 +367,14 @@ def test_help_cell_pages(runner: CellRunner) -> None:
 # -- magics ----------------------------------------------------------------------
 
 
+def test_limits_help_names_every_limit() -> None:
+    from s2o_kernel.engine.settings import Limits
+    from s2o_kernel.kernel.magics.limits_magic import MAGIC
+
+    keys = MAGIC.doc.split("Keys:", 1)[1]
+    assert [name for name in Limits.model_fields if name not in keys] == []
+
+
 def test_allowlist_show_and_replace(runner: CellRunner, session: FakeSession) -> None:
     assert results(runner.run("%allowlist")) == [{"text/plain": "len\nmath"}]
     out = runner.run("%%allowlist\n# teaching list\nlen\ntime.sleep")
@@ -633,7 +641,10 @@ def test_inspect(session: FakeSession) -> None:
         ("await fetch(1)", "complete"),
         ('{"var": {"x": 1}}', "complete"),
         ('{"var": {"x": 1}', "incomplete"),
-        ('[{"var": {"x": "abc', "incomplete"),
+        ('[{"var": {"x": "abc', "invalid"),  # a JSON string cannot go on over a line break
+        ('"Hello {name}', "invalid"),
+        ('{"var": {"x": "abc",', "incomplete"),
+        ('"""a long\nPython string', "incomplete"),
         ('{"var" {"x": 1}}', "invalid"),
         ('# NBVAL_SKIP\n{"var":\n', "incomplete"),
         ("{ price * 2 }", "complete"),

@@ -2,7 +2,9 @@
 
 %limits                                  show the limits as JSON
 %limits {"time": 5, "loop_iterations": 1000}
-Keys: time, loop_iterations, db_rows, llm_cost, definition_length, memory.
+Keys: time (seconds), loop_iterations, db_rows, llm_cost (dollars),
+definition_length (characters), memory (bytes), output_parts,
+output_part_bytes, output_bytes.
 """
 
 from __future__ import annotations
