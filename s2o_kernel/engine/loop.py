@@ -13,7 +13,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 #: Seconds a caller waits for an interrupted or timed-out run's task to end (its ``finally`` blocks, the
@@ -57,20 +57,35 @@ class Submitted:
     task has ended, and ``ended`` is set then: its ``finally`` blocks have run and the state its
     commands restore is restored. :meth:`cancel` cancels the task, never the future, so a caller woken
     by an interrupt never reports a run that is still unwinding (``asyncio.run_coroutine_threadsafe``'s
-    future, cancelled from outside, woke its waiter at once). Raises ``RuntimeError`` when the loop is
-    closed.
+    future, cancelled from outside, woke its waiter at once).
+
+    ``on_cancel`` is called on the loop thread when the cancel is delivered to the task, which is then
+    suspended at an ``await`` (the loop runs callbacks only between a task's steps): the watchdog's
+    exception is then not needed, and would land in the run's unwinding or in the event loop's own code.
+
+    Made unstarted, so that whoever may cancel it can hold it before its coroutine runs (an interrupt
+    from another thread that read the previous run was lost when the new run was already running);
+    :meth:`start` schedules it, and raises ``RuntimeError`` when the loop is closed.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_cancel: Callable[[], None] | None = None) -> None:
         self.loop = loop
+        self._on_cancel = on_cancel
         self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self.ended = threading.Event()
         self._task: asyncio.Task[Any] | None = None
-        loop.call_soon_threadsafe(self._begin, coro)
+        self._cancel_asked = False
+
+    def start(self, coro: Coroutine[Any, Any, Any]) -> Submitted:
+        """Schedule ``coro`` as the task (once); returns ``self``."""
+        self.loop.call_soon_threadsafe(self._begin, coro)
+        return self
 
     def _begin(self, coro: Coroutine[Any, Any, Any]) -> None:  # on the loop thread, before any _cancel
         self._task = self.loop.create_task(coro)
         self._task.add_done_callback(self._settle)
+        if self._cancel_asked:  # cancelled before it began: it ends before its first step
+            self._task.cancel()
 
     def _settle(self, task: asyncio.Task[Any]) -> None:
         if not self.future.done():  # a caller awaiting through asyncio.wrap_future may have cancelled it
@@ -89,9 +104,12 @@ class Submitted:
             with contextlib.suppress(RuntimeError):  # the loop has closed: the task is gone with it
                 self.loop.call_soon_threadsafe(self._cancel)
 
-    def _cancel(self) -> None:
+    def _cancel(self) -> None:  # on the loop thread: so the task is at an await, where the cancel lands
+        self._cancel_asked = True
         if self._task is not None:
             self._task.cancel()
+        if self._on_cancel is not None:
+            self._on_cancel()
 
 
 async def end_leftovers(grace: float = 1.0) -> None:

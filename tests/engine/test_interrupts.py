@@ -1,0 +1,223 @@
+"""Interrupts of runs on the session's loop thread (SPEC 6, 7, 12; design.md, "An interrupted run has
+ended when its cell does"): every way of running ends ``stopped`` as data, only once everything the run
+started has ended, and no interrupt, early, late or repeated, reaches a later run.
+
+Interrupts are sent when the run has provably started (a granted coroutine sets :data:`STARTED`), never
+after a guessed delay, except where noted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
+from s2o_kernel.engine.execution import INTERRUPTED
+from s2o_kernel.engine.limits import Armed, Watchdog
+
+#: A thread id no thread has: the watchdog's exception for it goes nowhere.
+NO_THREAD = 1
+STARTED = threading.Event()
+UNWINDING = threading.Event()
+RELEASE = threading.Event()
+UNWOUND = threading.Event()
+
+
+def _reset() -> None:
+    for event in (STARTED, UNWINDING, RELEASE, UNWOUND):
+        event.clear()
+
+
+async def wait_long() -> str:
+    """Host work that says it has started, then waits for a long time."""
+    STARTED.set()
+    await asyncio.sleep(30)
+    return "late"
+
+
+async def unwind_slowly() -> str:
+    """Host work whose cancellation takes until :data:`RELEASE` (its ``finally`` awaits), then sets
+    :data:`UNWOUND`."""
+    STARTED.set()
+    try:
+        await asyncio.sleep(30)
+    finally:
+        UNWINDING.set()
+        deadline = time.monotonic() + 5
+        while not RELEASE.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        UNWOUND.set()
+    return "late"
+
+
+def signal_started() -> int:
+    """Says the run has started (a plain function: the run does not await here)."""
+    STARTED.set()
+    return 1
+
+
+HOSTS: dict[str, Callable[..., Any]] = {"wait_long": wait_long, "unwind_slowly": unwind_slowly,
+                                        "signal_started": signal_started}
+
+
+def session(**limits: Any) -> Session:
+    _reset()
+    return Session(Engine(bare_settings({"allowlist": "asyncio.sleep\nlen",
+                                         "limits": {"time": 20, **limits}})), locals=dict(HOSTS))
+
+
+def interrupt_when_started(s: Session) -> threading.Thread:
+    def go() -> None:
+        if STARTED.wait(10):
+            s.interrupt()
+    thread = threading.Thread(target=go)
+    thread.start()
+    return thread
+
+
+# -- every way of running ends stopped, as data -------------------------------------------------------
+
+def test_an_awaiting_expression_interrupted_from_another_thread_is_stopped():
+    """``evaluate`` of an expression awaiting on the loop thread: ``Session.interrupt`` cancels its task,
+    and the caller reports ``stopped`` (it reported ``runtime`` "CancelledError", the cancelled future's
+    exception, which is no limit exception)."""
+    s = session()
+    interrupt_when_started(s)
+    with pytest.raises(S2OError) as err:
+        s.evaluate("wait_long()")
+    assert (err.value.code, err.value.message) == ("stopped", INTERRUPTED)
+    assert s.evaluate("len([1, 2])") == 2
+
+
+def test_evaluate_async_interrupted_from_another_thread_is_stopped():
+    """``evaluate_async``: an interrupt of the run is ``stopped``, never a raw ``CancelledError`` in the
+    caller's task (which then looked cancelled itself)."""
+    s = session()
+
+    async def main() -> Any:
+        interrupt_when_started(s)
+        try:
+            await s.evaluate_async("wait_long()")
+        except S2OError as exc:
+            return exc.code, asyncio.current_task().cancelling()  # type: ignore[union-attr]
+        except BaseException as exc:
+            return "raw", type(exc).__name__
+        return "value", None
+
+    assert asyncio.run(main()) == ("stopped", 0)
+    assert s.evaluate("len([1])") == 1
+
+
+def test_a_cancelled_evaluate_async_returns_once_its_run_has_unwound():
+    """The caller's task cancelled while ``evaluate_async`` awaits: the run is cancelled and the caller's
+    ``CancelledError`` comes only once the run's task has ended (it came at once, while the run's host
+    code still ran)."""
+    s = session()
+
+    async def main() -> bool:
+        task = asyncio.ensure_future(s.evaluate_async("unwind_slowly()"))
+        await asyncio.get_running_loop().run_in_executor(None, STARTED.wait, 10)
+        task.cancel()
+        threading.Timer(0.2, RELEASE.set).start()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return UNWOUND.is_set()
+
+    assert asyncio.run(main()) is True
+    assert s.evaluate("len([1])") == 1
+
+
+def test_an_interrupt_landing_outside_an_expression_is_stopped_without_asyncio_noise(caplog):
+    """The watchdog's ``RunInterrupt`` (a run that has not reached an ``await`` 50 ms after the cancel)
+    may land in the engine's own code, here the check of a stored value: the run ends ``stopped``, the
+    command left nothing, and no task's exception goes unretrieved ("Task exception was never retrieved"
+    from the tasks ``asyncio.wait_for`` made)."""
+    s = session()
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    interrupt_when_started(s)
+    r = s.run_fragment([{"var": {"go": "{ signal_started() }", "big": "{ [[1, 2, 3, 4, 5, 6, 7, 8]] * 4000000 }"}},
+                        {"output": "late"}])
+    assert r.code == "stopped" and r.error is not None and r.error.code == "stopped", r.error
+    assert r.outputs == [] and "go" not in s.locals and "big" not in s.locals
+    assert s.run_fragment({"var": {"after": "{ await asyncio.sleep(0.01) }"}}).code == "success"
+    del s, r
+    gc.collect()  # an unretrieved exception is reported when its task is collected
+    assert not [rec for rec in caplog.records if "never retrieved" in rec.getMessage()]
+
+
+@pytest.mark.parametrize("run", ["evaluate", "fragment"])
+def test_a_second_interrupt_while_the_run_unwinds_is_still_stopped_and_waits_for_the_unwinding(run):
+    """Two SIGINTs in the calling thread (the kernel in-process, the worker): the second lands while the
+    caller waits for the run's task to end. It is still ``stopped`` as data (a raw ``KeyboardInterrupt``
+    escaped), and the caller still returns only once the run has unwound."""
+    s = session()
+
+    def interrupts() -> None:
+        if STARTED.wait(10):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            if UNWINDING.wait(5):
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            time.sleep(0.2)
+        RELEASE.set()
+
+    assert threading.current_thread() is threading.main_thread()
+    threading.Thread(target=interrupts).start()
+    try:
+        if run == "evaluate":
+            try:
+                s.evaluate("unwind_slowly()")
+                outcome = "value"
+            except S2OError as exc:
+                outcome = exc.code
+        else:
+            outcome = s.run_fragment({"var": {"x": "{ unwind_slowly() }"}}).code
+    except BaseException as exc:
+        RELEASE.set()
+        outcome = f"raw {type(exc).__name__}"
+    unwound = UNWOUND.is_set()
+    RELEASE.wait(5)
+    assert (outcome, unwound) == ("stopped", True)
+    assert s.evaluate("len([1])") == 1
+
+
+# -- late interrupts never reach another run ---------------------------------------------------------------
+
+def test_an_interrupt_asked_for_an_ended_run_never_fires_on_a_later_deadline():
+    """``interrupt_soon`` for a run that ends (disarms) within the grace: the watchdog's later tick must
+    not fire on another deadline that took the same key (``id`` of a freed entry, which CPython reuses),
+    so a stray ``RunInterrupt`` never lands in the next run."""
+    dog = Watchdog()
+    dog._thread = threading.current_thread()  # never started: its ticks are driven here
+    first = dog.arm(60, thread_id=NO_THREAD)
+    dog.interrupt_soon(first, 0.0)
+    dog.disarm(first)
+    later = Armed(NO_THREAD, time.monotonic() + 60)
+    later.key = first.key  # as when the first entry is freed and the next one gets its address
+    dog.armed[later.key] = later
+    dog.tick(time.monotonic() + 1)
+    assert not later.fired and dog.armed.get(later.key) is later
+    assert dog.interrupting == {}
+
+
+def test_interrupts_before_and_after_a_run_do_not_reach_the_next_run():
+    """An interrupt while nothing runs, and one right after a run ended, are no-ops for later runs."""
+    s = session()
+    s.interrupt()
+    assert s.run_fragment({"var": {"a": "{ await asyncio.sleep(0.01) }"}}).code == "success"
+    for _ in range(5):
+        STARTED.clear()
+        thread = interrupt_when_started(s)
+        r = s.run_fragment({"var": {"b": "{ wait_long() }"}})
+        thread.join(5)
+        assert r.code == "stopped"
+        s.interrupt()  # late: the run has ended
+        r = s.run_fragment([{"var": {"c": "{ await asyncio.sleep(0.12) }"}}, {"return": "{ c }"}])
+        assert r.code == "success", r.error
