@@ -221,3 +221,51 @@ def test_interrupts_before_and_after_a_run_do_not_reach_the_next_run():
         s.interrupt()  # late: the run has ended
         r = s.run_fragment([{"var": {"c": "{ await asyncio.sleep(0.12) }"}}, {"return": "{ c }"}])
         assert r.code == "success", r.error
+
+
+# -- outside calls end with the run ----------------------------------------------------------------------
+
+LONG_SQL = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000000) "
+            "SELECT count(*) AS n FROM c")
+
+
+def test_an_interrupted_db_call_has_ended_when_the_run_has(data_dir):
+    """A ``db`` query the interrupt stopped is over when ``run_fragment`` returns: the query was
+    interrupted and its connection is back in the pool (the query went on for seconds in the driver's
+    thread after the run was reported stopped, holding its connection)."""
+    from s2o_kernel.engine import default_settings
+
+    s = Session(Engine(default_settings()))
+    assert s.run_fragment({"db": {"profile": "demo", "sql": "SELECT 1 AS one"}}).code == "success"
+    pool = s.outside._pools[("db", "demo")][0].sync_engine.pool  # type: ignore[attr-defined]
+    threading.Timer(0.5, s.interrupt).start()  # the query cannot say it has started
+    r = s.run_fragment({"db": {"profile": "demo", "sql": LONG_SQL}})
+    assert r.code == "stopped"
+    assert pool.checkedout() == 0
+    assert s.run_fragment({"db": {"profile": "demo", "sql": "SELECT 2 AS two"}}).code == "success"
+
+
+def test_an_interrupted_call_sync_returns_once_the_call_has_ended(data_dir):
+    """The kernel serves a worker's outside call with ``Gateway.call_sync`` in its main thread: a SIGINT
+    there goes on as ``KeyboardInterrupt`` only once the call has ended (the query went on, holding its
+    connection)."""
+    from s2o_kernel.engine import default_settings
+    from s2o_kernel.engine.outside.call import OutsideCall
+    from s2o_kernel.engine.outside.gateway import Gateway
+
+    assert threading.current_thread() is threading.main_thread()
+    gateway = Gateway(default_settings())
+    try:
+        def query(sql: str) -> Any:
+            return gateway.call_sync(OutsideCall("db", "demo", {"sql": sql, "params": {}, "max_rows": 10}, "db", 20))
+
+        assert query("SELECT 1 AS one") == [{"one": 1}]
+        pool = gateway._pools[("db", "demo")][0].sync_engine.pool
+        timer = threading.Timer(0.5, signal.pthread_kill, (threading.main_thread().ident or 0, signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            query(LONG_SQL)
+        assert pool.checkedout() == 0
+        assert query("SELECT 2 AS two") == [{"two": 2}]
+    finally:
+        gateway.close()
