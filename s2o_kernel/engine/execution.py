@@ -34,7 +34,7 @@ from typing import Any
 from .engine import FILENAME, Compiled, Engine
 from .errors import ErrorGroup, S2OError
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
-from .loop import INTERRUPT_GRACE, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
+from .loop import INTERRUPT_GRACE, POLL, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
 from .values import check_value, error_message, runtime_error
 
 #: Result types that cannot hold anything: no scan needed.
@@ -153,14 +153,23 @@ class Execution:
         coro = self._coroutine_of(compiled, value)
         if coro is None:
             return self.finish(compiled, value)
-        run = asyncio.wrap_future(self.submit(coro, start))
+        submitted = self.submit(coro, start)
+        run = asyncio.wrap_future(submitted.future)
         try:
-            value = await asyncio.shield(run)  # the caller's cancellation never cancels the run's future
+            while not (await asyncio.wait({run}, timeout=POLL))[0]:  # never cancels the run's future
+                if submitted.outlived():  # interrupted, and it does not end: report it, retire its loop
+                    self._stop_and_wait()
+                    raise S2OError("stopped", INTERRUPTED, source=compiled.source)
+            value = run.result()
         except asyncio.CancelledError:
             if run.cancelled():  # the run was interrupted (Session.interrupt), not the caller's task
                 raise S2OError("stopped", INTERRUPTED, source=compiled.source) from None
             self.interrupt_async()  # the caller's task was cancelled: so is the run, which ends first
             await asyncio.wait({run}, timeout=UNWIND_WAIT)
+            if not run.done():
+                self._retire()
+            raise
+        except S2OError:
             raise
         except BaseException as exc:
             raise self.map_error(exc, compiled, start) from None
@@ -217,8 +226,8 @@ class Execution:
         return self._outcome(coro, None, start)
 
     # -- the loop thread and interrupts --------------------------------------------------------
-    def submit(self, coro: Coroutine[Any, Any, Any], start: float) -> concurrent.futures.Future[Any]:
-        """Schedule ``coro`` on the session's loop thread with what is left of the time limit; the future
+    def submit(self, coro: Coroutine[Any, Any, Any], start: float) -> Submitted:
+        """Schedule ``coro`` on the session's loop thread with what is left of the time limit; its future
         settles once its task has ended (:class:`Submitted`)."""
         if self._loop_thread is None or self._loop_thread.loop.is_closed():
             self._loop_thread = LoopThread()
@@ -238,13 +247,12 @@ class Execution:
                     await end_leftovers()
 
         run = self._pending = Submitted(self._loop_thread.loop, self._cancel_delivered)  # held before it runs
-        run.start(step())
-        return run.future
+        return run.start(step())
 
     def warm_up(self) -> None:
         """Start the threads a run uses (event loop, watchdog) with a trivial expression and coroutine."""
         self.evaluate("[1 for x in [1]]")
-        self.submit(_noop(), time.monotonic()).result(5)
+        self.submit(_noop(), time.monotonic()).future.result(5)
 
     def interrupt(self) -> None:
         """Stop the evaluation in progress (from another thread); it ends with code ``stopped``.
@@ -388,13 +396,14 @@ class Execution:
         SIGINT), its task cancelled (:meth:`interrupt`: the future's ``CancelledError``), the watchdog's
         ``RunInterrupt`` landed outside anything that codes it; ``timedOut`` for ``RunTimeout`` likewise
         and when the run outlives its time limit by a second. Each returns only once the run's task has
-        ended (:meth:`_stop_and_wait`). Other exceptions of the run propagate.
+        ended (:meth:`_stop_and_wait`), or has not :data:`~.loop.UNWIND_WAIT` seconds after its cancel (its
+        loop is retired then). Other exceptions of the run propagate.
         """
         limit = self.engine.settings.limits.time
         source = compiled.source if compiled is not None else None
         try:
-            fut = self.submit(coro, start)  # inside: a SIGINT may land while it is scheduled
-            return fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
+            run = self.submit(coro, start)  # inside: a SIGINT may land while it is scheduled
+            return run.result(max(limit - (time.monotonic() - start), 0) + 1.0)
         except concurrent.futures.TimeoutError:
             self._stop_and_wait()
             raise self.timeout_error(compiled) from None
@@ -420,10 +429,24 @@ class Execution:
                 if not cancelled:
                     self.interrupt_async()
                     cancelled = True
-                if run.ended.wait(max(deadline - time.monotonic(), 0.0)) or time.monotonic() >= deadline:
+                if run.ended.wait(max(min(deadline, (run.cancelled_at or deadline) + UNWIND_WAIT)
+                                      - time.monotonic(), 0.0)):
                     return
+                self._retire()
+                return
             except KeyboardInterrupt:
                 pass
+
+    def _retire(self) -> None:
+        """The run did not end after its cancel (host code swallows ``CancelledError``): its deadline is
+        disarmed and its loop thread retired (:meth:`.LoopThread.retire`), so nothing of it runs on; the
+        next run gets a new loop thread."""
+        token, self._token = self._token, None
+        if token is not None:
+            WATCHDOG.disarm(token)
+        if self._loop_thread is not None:
+            self._loop_thread.retire()
+            self._loop_thread = None
 
     def _unknown_names(self, compiled: Compiled) -> None:
         errors = []

@@ -13,12 +13,19 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 #: Seconds a caller waits for an interrupted or timed-out run's task to end (its ``finally`` blocks, the
 #: state its commands restore, :func:`end_leftovers`' own 1 s grace) before it reports the run's end.
 UNWIND_WAIT = 3.0
+
+#: Seconds between a waiting caller's looks at whether a cancelled run has outlived :data:`UNWIND_WAIT`.
+POLL = 0.25
+
+#: Loop threads retired with a run that would not end (:meth:`LoopThread.retire`): kept, never resumed.
+_RETIRED: list[LoopThread] = []
 
 #: Seconds an interrupted run on the loop thread has to reach an ``await`` (where its cancellation
 #: lands) before the watchdog interrupts the expression it is in (:meth:`.Watchdog.interrupt_soon`).
@@ -29,6 +36,7 @@ class LoopThread:
     """A session's event loop, running in its own daemon thread."""
 
     def __init__(self) -> None:
+        self.retired = False
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._main, name="s2o-session-loop", daemon=True)
         self.thread.start()
@@ -41,6 +49,8 @@ class LoopThread:
                 break
             except BaseException:  # a limit exception that landed in the loop itself: keep serving
                 continue
+        if self.retired:  # its tasks stay as they are, never resumed, never collected (no finally runs late)
+            return
         with contextlib.suppress(RuntimeError):
             self.loop.close()
 
@@ -48,6 +58,15 @@ class LoopThread:
         """End the loop and its thread (when the session that owns it is gone)."""
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self.loop.stop)
+
+    def retire(self) -> None:
+        """End the loop's thread after the step it is in, leaving its tasks suspended for good: for a run
+        that did not end :data:`UNWIND_WAIT` seconds after its cancel (host code that swallows
+        ``CancelledError``), so that nothing of it runs on after it was reported stopped. The owner makes
+        a new loop thread for the next run."""
+        self.retired = True
+        _RETIRED.append(self)
+        self.stop()
 
 
 class Submitted:
@@ -75,6 +94,8 @@ class Submitted:
         self.ended = threading.Event()
         self._task: asyncio.Task[Any] | None = None
         self._cancel_asked = False
+        #: when :meth:`cancel` was first called (``time.monotonic()``), else ``None``
+        self.cancelled_at: float | None = None
 
     def start(self, coro: Coroutine[Any, Any, Any]) -> Submitted:
         """Schedule ``coro`` as the task (once); returns ``self``."""
@@ -97,9 +118,30 @@ class Submitted:
                 self.future.set_result(task.result())
         self.ended.set()
 
+    def outlived(self) -> bool:
+        """Whether the task has not ended :data:`UNWIND_WAIT` seconds after it was cancelled."""
+        at = self.cancelled_at
+        return at is not None and not self.ended.is_set() and time.monotonic() - at >= UNWIND_WAIT
+
+    def result(self, timeout: float) -> Any:
+        """The task's outcome, waited for up to ``timeout`` seconds (``TimeoutError`` after). Raises
+        ``concurrent.futures.CancelledError`` for a cancelled task, and also when it has :meth:`outlived`
+        its cancel: the caller then reports it stopped (and retires its loop) instead of waiting on."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.future.result(min(max(deadline - time.monotonic(), 0.0), POLL))
+            except concurrent.futures.TimeoutError:
+                if self.outlived():
+                    raise concurrent.futures.CancelledError from None
+                if time.monotonic() >= deadline:
+                    raise
+
     def cancel(self) -> None:
         """Cancel the task from any thread: it ends at its next ``await`` (code that never awaits is the
         watchdog's to interrupt)."""
+        if self.cancelled_at is None:
+            self.cancelled_at = time.monotonic()
         if not self.ended.is_set():
             with contextlib.suppress(RuntimeError):  # the loop has closed: the task is gone with it
                 self.loop.call_soon_threadsafe(self._cancel)

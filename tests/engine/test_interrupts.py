@@ -58,6 +58,22 @@ async def unwind_slowly() -> str:
     return "late"
 
 
+TICKS = {"n": 0}
+
+
+async def stubborn() -> str:
+    """Host work that swallows every cancellation for up to 30 s (a retry loop catching too much)."""
+    STARTED.set()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            await asyncio.sleep(0.01)
+            TICKS["n"] += 1
+        except asyncio.CancelledError:
+            continue
+    return "late"
+
+
 def signal_started() -> int:
     """Says the run has started (a plain function: the run does not await here)."""
     STARTED.set()
@@ -65,7 +81,7 @@ def signal_started() -> int:
 
 
 HOSTS: dict[str, Callable[..., Any]] = {"wait_long": wait_long, "unwind_slowly": unwind_slowly,
-                                        "signal_started": signal_started}
+                                        "signal_started": signal_started, "stubborn": stubborn}
 
 
 def session(**limits: Any) -> Session:
@@ -186,6 +202,30 @@ def test_a_second_interrupt_while_the_run_unwinds_is_still_stopped_and_waits_for
     RELEASE.wait(5)
     assert (outcome, unwound) == ("stopped", True)
     assert s.evaluate("len([1])") == 1
+
+
+@pytest.mark.parametrize("way", ["fragment", "evaluate", "evaluate_async"])
+def test_a_run_that_swallows_its_cancel_is_stopped_and_runs_no_more(way):
+    """Host code that swallows ``CancelledError`` (the cancel reached it, so the watchdog's exception is
+    not sent): the run is still reported ``stopped`` (it went on and reported ``success`` 30 s later),
+    nothing of it runs after that, and the next run works on a new loop thread."""
+    s = session()
+    interrupt_when_started(s)
+    if way == "fragment":
+        r = s.run_fragment({"var": {"x": "{ stubborn() }"}})
+        code = r.code
+    else:
+        with pytest.raises(S2OError) as err:
+            if way == "evaluate":
+                s.evaluate("stubborn()")
+            else:
+                asyncio.run(s.evaluate_async("stubborn()"))
+        code = err.value.code
+    assert code == "stopped"
+    ticks = TICKS["n"]
+    r = s.run_fragment([{"var": {"y": "{ await asyncio.sleep(0.1) }"}}, {"return": "{ y }"}])
+    assert r.code == "success", r.error
+    assert TICKS["n"] == ticks and "x" not in s.locals
 
 
 # -- late interrupts never reach another run ---------------------------------------------------------------
