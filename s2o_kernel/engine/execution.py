@@ -247,7 +247,7 @@ class Execution:
                     await end_leftovers()
 
         run = self._pending = Submitted(self._loop_thread.loop, self._cancel_delivered)  # held before it runs
-        return run.start(step())
+        return run.start(step(), coro)
 
     def warm_up(self) -> None:
         """Start the threads a run uses (event loop, watchdog) with a trivial expression and coroutine."""

@@ -97,16 +97,21 @@ class Submitted:
         #: when :meth:`cancel` was first called (``time.monotonic()``), else ``None``
         self.cancelled_at: float | None = None
 
-    def start(self, coro: Coroutine[Any, Any, Any]) -> Submitted:
-        """Schedule ``coro`` as the task (once); returns ``self``."""
-        self.loop.call_soon_threadsafe(self._begin, coro)
+    def start(self, coro: Coroutine[Any, Any, Any], *inner: Coroutine[Any, Any, Any]) -> Submitted:
+        """Schedule ``coro`` as the task (once); returns ``self``. ``inner`` are coroutines ``coro`` awaits:
+        when it is cancelled before it began, they are closed with it, never run ("never awaited")."""
+        self.loop.call_soon_threadsafe(self._begin, coro, inner)
         return self
 
-    def _begin(self, coro: Coroutine[Any, Any, Any]) -> None:  # on the loop thread, before any _cancel
+    def _begin(self, coro: Coroutine[Any, Any, Any], inner: tuple[Coroutine[Any, Any, Any], ...]) -> None:
+        if self._cancel_asked:  # cancelled before it began: it never runs
+            for each in (coro, *inner):
+                each.close()
+            self.future.cancel()
+            self.ended.set()
+            return
         self._task = self.loop.create_task(coro)
         self._task.add_done_callback(self._settle)
-        if self._cancel_asked:  # cancelled before it began: it ends before its first step
-            self._task.cancel()
 
     def _settle(self, task: asyncio.Task[Any]) -> None:
         if not self.future.done():  # a caller awaiting through asyncio.wrap_future may have cancelled it
@@ -132,6 +137,8 @@ class Submitted:
             try:
                 return self.future.result(min(max(deadline - time.monotonic(), 0.0), POLL))
             except concurrent.futures.TimeoutError:
+                if self.future.done():  # the task's own TimeoutError (its time limit), not the wait's
+                    raise
                 if self.outlived():
                     raise concurrent.futures.CancelledError from None
                 if time.monotonic() >= deadline:

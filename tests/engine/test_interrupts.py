@@ -309,3 +309,31 @@ def test_an_interrupted_call_sync_returns_once_the_call_has_ended(data_dir):
         assert query("SELECT 2 AS two") == [{"two": 2}]
     finally:
         gateway.close()
+
+
+def test_an_interrupted_ask_has_stopped_its_prompt_when_the_run_has_ended():
+    """An in-process ``ask`` whose person never answers: when ``run_fragment`` returns ``stopped``, the
+    prompt (the gateway's ``answer`` function, in a thread) has been stopped too, not left asking."""
+    from s2o_kernel.engine import default_settings
+
+    s = Session(Engine(default_settings()))
+    asking = threading.Event()
+    ended = threading.Event()
+
+    def answer(message: str, questions: Any) -> Any:
+        asking.set()
+        try:
+            while True:  # a prompt that waits in Python: the watchdog's exception reaches it
+                time.sleep(0.005)
+        finally:
+            ended.set()
+
+    s.outside.answer = answer  # type: ignore[attr-defined]
+
+    def go() -> None:
+        if asking.wait(10):
+            s.interrupt()
+    threading.Thread(target=go).start()
+    r = s.run_fragment({"ask": {"message": "name?", "inputs": [{"name": "n", "type": "text", "label": "n"}]}})
+    assert r.code == "stopped"
+    assert ended.is_set()
