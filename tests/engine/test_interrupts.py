@@ -337,3 +337,39 @@ def test_an_interrupted_ask_has_stopped_its_prompt_when_the_run_has_ended():
     r = s.run_fragment({"ask": {"message": "name?", "inputs": [{"name": "n", "type": "text", "label": "n"}]}})
     assert r.code == "stopped"
     assert ended.is_set()
+
+
+def test_a_cancelled_evaluate_async_of_an_isolated_session_ends_its_worker_run_first():
+    """``IsolatedSession.evaluate_async`` whose caller is cancelled: the worker's run is interrupted and
+    the caller's ``CancelledError`` comes once the exchange is over. (The exchange went on in the
+    executor's thread, so the next call shared the pipe with it: it got ``timedOut`` and the worker was
+    killed.)"""
+    from s2o_kernel.engine.worker.client import IsolatedSession
+
+    iso = IsolatedSession(bare_settings({"allowlist": "s2o_kernel.examples.slow_answer as slow_answer\nlen"}))
+    exchanges: list[str] = []
+    evaluate = iso.evaluate
+
+    def watched(expr: str) -> Any:  # what evaluate_async runs in the executor's thread
+        try:
+            return evaluate(expr)
+        finally:
+            exchanges.append(expr)
+
+    iso.evaluate = watched  # type: ignore[method-assign]
+    try:
+        assert iso.evaluate("len([1])") == 1  # the worker is up
+
+        async def main() -> list[str]:
+            task = asyncio.ensure_future(iso.evaluate_async("slow_answer(5)"))
+            await asyncio.sleep(0.5)  # the worker cannot say it has started
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return list(exchanges)
+
+        assert asyncio.run(main()) == ["len([1])", "slow_answer(5)"]  # over when the caller resumed
+        assert iso.evaluate("len([1, 2])") == 2
+        assert iso.restarts == 0
+    finally:
+        iso.close()
