@@ -34,7 +34,7 @@ from typing import Any
 from .engine import FILENAME, Compiled, Engine
 from .errors import ErrorGroup, S2OError
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
-from .loop import INTERRUPT_GRACE, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
+from .loop import INTERRUPT_GRACE, POLL, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
 from .values import check_value, error_message, runtime_error
 
 #: Result types that cannot hold anything: no scan needed.
@@ -153,11 +153,23 @@ class Execution:
         coro = self._coroutine_of(compiled, value)
         if coro is None:
             return self.finish(compiled, value)
-        fut = self.submit(coro, start)
+        submitted = self.submit(coro, start)
+        run = asyncio.wrap_future(submitted.future)
         try:
-            value = await asyncio.wrap_future(fut)
+            while not (await asyncio.wait({run}, timeout=POLL))[0]:  # never cancels the run's future
+                if submitted.outlived():  # interrupted, and it does not end: report it, retire its loop
+                    self._stop_and_wait()
+                    raise S2OError("stopped", INTERRUPTED, source=compiled.source)
+            value = run.result()
         except asyncio.CancelledError:
-            self.interrupt_async()
+            if run.cancelled():  # the run was interrupted (Session.interrupt), not the caller's task
+                raise S2OError("stopped", INTERRUPTED, source=compiled.source) from None
+            self.interrupt_async()  # the caller's task was cancelled: so is the run, which ends first
+            await asyncio.wait({run}, timeout=UNWIND_WAIT)
+            if not run.done():
+                self._retire()
+            raise
+        except S2OError:
             raise
         except BaseException as exc:
             raise self.map_error(exc, compiled, start) from None
@@ -168,7 +180,7 @@ class Execution:
         """Run ``compiled`` inside a fragment run (already on the session's loop) and await its value.
 
         ``namespace`` is the globals dict of the function call it belongs to (default: :attr:`globals`).
-        The run's watchdog and ``asyncio.wait_for`` (armed by :meth:`run_coroutine`) bound it. A name
+        The run's watchdog and ``asyncio.timeout`` (armed by :meth:`submit`) bound it. A name
         not set at this point of the run is ``not-set``; ``asyncio.CancelledError`` passes through.
         """
         try:
@@ -208,27 +220,14 @@ class Execution:
     def run_coroutine(self, coro: Coroutine[Any, Any, Any], start: float) -> Any:
         """Run ``coro`` (a whole fragment run) on the session's loop under the time limit; wait for it here.
 
-        Raises ``S2OError`` ``timedOut`` (also for the watchdog's exception, whatever code it landed in)
-        or ``stopped``; other exceptions of ``coro`` propagate.
+        Raises ``S2OError`` ``timedOut`` or ``stopped`` (:meth:`_outcome`); other exceptions of ``coro``
+        propagate.
         """
-        fut = self.submit(coro, start)
-        limit = self.engine.settings.limits.time
-        try:
-            return fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
-        except concurrent.futures.TimeoutError:
-            self.interrupt_async()
-            self._drain()
-            raise self.timeout_error(None) from None
-        except RunTimeout:  # the watchdog's, landed on the loop thread outside anything that codes it
-            raise self.timeout_error(None) from None
-        except (KeyboardInterrupt, concurrent.futures.CancelledError):
-            self.interrupt_async()
-            self._drain()
-            raise S2OError("stopped", INTERRUPTED) from None
+        return self._outcome(coro, None, start)
 
     # -- the loop thread and interrupts --------------------------------------------------------
-    def submit(self, coro: Coroutine[Any, Any, Any], start: float) -> concurrent.futures.Future[Any]:
-        """Schedule ``coro`` on the session's loop thread with what is left of the time limit; the future
+    def submit(self, coro: Coroutine[Any, Any, Any], start: float) -> Submitted:
+        """Schedule ``coro`` on the session's loop thread with what is left of the time limit; its future
         settles once its task has ended (:class:`Submitted`)."""
         if self._loop_thread is None or self._loop_thread.loop.is_closed():
             self._loop_thread = LoopThread()
@@ -239,20 +238,21 @@ class Execution:
             token = WATCHDOG.arm(remaining + 0.1)
             self._token = token
             try:
-                return await asyncio.wait_for(coro, remaining)
+                async with asyncio.timeout(remaining):  # in this task: no inner task whose end goes unseen
+                    return await coro
             finally:
                 self._token = None
                 WATCHDOG.disarm(token)
                 with contextlib.suppress(BaseException):  # the run's own outcome is already decided
                     await end_leftovers()
 
-        self._pending = Submitted(self._loop_thread.loop, step())
-        return self._pending.future
+        run = self._pending = Submitted(self._loop_thread.loop, self._cancel_delivered)  # held before it runs
+        return run.start(step(), coro)
 
     def warm_up(self) -> None:
         """Start the threads a run uses (event loop, watchdog) with a trivial expression and coroutine."""
         self.evaluate("[1 for x in [1]]")
-        self.submit(_noop(), time.monotonic()).result(5)
+        self.submit(_noop(), time.monotonic()).future.result(5)
 
     def interrupt(self) -> None:
         """Stop the evaluation in progress (from another thread); it ends with code ``stopped``.
@@ -266,14 +266,22 @@ class Execution:
         WATCHDOG.interrupt(self._deadline)  # does nothing unless an expression is running under it
 
     def interrupt_async(self) -> None:
-        """Cancel the coroutine running on the loop thread; the watchdog interrupts it if it has not ended
-        :data:`INTERRUPT_GRACE` seconds later (an expression that never awaits)."""
+        """Cancel the coroutine running on the loop thread; the watchdog interrupts it if the cancel has not
+        reached it :data:`INTERRUPT_GRACE` seconds later (an expression that never awaits)."""
         run = self._pending
         if run is not None and not run.ended.is_set():
-            run.cancel()
             token = self._token
-            if token is not None:
+            if token is not None:  # asked before the cancel, which withdraws it once delivered
                 WATCHDOG.interrupt_soon(token, INTERRUPT_GRACE)
+            run.cancel()
+
+    def _cancel_delivered(self) -> None:
+        """On the loop thread, when the run's task got its cancel at an ``await``: the watchdog's
+        ``RunInterrupt`` is withdrawn (it would land in the run's unwinding, its ``finally`` blocks that
+        await, or in the event loop's own code, and lose the cancellation)."""
+        token = self._token
+        if token is not None:
+            WATCHDOG.withdraw(token)
 
     # -- results and errors ------------------------------------------------------------------
     def finish(self, compiled: Compiled, value: Any) -> Any:
@@ -375,28 +383,72 @@ class Execution:
 
     def _await_here(self, coro: Any, compiled: Compiled, start: float) -> Any:
         """Drive ``coro`` on the session's loop thread and wait for it in this thread."""
-        fut = self.submit(coro, start)
-        limit = self.engine.settings.limits.time
         try:
-            value = fut.result(max(limit - (time.monotonic() - start), 0) + 1.0)
-        except concurrent.futures.TimeoutError:
-            self.interrupt_async()
-            self._drain()
-            raise self.timeout_error(compiled) from None
-        except KeyboardInterrupt:
-            self.interrupt_async()
-            self._drain()
-            raise S2OError("stopped", INTERRUPTED, source=compiled.source) from None
+            value = self._outcome(coro, compiled, start)
+        except S2OError:
+            raise
         except BaseException as exc:
             raise self.map_error(exc, compiled, start) from None
         return self.finish(compiled, value)
 
-    def _drain(self) -> None:
-        """Wait (at most :data:`UNWIND_WAIT`) for the interrupted run's task to end; its own outcome is
-        not reported."""
+    def _outcome(self, coro: Coroutine[Any, Any, Any], compiled: Compiled | None, start: float) -> Any:
+        """The result of ``coro`` run on the loop thread (:meth:`submit`), waited for in this thread.
+
+        Raises ``S2OError`` ``stopped`` for every way a run is interrupted: ``KeyboardInterrupt`` here (a
+        SIGINT), its task cancelled (:meth:`interrupt`: the future's ``CancelledError``), the watchdog's
+        ``RunInterrupt`` landed outside anything that codes it; ``timedOut`` for ``RunTimeout`` likewise
+        and when the run outlives its time limit by a second. Each returns only once the run's task has
+        ended (:meth:`_stop_and_wait`), or has not :data:`~.loop.UNWIND_WAIT` seconds after its cancel (its
+        loop is retired then). Other exceptions of the run propagate.
+        """
+        limit = self.engine.settings.limits.time
+        source = compiled.source if compiled is not None else None
+        try:
+            run = self.submit(coro, start)  # inside: a SIGINT may land while it is scheduled
+            return run.result(max(limit - (time.monotonic() - start), 0) + 1.0)
+        except concurrent.futures.TimeoutError:
+            self._stop_and_wait()
+            raise self.timeout_error(compiled) from None
+        except RunTimeout:  # the watchdog's, landed on the loop thread outside anything that codes it
+            self._stop_and_wait()
+            raise self.timeout_error(compiled) from None
+        except (KeyboardInterrupt, concurrent.futures.CancelledError, asyncio.CancelledError, RunInterrupt):
+            self._stop_and_wait()
+            raise S2OError("stopped", INTERRUPTED, source=source) from None
+
+    def _stop_and_wait(self) -> None:
+        """Cancel the run on the loop thread and wait (at most :data:`UNWIND_WAIT`) for its task to end; its
+        own outcome is not reported. A further interrupt meanwhile (a second SIGINT) changes nothing: the
+        run is stopping already (its ``finally`` blocks may await), and the caller never reports a run
+        that is still unwinding."""
         run = self._pending
-        if run is not None:
-            run.ended.wait(UNWIND_WAIT)
+        if run is None:
+            return
+        deadline = time.monotonic() + UNWIND_WAIT
+        cancelled = False
+        while True:
+            try:  # the whole step: a SIGINT lands at any bytecode
+                if not cancelled:
+                    self.interrupt_async()
+                    cancelled = True
+                if run.ended.wait(max(min(deadline, (run.cancelled_at or deadline) + UNWIND_WAIT)
+                                      - time.monotonic(), 0.0)):
+                    return
+                self._retire()
+                return
+            except KeyboardInterrupt:
+                pass
+
+    def _retire(self) -> None:
+        """The run did not end after its cancel (host code swallows ``CancelledError``): its deadline is
+        disarmed and its loop thread retired (:meth:`.LoopThread.retire`), so nothing of it runs on; the
+        next run gets a new loop thread."""
+        token, self._token = self._token, None
+        if token is not None:
+            WATCHDOG.disarm(token)
+        if self._loop_thread is not None:
+            self._loop_thread.retire()
+            self._loop_thread = None
 
     def _unknown_names(self, compiled: Compiled) -> None:
         errors = []

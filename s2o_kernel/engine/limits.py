@@ -85,8 +85,9 @@ class Watchdog:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._fire_lock = threading.Lock()
-        #: key -> when: interrupts asked for with :meth:`interrupt_soon`, fired by the watchdog's thread
-        self.interrupting: dict[int, float] = {}
+        #: key -> (when, entry): interrupts asked for with :meth:`interrupt_soon`, fired by the watchdog's
+        #: thread on that very entry only (a key is an ``id``, reused once its entry is freed)
+        self.interrupting: dict[int, tuple[float, Armed]] = {}
 
     def arm(self, seconds: float, thread_id: int | None = None) -> Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
@@ -105,6 +106,7 @@ class Watchdog:
 
     def disarm(self, token: Armed) -> bool:
         """End the deadline; returns whether it fired. Idempotent."""
+        self.interrupting.pop(token.key, None)
         if self.armed.pop(token.key, None) is not None:
             return False
         return self.settle(token)
@@ -118,8 +120,10 @@ class Watchdog:
             _raise_in_thread(token.thread_id, None)  # clear it if it was not delivered yet
         return fired
 
-    def _fire(self, key: int, kind: type[BaseException]) -> None:
+    def _fire(self, key: int, kind: type[BaseException], only: Armed | None = None) -> None:
         with self._fire_lock:
+            if only is not None and self.armed.get(key) is not only:
+                return  # that deadline ended; the key may be another's now (ids of freed entries are reused)
             entry = self.armed.pop(key, None)
             if entry is None:
                 return
@@ -136,21 +140,32 @@ class Watchdog:
         tick after it) unless it is disarmed first. A run on an event loop is cancelled first (it
         ends at its next ``await``, and its end disarms it); this exception is only for a run that
         does not reach one, so it never lands in the event loop's own code of a run that did."""
-        self.interrupting[token.key] = time.monotonic() + delay
+        if self.interrupting.get(token.key, (0.0, None))[1] is not token:  # asked again: the first time stands
+            self.interrupting[token.key] = (time.monotonic() + delay, token)
         if self._thread is None:
             self.start()
+
+    def withdraw(self, token: Armed) -> None:
+        """Forget an interrupt asked for ``token`` with :meth:`interrupt_soon` that has not fired yet."""
+        asked = self.interrupting.get(token.key)
+        if asked is not None and asked[1] is token:
+            self.interrupting.pop(token.key, None)
 
     def _loop(self) -> None:
         while True:
             time.sleep(TICK)
-            now = time.monotonic()
-            for key, entry in list(self.armed.items()):
-                if entry.deadline <= now:
-                    self._fire(key, RunTimeout)
-            for key, when in list(self.interrupting.items()):
-                if when <= now:
-                    del self.interrupting[key]
-                    self._fire(key, RunInterrupt)  # nothing when the run has ended and disarmed it
+            self.tick(time.monotonic())
+
+    def tick(self, now: float) -> None:
+        """Fire every deadline passed at ``now`` (``time.monotonic()`` seconds) and every interrupt asked for
+        by then; the watchdog's thread calls it every :data:`TICK` seconds."""
+        for key, entry in list(self.armed.items()):
+            if entry.deadline <= now:
+                self._fire(key, RunTimeout)
+        for key, (when, asked) in list(self.interrupting.items()):
+            if when <= now:
+                self.interrupting.pop(key, None)
+                self._fire(key, RunInterrupt, only=asked)  # nothing when that run has ended and disarmed it
 
 
 #: The process-wide watchdog.

@@ -389,6 +389,27 @@ def test_interrupt_while_awaiting(manager_and_client: Any) -> None:
     assert result_data(outputs)["text/plain"] == "41"
 
 
+def test_a_second_interrupt_while_the_run_unwinds_is_still_one_stopped_cell(manager_and_client: Any) -> None:
+    """Two interrupts 50 ms apart, the second while the stopped run unwinds: one ``stopped`` cell, the
+    command's variables as before it, and the next cells run normally (no stray interrupt later)."""
+    km, kc = manager_and_client
+    reply, _ = execute(kc, '{"var": {"twice": 1}}')
+    assert reply["status"] == "ok"
+    drain(kc)
+    msg_id = kc.execute('{"var": {"twice": 2, "late": "{ slow_answer(30) }"}}')
+    time.sleep(0.5)
+    km.interrupt_kernel()
+    time.sleep(0.05)
+    km.interrupt_kernel()
+    reply = shell_reply(kc, msg_id, timeout=10)["content"]
+    collect_iopub(kc, msg_id, timeout=10)
+    assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "stopped", INTERRUPTED)
+    for _ in range(3):
+        reply, outputs = execute(kc, "[await slow_answer(0.1), twice][1]")
+        assert reply["status"] == "ok", reply
+        assert result_data(outputs)["text/plain"] == "1"
+
+
 def test_time_limit_stops_endless_work(manager_and_client: Any) -> None:
     _km, kc = manager_and_client
     reply, _ = execute(kc, '%limits {"time": 1}')

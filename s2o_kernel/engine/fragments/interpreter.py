@@ -41,6 +41,7 @@ from .. import commands as registry
 from ..commands.output import OutputBudget
 from ..dynamic import expression_of
 from ..errors import S2OError
+from ..execution import INTERRUPTED
 from ..limits import RunInterrupt, RunTimeout
 from ..outside.call import CALL_FAILED_CODES
 from ..references import has_reference, parse_reference
@@ -453,7 +454,8 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
     try:
         body = program.body
         with _body_scope(session, interp, program, inputs_args):
-            value = await asyncio.wait_for(interp.function_body(body), remaining)
+            async with asyncio.timeout(remaining):  # in the run's task: no inner task whose end goes unseen
+                value = await interp.function_body(body)
     except End:
         pass
     except Fail as f:
@@ -470,6 +472,8 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
         error = exc
         if code == "ask" and exc.details is not None:  # the questions are the run's value (SPEC 7.1)
             value = exc.details.get("questions")
+    except RunInterrupt:  # the watchdog's, landed outside an expression: the commands restored their state
+        code, error = "stopped", S2OError("stopped", INTERRUPTED, path=interp.current_path)
     except (Break, Continue):  # pragma: no cover - refused at validation
         code, error = "errorInAgent", S2OError("loop-control", "break or continue outside a loop")
     except RecursionError:

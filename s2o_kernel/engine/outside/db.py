@@ -29,6 +29,7 @@ fragment's literal (``text(sql)``) and values travel only as bound parameters, w
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import datetime
@@ -45,6 +46,8 @@ from ..errors import S2OError
 from .call import OutsideCall, StreamFn
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from .gateway import Gateway
     from .profiles import DbProfile
 
@@ -192,7 +195,7 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
                 await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 if engine.dialect.name == "postgresql":
                     await _refuse_server_powers(conn, name)
-            rows = await _rows(conn, text(sql), params, max_rows)
+            rows = await _interruptible(conn, _rows(conn, text(sql), params, max_rows))
             await (conn.rollback() if profile.read_only else conn.commit())
             return rows
     except S2OError:
@@ -221,6 +224,26 @@ async def _refuse_server_powers(conn: Any, name: str) -> None:
         raise S2OError("db-read-only", f"the profile {name!r} is read-only, but its role is a superuser or may "
                        f"read or write the server's files or run programs ({', '.join(SERVER_POWER_ROLES)}); "
                        "connect it as a role without them")
+
+
+async def _interruptible(conn: Any, rows: Coroutine[Any, Any, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """``await rows``; when cancelled (the run stopped or timed out), a SQLite statement still running in
+    the driver's thread is interrupted first (``sqlite3.Connection.interrupt``, safe from any thread), so
+    the call ends now and not when the statement would have: the cancellation alone reaches the query
+    only once SQLAlchemy's handling of it, queued behind the statement in that thread, is done.
+    (asyncpg cancels on the server itself.)"""
+    raw = await conn.get_raw_connection() if conn.dialect.name == "sqlite" else None
+    reading = asyncio.ensure_future(rows)
+    try:
+        return await asyncio.shield(reading)
+    except asyncio.CancelledError:
+        if raw is not None:
+            with contextlib.suppress(Exception):
+                await raw.driver_connection.interrupt()  # aiosqlite: the sqlite3 call, made at once
+        reading.cancel()
+        with contextlib.suppress(BaseException):
+            await reading
+        raise
 
 
 async def _rows(conn: Any, statement: Any, params: dict[str, Any], max_rows: int) -> list[dict[str, Any]]:

@@ -32,12 +32,13 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..dynamic import expression_of
 from ..errors import S2OError
-from ..loop import LoopThread
+from ..loop import LoopThread, Submitted
 from ..scopes import reveal
 from ..settings import Settings
 from . import api, ask, db, llm
@@ -61,8 +62,22 @@ TIMEOUT_CODES = {"api": "api-timeout"}
 FAILED_CODES = {"api": "api-failed", "db": "db-failed", "llm": "llm-failed"}
 #: Seconds :meth:`Gateway.close` waits for pools to close.
 CLOSE_GRACE = 5.0
+#: Seconds a cancelled :meth:`Gateway.call` waits for the call to end.
+CALL_UNWIND = 2.0
 
 Closer = Callable[[], Awaitable[None]]
+
+
+def _wait_uninterrupted(ended: threading.Event, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``ended``; a further ``KeyboardInterrupt`` meanwhile (a second SIGINT)
+    does not cut the wait short."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if ended.wait(max(deadline - time.monotonic(), 0.0)) or time.monotonic() >= deadline:
+                return
+        except KeyboardInterrupt:
+            pass
 
 
 class Gateway:
@@ -151,9 +166,22 @@ class Gateway:
             return self._loop.loop
 
     async def call(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
-        """Serve ``request`` from another event loop (an in-process session's); see the module doc."""
-        future = asyncio.run_coroutine_threadsafe(self._serve(request, on_stream), self._ensure_loop())
-        return await asyncio.wrap_future(future)
+        """Serve ``request`` from another event loop (an in-process session's); see the module doc.
+
+        When the caller is cancelled (its run stopped or timed out), so is the call, and the caller's
+        ``CancelledError`` comes once the call has ended (at most :data:`CALL_UNWIND` seconds): a query,
+        a prompt or a request never outlives the run that made it (SPEC 12).
+        """
+        call = Submitted(self._ensure_loop()).start(self._serve(request, on_stream))
+        done = asyncio.wrap_future(call.future)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if done.cancelled():  # the gateway's loop ended the call itself (close)
+                raise
+            call.cancel()
+            await asyncio.wait({done}, timeout=CALL_UNWIND)
+            raise
 
     def call_sync(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
         """Serve ``request`` and wait for it here (the kernel process, for a worker's call).
@@ -169,11 +197,12 @@ class Gateway:
             except S2OError as exc:
                 exc.stage = "run"
                 raise self.masker.error(exc.with_context(path=request.path)) from None
-        future = asyncio.run_coroutine_threadsafe(self._serve(request, on_stream), self._ensure_loop())
+        call = Submitted(self._ensure_loop()).start(self._serve(request, on_stream))
         try:
-            return future.result()
+            return call.future.result()
         except BaseException:
-            future.cancel()
+            call.cancel()
+            _wait_uninterrupted(call.ended, CALL_UNWIND)  # the call ends before the interrupt goes on
             raise
 
     async def _serve(self, request: OutsideCall, on_stream: StreamFn | None) -> Any:

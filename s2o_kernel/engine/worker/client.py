@@ -362,10 +362,20 @@ class IsolatedSession:
         return wire.decode_value(self._call("evaluate_dynamic", {"text": text}))
 
     async def evaluate_async(self, expr: str) -> Any:
-        """See :meth:`Session.evaluate_async`; the round trip runs in a thread."""
+        """See :meth:`Session.evaluate_async`; the round trip runs in a thread. When the caller is
+        cancelled, the worker's run is interrupted and the caller's ``CancelledError`` comes once the
+        exchange is over (the channel serves one call at a time: the next call would share it)."""
         import asyncio
 
-        return await asyncio.get_running_loop().run_in_executor(None, self.evaluate, expr)
+        exchange = asyncio.get_running_loop().run_in_executor(None, self.evaluate, expr)
+        try:
+            return await asyncio.shield(exchange)
+        except asyncio.CancelledError:
+            if not exchange.done():
+                self.interrupt()
+                with contextlib.suppress(BaseException):
+                    await exchange  # the worker answers stopped; a worker that cannot is killed
+            raise
 
     def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
                      inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
