@@ -2,7 +2,7 @@
 
 :func:`run_program` runs a :class:`~.tree.Program` on the session's event loop thread as one coroutine,
 so awaited calls in the branches of a ``parallel`` command overlap, the run-time limit covers everything
-including awaits (``asyncio.wait_for`` for awaiting, the watchdog for work that never yields), and an
+including awaits (``asyncio.timeout`` for awaiting, the watchdog for work that never yields), and an
 interrupt cancels the whole run. Each command runs through its registry entry (:mod:`..commands`), a
 loop's sync body as steps (:mod:`.fastpath`); expressions through the session's one evaluator.
 
@@ -444,10 +444,8 @@ RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None]
 
 async def run_program(session: Session, program: Program, on_output: OutputSink | None,
                       start: float, inputs_args: dict[str, Any] | None = None) -> RunOutcome:
-    """Run ``program`` as one run; returns ``(code, value, outputs, logs, error)``.
-
-    ``inputs_args`` are the run's inputs; those the body declares as arguments are bound to them.
-    """
+    """Run ``program`` as one run; returns ``(code, value, outputs, logs, error)``. ``inputs_args`` are the
+    run's inputs; those the body declares as arguments are bound to them."""
     interp = Interpreter(session, program, on_output, start)
     remaining = max(session.settings.limits.time - (time.monotonic() - start), 0.0)
     code, value, error = "success", None, None
@@ -479,8 +477,7 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
     except RecursionError:
         code, error = "errorInAgent", S2OError("too-deep", f"{TOO_DEEP} for Python's stack", path=interp.current_path)
     except Exception as exc:  # a fault of the engine, reported as data, never raised out of the run
-        code = "unexpected"
-        error = S2OError("unexpected", error_message(exc), path=interp.current_path)
+        code, error = "unexpected", S2OError("unexpected", error_message(exc), path=interp.current_path)
     return code, value, interp.outputs, interp.logs, error
 
 
@@ -489,8 +486,7 @@ def _body_scope(session: Session, interp: Interpreter, program: Program,
                 inputs_args: dict[str, Any] | None) -> Iterator[None]:
     """The locals the program's body runs with: an agent's ``main`` gets fresh locals holding its
     arguments; a function cell's arguments become notebook locals; a command cell keeps the locals."""
-    body = program.body
-    bound: dict[str, Any] = {}
+    body, bound = program.body, {}
     if program.kind in ("agent", "function") and body.args:
         given = {k: v for k, v in (inputs_args or {}).items() if k in body.args}  # the rest stays in sys.inputs
         bound = interp.bind_args(body, given, "sys.inputs")
