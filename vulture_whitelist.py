@@ -42,3 +42,5 @@ _.maxdict, _.repr_int, _.repr_instance
 _.handle_async_request, _query_only, record, _.secrets_file
 # papermill calls the translator's codify and loads the engine named by the entry point (s2o_kernel/parameters.py)
 _.codify, S2OEngine
+# jupyter_client's Session methods and traitlets' dynamic default, overridden (s2o_kernel/kernel/replay.py, kernel.launch)
+_._add_digest, _.clone, _._session_default

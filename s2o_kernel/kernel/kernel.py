@@ -420,6 +420,8 @@ def launch(argv: list[str] | None = None) -> None:
     import zmq
     from ipykernel.kernelapp import IPKernelApp
 
+    from s2o_kernel.kernel.replay import ReplayGuardSession
+
     class S2OKernelApp(IPKernelApp):
         """IPKernelApp whose IOPub socket never drops a message: a run may emit up to
         ``limits.output_parts`` parts (1,000 by default, SPEC 12), and ZeroMQ's default high-water
@@ -429,6 +431,10 @@ def launch(argv: list[str] | None = None) -> None:
         def init_iopub(self, context: zmq.Context[Any]) -> None:
             context.setsockopt(zmq.SNDHWM, 0)
             super().init_iopub(context)
+
+        def _session_default(self) -> ReplayGuardSession:
+            """The kernel's session keeps its replay memory compact (``kernel/replay.py``)."""
+            return ReplayGuardSession(parent=self)
 
     app = S2OKernelApp.instance(kernel_class=S2OKernel)
     app.initialize(argv)

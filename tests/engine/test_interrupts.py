@@ -373,3 +373,32 @@ def test_a_cancelled_evaluate_async_of_an_isolated_session_ends_its_worker_run_f
         assert iso.restarts == 0
     finally:
         iso.close()
+
+
+def test_an_isolated_run_that_unwinds_longer_than_the_grace_keeps_its_worker():
+    """The kernel's SIGINT reaches the parent and the worker; the parent then gives the worker
+    ``INTERRUPT_GRACE`` (1 s) to answer before it kills and restarts it (a C-level loop never answers). A
+    run whose unwinding takes longer (host code swallowing its cancel: reported ``stopped`` after
+    ``UNWIND_WAIT``, 3 s) answered too late and cost the worker, and with it every local that is not
+    JSON. The worker now says it is unwinding, and the parent waits for that unwinding."""
+    from s2o_kernel.engine.worker.client import IsolatedSession
+
+    iso = IsolatedSession(bare_settings({"allowlist": "s2o_lifetime_hosts.stubborn as stubborn\nlen",
+                                         "limits": {"time": 20}}))
+    try:
+        assert iso.evaluate("len([1])") == 1  # the worker is up
+
+        def interrupts() -> None:
+            time.sleep(0.5)  # the worker cannot say when its run has started: a guessed delay
+            iso.interrupt()  # the worker's SIGINT and the kernel's, as a process group's
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+        assert threading.current_thread() is threading.main_thread()
+        threading.Thread(target=interrupts).start()
+        with pytest.raises(S2OError) as err:
+            iso.evaluate("stubborn()")
+        assert err.value.code == "stopped", err.value
+        assert iso.restarts == 0
+        assert iso.evaluate("len([1, 2])") == 2
+    finally:
+        iso.close()

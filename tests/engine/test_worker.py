@@ -181,6 +181,7 @@ def test_reply_and_events_round_trip() -> None:
     assert wire.decode_message(wire.encode_print(3, "hi\n"), 3) == wire.Event("print", "hi\n")
     progress = {"elapsed": 2.5, "time_limit": 30.0, "passes": 7, "longest": 3, "loop_limit": 10000}
     assert wire.decode_message(wire.encode_progress(3, progress), 3) == wire.Event("progress", progress)
+    assert wire.decode_message(wire.encode_stopping(3), 3) == wire.Event("stopping", None)
 
 
 @pytest.mark.parametrize("message", [
@@ -203,6 +204,7 @@ def test_reply_and_events_round_trip() -> None:
                                                 "loop_limit": 10000}},  # True is no count
     {"id": 1, "event": "progress", "progress": {"elapsed": 2.5, "time_limit": 30.0, "passes": 7, "longest": 3,
                                                 "loop_limit": 10000, "more": 1}},
+    {"id": 1, "event": "stopping", "why": "no fields"},
     {"id": 1, "ok": False, "error": "boom"},
     [1, 2],
 ])
@@ -523,3 +525,28 @@ def test_a_reply_over_the_cap_is_a_coded_error_and_keeps_the_worker() -> None:
         _answers_for_itself(session)
     finally:
         session.close()
+
+
+def test_only_the_first_stopping_event_of_a_request_extends_the_wait() -> None:
+    """A worker whose interrupted run is unwinding says ``stopping`` and gets ``UNWIND_WAIT`` more; a
+    compromised worker that keeps saying it gets no more than that, so the parent's kill still comes."""
+    from s2o_kernel.engine.loop import UNWIND_WAIT
+
+    class Channel:
+        def __init__(self) -> None:
+            self.deadlines: list[float] = []
+            self.messages = [wire.Event("stopping", None)] * 3 + [wire.Reply(1, None)]
+
+        def receive(self, request_id: int, deadline: float) -> Any:
+            self.deadlines.append(deadline)
+            time.sleep(0.05)
+            return self.messages.pop(0)
+
+    session = IsolatedSession.__new__(IsolatedSession)
+    session._unwinding = 0.0
+    channel = Channel()
+    start = time.monotonic()
+    assert session._read_until_reply(channel, 1, start + 0.5, None) == wire.Reply(1, None)  # type: ignore[arg-type]
+    first, *later = channel.deadlines
+    assert first == start + 0.5
+    assert later[0] > start + UNWIND_WAIT and later[0] == later[1] == later[2]

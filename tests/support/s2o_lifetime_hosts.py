@@ -1,12 +1,14 @@
 """Host async functions for the run-lifetime tests: work that goes on unless the run cancels it.
 
 ``burn`` keeps a CPU busy for seconds while yielding to the event loop; ``fail`` raises after a moment;
-``spawn`` starts ``burn`` as a task and returns at once. A run that ends must take them with it.
+``spawn`` starts ``burn`` as a task and returns at once; ``stubborn`` swallows its cancellation. A run
+that ends must take them with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 _STARTED: list[asyncio.Future[None]] = []
 
@@ -36,3 +38,14 @@ async def spawn() -> str:
 def pair() -> tuple[object, object]:
     """A sync host function that hands out two coroutines: ``fail()`` and ``burn()`` (for ``gather``)."""
     return fail(), burn()
+
+
+async def stubborn() -> str:
+    """Swallows every cancellation for 30 s (a retry loop catching too much), then returns."""
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            continue
+    return "late"

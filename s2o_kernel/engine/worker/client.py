@@ -15,7 +15,9 @@ one huge allocation. ``IsolatedSession`` has the same interface as
 
 An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`)
 reaches the child, which ends the run with ``stopped``; a child that does not
-answer within :data:`INTERRUPT_GRACE` seconds is killed and restarted.
+answer within :data:`INTERRUPT_GRACE` seconds (C code the interrupt cannot
+reach), or within ``UNWIND_WAIT`` more once it has said its run is
+``stopping``, is killed and restarted.
 
 The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an
 id that every reply and event must echo, and every message has a size cap.
@@ -50,6 +52,7 @@ from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
 from ..fragments.interpreter import cost_limit_error
+from ..loop import UNWIND_WAIT
 from ..outside.call import OutsideCall
 from ..outside.secrets import worker_settings
 from ..session import RunResult
@@ -108,6 +111,7 @@ class IsolatedSession:
         self._cost_name = "limits.llm_cost"
         #: The running run's time limit, ``(name, seconds)``: ``bounds.time`` of a definition that sets it.
         self._time_limit: tuple[str, float] | None = None
+        self._unwinding = 0.0  # until when the worker's interrupted run may still be unwinding (monotonic)
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
@@ -227,6 +231,7 @@ class IsolatedSession:
                   on_event: OnEvent | None) -> Any:
         """Send ``request`` and read up to its reply. On any fault the worker is restarted from the
         last good state and a coded error is raised (see :meth:`_fault_error`)."""
+        self._unwinding = 0.0
         try:
             channel.send(request)
         except OSError:
@@ -250,7 +255,7 @@ class IsolatedSession:
             return self._read_until_reply(channel, request_id, deadline, on_event)
         except KeyboardInterrupt:
             pass
-        # the worker got the same SIGINT; give it a moment to answer 'stopped'
+        # the worker got the same SIGINT; give it a moment to answer 'stopped' (more once it says 'stopping')
         try:
             return self._read_until_reply(channel, request_id, time.monotonic() + INTERRUPT_GRACE, on_event)
         except (TimeoutError, EOFError, KeyboardInterrupt):
@@ -260,10 +265,12 @@ class IsolatedSession:
                           on_event: OnEvent | None) -> wire.Reply:
         """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives."""
         while True:
-            message = channel.receive(request_id, deadline)
+            message = channel.receive(request_id, max(deadline, self._unwinding))
             if isinstance(message, wire.Reply):
                 return message
-            if message.kind in ("print", "progress"):
+            if message.kind == "stopping" and not self._unwinding:  # once: it answers within UNWIND_WAIT
+                self._unwinding = time.monotonic() + UNWIND_WAIT + INTERRUPT_GRACE
+            elif message.kind in ("print", "progress"):
                 handler = self.on_print if message.kind == "print" else self.on_progress
                 if handler is not None:
                     handler(message.payload)

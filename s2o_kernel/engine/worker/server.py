@@ -73,15 +73,6 @@ PROGRESS_EVERY = 0.5
 SESSIONLESS = frozenset({"init", "ping"})
 
 
-def _interruptible(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn`` with SIGINT raising ``KeyboardInterrupt`` (the engine turns it into ``stopped``)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return fn(*args)
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 class Worker:
     """Serves requests for one session in this process; ``stdout`` is the binary reply pipe.
 
@@ -105,6 +96,9 @@ class Worker:
         self.forwarder = Forwarder(self)
         #: ``(request id, start, loops counted)`` of the run being served, ``None`` between runs.
         self.running: tuple[int, float, bool] | None = None
+        #: Set by the first SIGINT of a run (:meth:`on_sigint`): the reporter thread tells the parent.
+        self.wake = threading.Event()
+        self.interrupted = False
 
     # -- the reply pipe ----------------------------------------------------------------------
     def begin(self, request_id: int) -> None:
@@ -175,12 +169,38 @@ class Worker:
                 self.stdout.write(line)
                 self.stdout.flush()
 
+    def report_stopping(self) -> None:
+        """Send a ``stopping`` event for the run being served: an interrupt reached it (the parent
+        then waits for its unwinding, up to ``loop.UNWIND_WAIT``, before it would kill this worker)."""
+        running = self.running
+        if running is None:
+            return
+        line = wire.encode_stopping(running[0])
+        with self.write_lock:
+            if self.request_id == running[0] and self.running is running:
+                self._flush_printed()
+                self.stdout.write(line)
+                self.stdout.flush()
+
+    def on_sigint(self, _signum: int, _frame: Any) -> None:
+        """SIGINT during a run: raise ``KeyboardInterrupt`` (the engine turns it into ``stopped``), the
+        first time after waking the reporter thread to send ``stopping``. It runs only when the main
+        thread runs bytecode, so a run stuck in C code (which nothing but a kill ends) never says so.
+        The flag is set before the wake-up, so a second SIGINT inside ``Event.set`` does not re-enter it."""
+        if not self.interrupted:
+            self.interrupted = True
+            self.wake.set()
+        raise KeyboardInterrupt
+
     def _run(self, fn: Callable[..., Any], *args: Any, loops: bool = False) -> Any:
-        """``fn(*args)``, interruptible, as the run whose progress is reported."""
+        """``fn(*args)``, interruptible (:meth:`on_sigint`), as the run whose progress is reported."""
+        self.interrupted = False
         self.running = (self.request_id or 0, time.monotonic(), loops)
+        signal.signal(signal.SIGINT, self.on_sigint)
         try:
-            return _interruptible(fn, *args)
+            return fn(*args)
         finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.running = None
 
     # -- state -------------------------------------------------------------------------------
@@ -346,10 +366,13 @@ def read_request(stdin: IO[bytes]) -> bytes | None:
 
 
 def _report_progress(worker: Worker) -> None:
-    """The reporter thread: every :data:`PROGRESS_EVERY` seconds, a ``progress`` event for a long run."""
+    """The reporter thread: every :data:`PROGRESS_EVERY` seconds, a ``progress`` event for a long run;
+    at once, a ``stopping`` event for a run an interrupt has reached."""
     while True:
-        time.sleep(PROGRESS_EVERY)
         try:
+            if worker.wake.wait(PROGRESS_EVERY):
+                worker.wake.clear()
+                worker.report_stopping()
             worker.report_progress(time.monotonic())
         except Exception:  # a report that cannot be sent is skipped; the run goes on
             continue

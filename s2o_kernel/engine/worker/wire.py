@@ -16,6 +16,8 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
     outside   {"op": "outside_reply", "id": ID, "ok": true, "result": JSON}     parent → worker, one per
     reply     {"op": "outside_reply", "id": ID, "ok": false, "error": ERROR}    ``outside`` event, in order
               {"id": ID, "event": "progress", "progress": PROGRESS}   a run past 2 s, twice a second
+              {"id": ID, "event": "stopping"}    an interrupt reached the run, which is unwinding (ends
+                                                 within ``loop.UNWIND_WAIT``)
 
     ERROR     {"code", "message", "line", "col", "path", "stage", "source",
                "details", "python_type", "errors"?: [ERROR, …]}
@@ -183,6 +185,11 @@ def encode_progress(request_id: int | None, progress: JSONDict) -> bytes:
     return _line({"id": request_id, "event": "progress", "progress": progress}, "progress")
 
 
+def encode_stopping(request_id: int | None) -> bytes:
+    """A ``stopping`` event line: an interrupt reached the running request's run, which is unwinding."""
+    return _line({"id": request_id, "event": "stopping"}, "stopping")
+
+
 def encode_error(exc: S2OError) -> JSONDict:
     """An :class:`S2OError` (or :class:`ErrorGroup`) as ``ERROR``."""
     out: JSONDict = {"code": exc.code, "message": exc.message, "line": exc.line, "col": exc.col, "path": exc.path,
@@ -247,8 +254,8 @@ def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
 @dataclass(frozen=True, slots=True)
 class Event:
     """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a ``PART``),
-    ``progress`` (``payload`` a ``PROGRESS``) or ``outside`` (``payload`` an
-    :class:`~..outside.call.OutsideCall`)."""
+    ``progress`` (``payload`` a ``PROGRESS``), ``outside`` (``payload`` an
+    :class:`~..outside.call.OutsideCall`) or ``stopping`` (``payload`` ``None``)."""
 
     kind: str
     payload: Any
@@ -292,6 +299,8 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
                 raise fault(f"an outside call of the wrong shape: {exc}") from None
         if kind == "progress" and _is_progress(message.get("progress")):
             return Event("progress", message["progress"])
+        if kind == "stopping" and message.keys() == {"id", "event"}:
+            return Event("stopping", None)
         raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
     ok = message.get("ok")
     if ok is True and "result" in message:
