@@ -14,10 +14,9 @@ one huge allocation. ``IsolatedSession`` has the same interface as
   state: agent and conversation variables and every JSON-serialisable local.
 
 An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`)
-reaches the child, which ends the run with ``stopped``; a child that does not
-answer within :data:`INTERRUPT_GRACE` seconds (C code the interrupt cannot
-reach), or within ``UNWIND_WAIT`` more once it has said its run is
-``stopping``, is killed and restarted.
+reaches the child, which ends the run with ``stopped``; a child that does not answer within
+:data:`INTERRUPT_GRACE` seconds (C code the interrupt cannot reach), or ``UNWIND_WAIT`` more
+once it has said its run is ``stopping``, is killed and restarted.
 
 The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an
 id that every reply and event must echo, and every message has a size cap.
