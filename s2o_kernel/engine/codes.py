@@ -90,7 +90,8 @@ CODES: dict[str, Code] = _table(
     ("row-limit", "run", "6", "a db command returned more rows than the row limit"),
     ("cost-limit", "run", "6", "the run's LLM spend passed the cost limit"),
     ("memory-limit", "run", "6", "an evaluation held more memory than the memory limit"),
-    ("output-limit", "run", "12", "a run's output parts passed a cap: bytes per part, parts or bytes per run"),
+    ("output-limit", "run", "12",
+     "a run's output passed a cap: bytes per part, parts, or bytes per run (printed text and log lines count)"),
     ("stopped", "run result", "9", "the run was interrupted; the session keeps its variables"),
     # -- the outside world (SPEC 7.1) ------------------------------------------------------------
     ("unknown-profile", "validate run", "7.1", "a command names a profile the settings do not define"),

@@ -133,6 +133,29 @@ def test_the_default_caps(kc: Any) -> None:
     assert result_data(execute(kc, "1 + 1")[1])["text/plain"] == "2"
 
 
+def test_printed_text_counts_against_the_output_bytes(request: pytest.FixtureRequest, kc: Any) -> None:
+    """Red team: a comprehension of prints streamed 1.8 GB of ``stdout`` to the front end within the time
+    limit. A contained kernel stops the run at ``limits.output_bytes`` (an in-process kernel prints to its
+    own ``stdout``, which it does not cap)."""
+    if request.node.callspec.params["kernel"] != "contained":
+        pytest.skip("printed text is capped by the containment worker")
+    ok(execute(kc, '%limits {"output_bytes": 2000000}')[0])
+    msg_id = kc.execute("len([print('x' * 100000) for i in range(200)])")
+    printed = 0
+    while True:
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            printed += len(msg["content"]["text"])
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    reply = shell_reply(kc, msg_id, 60)["content"]
+    assert (reply["status"], reply["ename"]) == ("error", "output-limit"), reply
+    assert "limits.output_bytes = 2000000" in reply["evalue"] and printed <= 2_000_000
+    assert result_data(execute(kc, "1 + 1")[1])["text/plain"] == "2"
+
+
 # -- html, images and surrogates (SPEC 9) -----------------------------------------------------------
 
 

@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..commands.output import OutputBudget
+from ..commands.output import OutputBudget, text_bytes, text_limit_error
 from ..engine import Validation, time_limit_text
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
@@ -104,10 +104,10 @@ class IsolatedSession:
         self.restarts = 0
         self._outside: Gateway | None = None
         #: The running run's LLM spend (US dollars) as this process counted it, and its bound.
-        self._spend, self._cost_bound = 0.0, self._settings.limits.llm_cost
-        self._cost_name = "limits.llm_cost"
+        self._spend, self._cost_bound, self._cost_name = 0.0, self._settings.limits.llm_cost, "limits.llm_cost"
         #: The running run's time limit, ``(name, seconds)``: ``bounds.time`` of a definition that sets it.
         self._time_limit: tuple[str, float] | None = None
+        self._printed = (0, 0)  # (request id, UTF-8 bytes it printed)
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
@@ -258,11 +258,17 @@ class IsolatedSession:
 
     def _read_until_reply(self, channel: Channel, request_id: int, deadline: float,
                           on_event: OnEvent | None) -> wire.Reply:
-        """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives."""
+        """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives;
+        printed text past ``limits.output_bytes`` is a fault (the worker stops a run there, SPEC 12)."""
         while True:
             message = channel.receive(request_id, deadline)
             if isinstance(message, wire.Reply):
                 return message
+            if message.kind == "print":
+                self._printed = (request_id, self._printed[1] * (self._printed[0] == request_id)
+                                 + text_bytes(message.payload))
+                if self._printed[1] > (cap := self._settings.limits.output_bytes):
+                    raise wire.fault(f"printed text past the run's output caps ({text_limit_error(cap, 'it').message})")
             if message.kind in ("print", "progress"):
                 handler = self.on_print if message.kind == "print" else self.on_progress
                 if handler is not None:
