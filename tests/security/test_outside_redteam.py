@@ -34,7 +34,12 @@ def _settings(url: str) -> Any:
 #: Paths that leave the profile's base URL: another host, another scheme, or a path above the base.
 ESCAPES = ["{other}/whoami", "{other_upper}/whoami", "../whoami", "a/../../whoami", "./../whoami",
            "%2e%2e/whoami", "%2E%2e/%2e%2E/whoami", "..\\whoami", "//127.0.0.1:1/whoami", "\\\\host/whoami",
-           "http:/whoami", "whoami\r\nX: 1", "whoami#x"]
+           "http:/whoami", "whoami\r\nX: 1", "whoami#x",
+           # dot segments a server reads once it decodes the path or drops path parameters (red team 3):
+           # encoded separators, double encoding, Tomcat's ';' parameters, full-width dots
+           "..%2fwhoami", "..%2Fwhoami", "%2e%2e%2fwhoami", "a/..%2f..%2fwhoami", "..%5cwhoami",
+           "%252e%252e/whoami", "..;/whoami", "a/..;x=1/..;/whoami", "%2e%2e;/whoami",
+           "\uff0e\uff0e/whoami", "%EF%BC%8E%EF%BC%8E/whoami", "whoami%0d%0aX:%201", "%00/whoami"]
 
 
 def _paths(other: str) -> list[str]:
@@ -80,6 +85,17 @@ def test_a_fragments_api_path_cannot_leave_the_profiles_base(two_servers: Any) -
         assert run.error is not None and run.error.code == "fragment", (path, run.code)
         assert run.error.path == "api.path", path
     assert other.requests == [] and len(srv.requests) == seen
+
+
+def test_paths_with_encoded_slashes_dots_and_percent_signs_still_reach_the_base(http_server: Any) -> None:
+    """What the dot-segment check lets through: an encoded slash inside a name (``group%2Fproject``), dots
+    inside a segment, a literal percent sign."""
+    session = Session(Engine(_settings(http_server.url)))
+    for path, seen in (("group%2Fproject", "/json/group%2Fproject"), ("v1.2/x..y", "/json/v1.2/x..y"),
+                       ("..foo/.bar", "/json/..foo/.bar"), ("100%25", "/json/100%25")):
+        run = session.run_fragment({"api": {"profile": "srv", "path": path}})
+        assert run.code == "success", (path, run.error)
+        assert http_server.requests[-1][1] == seen
 
 
 def _db_gateway(tmp_path: Any) -> Gateway:
