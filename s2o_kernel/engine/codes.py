@@ -101,6 +101,7 @@ CODES: dict[str, Code] = _table(
     ("api-too-large", "run", "7.1", "an api response was larger than the profile's max_response_bytes"),
     ("db-failed", "run", "7.1", "the database refused the statement or the connection (the driver's message)"),
     ("db-read-only", "run", "7.1", "a write statement through a read_only database profile"),
+    ("db-too-large", "run", "7.1", "a db command's result, or one of its values, larger than the kernel holds"),
     ("llm-failed", "run", "7.1", "the model server refused or failed a call, or its answer broke the protocol"),
     ("llm-turns", "run", "7.1", "an llm command's model asked for tools more times than an llm command allows"),
     ("ask-answer", "run", "7.1", "an answer to an ask input that does not fit its type or options"),

@@ -132,6 +132,34 @@ def test_a_sqlite_profile_reaches_its_own_file_only(tmp_path: Any) -> None:
         gw.close()
 
 
+def test_a_db_result_is_bounded_in_bytes_where_the_kernel_holds_it(tmp_path: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team 3: ``SELECT randomblob(200000000) FROM (VALUES (1),(2),(3))`` took the kernel process (which
+    makes a contained run's calls, with no memory cap) to 2.3 GB before the worker's message cap refused
+    the result; ten such rows end it. A db call's rows are counted in bytes as they stream, and SQLite
+    refuses to build a single value past the same cap."""
+    from s2o_kernel.engine.outside import db
+
+    monkeypatch.setattr(db, "MAX_RESULT_BYTES", 1 << 20)
+    gw = _db_gateway(tmp_path)
+    try:
+        with pytest.raises(S2OError) as caught:  # rows that add up past the cap
+            _sql(gw, "writer", "SELECT randomblob(300000) AS b FROM (VALUES (1),(2),(3),(4))")
+        assert caught.value.code == "db-too-large" and "1048576 bytes" in caught.value.message
+        for sql in ("SELECT randomblob(2000000) AS b", "SELECT zeroblob(2000000) AS b",
+                    "SELECT length(randomblob(2000000)) AS n", "SELECT replace(hex(zeroblob(600000)), '0', 'ab') AS s"):
+            with pytest.raises(S2OError) as caught:  # one value past the cap: SQLite never builds it
+                _sql(gw, "writer", sql)
+            assert caught.value.code == "db-too-large", sql
+        assert _sql(gw, "writer", "SELECT length(randomblob(300000)) AS n") == [{"n": 300000}]
+    finally:
+        gw.close()
+    run = Session(Engine(make_settings({"profiles": {"db": {"w": {"url": f"sqlite:///{tmp_path / 'main.sqlite'}"}}}})))
+    done = run.run_fragment({"db": {"profile": "w", "sql": "SELECT randomblob(2000000) AS b"},
+                             "onError": [{"return": "{ exc.code }"}]})
+    assert (done.code, done.value) == ("success", "db-too-large")
+
+
 def test_a_read_only_sqlite_profile_cannot_lift_or_bypass_query_only(tmp_path: Any) -> None:
     gw = _db_gateway(tmp_path)
     try:

@@ -21,7 +21,7 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 #: Codes of a failed outside call: unhandled, they end the run with result code ``callFailed`` (SPEC 7.1).
 CALL_FAILED_CODES = frozenset({"unknown-profile", "api-status", "api-failed", "api-timeout", "api-too-large",
-                               "db-failed", "db-read-only", "llm-failed"})
+                               "db-failed", "db-read-only", "db-too-large", "llm-failed"})
 
 #: One ``ask`` input as the fragment declared it, evaluated: ``{"name", "type", "label", "options",
 #: "default"}`` (SPEC 7.1; types ``text``, ``number``, ``bool``, ``password``, ``chooseOne``,
