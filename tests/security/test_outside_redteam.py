@@ -4,6 +4,7 @@ forged :class:`OutsideCall` handed straight to the parent's gateway), against re
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, Session, default_settings, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, Session, default_settings, make_settings
 from s2o_kernel.engine.errors import S2OError
 from s2o_kernel.engine.outside.call import OutsideCall
 from s2o_kernel.engine.outside.gateway import Gateway
@@ -158,6 +159,44 @@ def test_a_db_result_is_bounded_in_bytes_where_the_kernel_holds_it(tmp_path: Any
     done = run.run_fragment({"db": {"profile": "w", "sql": "SELECT randomblob(2000000) AS b"},
                              "onError": [{"return": "{ exc.code }"}]})
     assert (done.code, done.value) == ("success", "db-too-large")
+
+
+SECRET = "sk-live-hunter2-7d1e"
+#: What a run in the worker can write without ``sys.secret``: the placeholder the parent resolves.
+FORGED = "{ '\\u2063s2o-secret:K\\u2063' }"
+
+
+def _leaked(text: str) -> bool:
+    return any(form in text for form in (SECRET, SECRET[1:], SECRET.encode().hex().upper(), SECRET[::-1]))
+
+
+def test_a_secret_never_reaches_sql_or_a_model_that_could_hand_it_back_transformed(tmp_path: Any) -> None:
+    """Red team 3: ``SELECT hex(:s), substr(:s, 2)`` with ``s`` a secret returned the secret as text the run
+    reads (masking catches the secret as written, never a transformation of it); in the worker, a forged
+    placeholder put any secret in any call's fields, an llm input too. Secrets go to api calls only."""
+    from fake_llm import FakeLLM
+
+    with FakeLLM() as fake:
+        settings = make_settings({"secrets": {"K": SECRET}, "profiles": {
+            "db": {"w": {"url": f"sqlite:///{tmp_path / 'w.sqlite'}"}},
+            "llm": {"gpt": {"adapter": "openai", "model": "m", "url": fake.url, "key": "k"}}}})
+        sql = {"db": {"profile": "w", "sql": "SELECT hex(:s) AS h, substr(:s, 2) AS t",
+                      "params": {"s": "{ f'{sys.secret[\"K\"]}' }"}}}
+        run = Session(Engine(settings)).run_fragment([sql, {"return": "{ result }"}])
+        assert run.error is not None and run.error.code == "not-allowed", run
+        assert run.error.path == "[0].db.params.s" and not _leaked(repr(run))
+        isolated = IsolatedSession(settings)
+        try:
+            run = isolated.run_fragment([sql, {"return": "{ result }"}])
+            assert run.error is not None and run.error.code == "not-allowed" and not _leaked(repr(run))
+            forged = {"db": {"profile": "w", "sql": "SELECT hex(:s) AS h, substr(:s, 2) AS t", "params": {"s": FORGED}}}
+            run = isolated.run_fragment([forged, {"return": "{ result }"}])
+            assert run.code == "success" and not _leaked(repr(run.value)), run
+            fake.replies = [{"text": "ok"}]
+            run = isolated.run_fragment({"llm": {"profile": "gpt", "input": FORGED}})
+            assert run.code == "success" and fake.requests and not _leaked(json.dumps(fake.requests))
+        finally:
+            isolated.close()
 
 
 def test_a_read_only_sqlite_profile_cannot_lift_or_bypass_query_only(tmp_path: Any) -> None:
