@@ -187,7 +187,10 @@ class S2OKernel(Kernel):
 
         def prompt(text: str, password: bool) -> str | None:
             try:
-                answer: str = context.copy().run(self.getpass if password else self.raw_input, text)
+                from s2o_kernel.kernel.render import escape_controls, escape_text
+
+                shown = escape_controls(escape_text(text))  # the run's text, on a terminal perhaps
+                answer: str = context.copy().run(self.getpass if password else self.raw_input, shown)
                 return answer
             except StdinNotImplementedError:
                 return None
