@@ -90,7 +90,8 @@ CODES: dict[str, Code] = _table(
     ("row-limit", "run", "6", "a db command returned more rows than the row limit"),
     ("cost-limit", "run", "6", "the run's LLM spend passed the cost limit"),
     ("memory-limit", "run", "6", "an evaluation held more memory than the memory limit"),
-    ("output-limit", "run", "12", "a run's output parts passed a cap: bytes per part, parts or bytes per run"),
+    ("output-limit", "run", "12",
+     "a run's output passed a cap: bytes per part, parts, or bytes per run (printed text and log lines count)"),
     ("stopped", "run result", "9", "the run was interrupted; the session keeps its variables"),
     # -- the outside world (SPEC 7.1) ------------------------------------------------------------
     ("unknown-profile", "validate run", "7.1", "a command names a profile the settings do not define"),
@@ -100,6 +101,7 @@ CODES: dict[str, Code] = _table(
     ("api-too-large", "run", "7.1", "an api response was larger than the profile's max_response_bytes"),
     ("db-failed", "run", "7.1", "the database refused the statement or the connection (the driver's message)"),
     ("db-read-only", "run", "7.1", "a write statement through a read_only database profile"),
+    ("db-too-large", "run", "7.1", "a db command's result, or one of its values, larger than the kernel holds"),
     ("llm-failed", "run", "7.1", "the model server refused or failed a call, or its answer broke the protocol"),
     ("llm-turns", "run", "7.1", "an llm command's model asked for tools more times than an llm command allows"),
     ("ask-answer", "run", "7.1", "an answer to an ask input that does not fit its type or options"),

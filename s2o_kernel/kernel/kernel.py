@@ -187,7 +187,11 @@ class S2OKernel(Kernel):
 
         def prompt(text: str, password: bool) -> str | None:
             try:
-                answer: str = context.copy().run(self.getpass if password else self.raw_input, text)
+                from s2o_kernel.kernel.render import escape_controls, escape_text
+
+                # the run's text, on a terminal perhaps: no control sequence, no return to the line's start
+                shown = escape_controls(escape_text(text)).replace("\r", "\\r")
+                answer: str = context.copy().run(self.getpass if password else self.raw_input, shown)
                 return answer
             except StdinNotImplementedError:
                 return None

@@ -71,6 +71,30 @@ def escape_text(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+#: C0 and C1 control characters but tab, newline and carriage return: a terminal (``jupyter console``) acts
+#: on them (ESC and the 8-bit CSI start sequences that clear the screen, set its title or write the clipboard).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character but tab, newline and carriage return written as its escape
+    (``'\\x1b'``), so text a run makes a terminal show is shown, never run (red team 3)."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def terminal_text(msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+    """``content`` of an IOPub message of ``msg_type`` with :func:`escape_controls` applied to what a
+    terminal front end prints: a stream's text and a bundle's ``text/plain`` (errors: :func:`error_info`)."""
+    if msg_type == "stream" and isinstance(content.get("text"), str):
+        return {**content, "text": escape_controls(content["text"])}
+    data = content.get("data")
+    if isinstance(data, dict) and isinstance(data.get("text/plain"), str):
+        return {**content, "data": {**data, "text/plain": escape_controls(data["text/plain"])}}
+    return content
+
+
 def escape_surrogates(value: Any) -> Any:
     """``value`` (message content: dicts, lists, strings, numbers) with :func:`escape_text` applied to
     every string, keys included; containers are copied only when something changed (``value`` itself
@@ -194,7 +218,8 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
       restarted) follows in the traceback;
     * anything else → ``unexpected`` / ``"TypeName: message"``, no frames.
 
-    Lone surrogates in any of the texts are escaped (:func:`escape_text`).
+    Lone surrogates and control characters in any of the texts are escaped (:func:`escape_text`,
+    :func:`escape_controls`).
     """
     red = redact or _identity
     if isinstance(exc, KeyboardInterrupt):
@@ -212,9 +237,9 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
         evalue = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         info = ErrorInfo("unexpected", evalue, [f"unexpected: {evalue}"])
     return ErrorInfo(
-        escape_text(_safe_redact(red, info.ename)),
-        escape_text(_safe_redact(red, info.evalue)),
-        [escape_text(_safe_redact(red, line)) for line in info.traceback],
+        escape_controls(escape_text(_safe_redact(red, info.ename))),
+        escape_controls(escape_text(_safe_redact(red, info.evalue))),
+        [escape_controls(escape_text(_safe_redact(red, line))) for line in info.traceback],
     )
 
 
@@ -313,11 +338,12 @@ _TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^">]|"[^"]*")*>')
 def sanitise_html(text: str) -> str:
     """``text`` as html that SPEC 9 lets a notebook show: nh3's (Ammonia's) default policy, which keeps
     formatting, tables, images and links, and drops script, style, event handlers, forms, frames and
-    ``javascript:`` URLs. Lone surrogates are escaped first (nh3 takes UTF-8 only). nh3 is imported on the
+    ``javascript:`` URLs. Lone surrogates (nh3 takes UTF-8 only) and control characters are escaped first. nh3 is
+    imported on the
     first html output (about 1.4 MiB the kernel holds only when a notebook shows html)."""
     import nh3
 
-    return nh3.clean(escape_text(text))
+    return nh3.clean(escape_controls(escape_text(text)))
 
 
 def html_text(clean: str) -> str:

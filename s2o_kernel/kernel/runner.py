@@ -32,6 +32,7 @@ from s2o_kernel.kernel.render import (
     escape_surrogates,
     notes_of,
     output_part_bundle,
+    terminal_text,
     value_bundle,
 )
 
@@ -225,9 +226,10 @@ class CellRunner:
         return self.session
 
     def _add(self, msg_type: str, content: dict[str, Any]) -> None:
-        """Queue one IOPub output (lone surrogates escaped); a silent cell keeps nothing."""
+        """Queue one IOPub output (lone surrogates and, in what a terminal prints, control characters
+        escaped); a silent cell keeps nothing."""
         if not self._silent:
-            self._outcome.outputs.append((msg_type, escape_surrogates(content)))
+            self._outcome.outputs.append((msg_type, terminal_text(msg_type, escape_surrogates(content))))
 
     def emit_stream(self, name: str, text: str) -> None:
         """Add a ``stream`` output (``stdout`` or ``stderr``); nothing for empty text."""

@@ -191,6 +191,67 @@ def test_a_worker_that_sends_parts_past_the_caps_is_restarted() -> None:
         session.close()
 
 
+# -- printed text and log lines (red-team finding: they bypassed the caps) ---------------------------
+
+
+def test_printed_text_counts_against_the_runs_output_bytes_in_the_worker() -> None:
+    """A comprehension of prints sent 1.8 GB of ``stdout`` to the front end in 20 s, past every cap: what a
+    run prints (guarded ``print`` or host code) counts against ``limits.output_bytes`` in the worker."""
+    session = IsolatedSession(settings_with(output_bytes=1 << 20))
+    printed: list[str] = []
+    session.on_print = printed.append
+    try:
+        with pytest.raises(S2OError) as exc:
+            session.evaluate("len([print('x' * 100000) for i in range(50)])")
+        assert exc.value.code == "output-limit" and "limits.output_bytes = 1048576" in exc.value.message
+        assert sum(len(t) for t in printed) <= 1 << 20
+        run = session.run_fragment(loop(50, "print('y' * 100000)"))
+        assert run.error is not None and run.error.code == "output-limit"
+        assert session.restarts == 0 and session.evaluate("1 + 1") == 2
+        printed.clear()
+        session.evaluate("print('fits')")  # each run has its own budget
+        assert printed == ["fits\n"]
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker"])
+def test_log_lines_count_against_the_runs_output_bytes(isolated: bool) -> None:
+    """``log`` lines were kept without bound for the whole run (in memory, then in the worker's reply)."""
+    settings = settings_with(output_bytes=250)
+    session: Any = IsolatedSession(settings) if isolated else Session(Engine(settings))
+    try:
+        fragment = [{"var": {"agent.before": 1}},
+                    {"for": {"item": "i", "in": "{ range(9) }", "commands": [{"log": "{ 'z' * 100 }"}]},
+                     "onError": [{"var": {"agent.handled": True}}]}]
+        run = session.run_fragment(fragment)
+        assert (run.code, run.error.code if run.error else None) == ("errorInAgent", "output-limit")
+        assert "limits.output_bytes = 250" in run.error.message
+        assert session.agent_vars == {"before": 1}
+        assert session.evaluate("1 + 1") == 2
+    finally:
+        if isolated:
+            session.close()
+
+
+def test_a_worker_that_prints_past_the_caps_is_restarted() -> None:
+    """The parent counts printed text too: a worker past ``limits.output_bytes`` is not trusted."""
+    settings = bare_settings({"allowlist": "os\nlen", "allow_unsafe_entries": True,
+                              "limits": {"time": 5, "output_bytes": 1000}})
+    session = IsolatedSession(settings)  # request 1 is init, so the next request is 2
+    printed: list[str] = []
+    session.on_print = printed.append
+    try:
+        event = json.dumps({"id": 2, "event": "print", "text": "p" * 600}) + "\n"
+        with pytest.raises(S2OError) as exc:
+            session.evaluate(f"os.write(1, {(event * 3).encode()!r})")
+        assert exc.value.code == "worker-protocol" and "limits.output_bytes = 1000" in exc.value.message
+        assert sum(len(t) for t in printed) <= 1000 and session.restarts == 1
+        assert session.evaluate("len('abc')") == 3
+    finally:
+        session.close()
+
+
 # -- settings files are never quoted ---------------------------------------------------------------
 
 

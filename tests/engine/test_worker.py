@@ -497,8 +497,9 @@ def test_a_long_run_reports_its_progress_to_on_progress() -> None:
 
 
 def test_a_flood_of_log_lines_leaves_the_next_cells_their_own_results() -> None:
-    """Issue 8: 30 MB of log lines under a 2 s limit once left the reply half-read."""
-    session = IsolatedSession(make_settings({"limits": {"time": 2}}))
+    """Issue 8: 30 MB of log lines under a 2 s limit once left the reply half-read (log lines count against
+    ``limits.output_bytes``, raised here past them)."""
+    session = IsolatedSession(make_settings({"limits": {"time": 2, "output_bytes": 1 << 30}}))
     try:
         session.set_vars(locals={"kept": 41}, agent={"visits": 3}, conv={"turns": 2})
         parts: list[dict[str, Any]] = []
@@ -514,7 +515,7 @@ def test_a_flood_of_log_lines_leaves_the_next_cells_their_own_results() -> None:
 
 
 def test_a_reply_over_the_cap_is_a_coded_error_and_keeps_the_worker() -> None:
-    session = IsolatedSession(make_settings({"limits": {"time": 20}}))
+    session = IsolatedSession(make_settings({"limits": {"time": 20, "output_bytes": 1 << 30}}))
     try:
         session.set_vars(locals={"kept": 41}, agent={"visits": 3}, conv={"turns": 2})
         pid = session.pid

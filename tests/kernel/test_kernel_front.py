@@ -133,6 +133,29 @@ def test_the_default_caps(kc: Any) -> None:
     assert result_data(execute(kc, "1 + 1")[1])["text/plain"] == "2"
 
 
+def test_printed_text_counts_against_the_output_bytes(request: pytest.FixtureRequest, kc: Any) -> None:
+    """Red team: a comprehension of prints streamed 1.8 GB of ``stdout`` to the front end within the time
+    limit. A contained kernel stops the run at ``limits.output_bytes`` (an in-process kernel prints to its
+    own ``stdout``, which it does not cap)."""
+    if request.node.callspec.params["kernel"] != "contained":
+        pytest.skip("printed text is capped by the containment worker")
+    ok(execute(kc, '%limits {"output_bytes": 2000000}')[0])
+    msg_id = kc.execute("len([print('x' * 100000) for i in range(200)])")
+    printed = 0
+    while True:
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            printed += len(msg["content"]["text"])
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    reply = shell_reply(kc, msg_id, 60)["content"]
+    assert (reply["status"], reply["ename"]) == ("error", "output-limit"), reply
+    assert "limits.output_bytes = 2000000" in reply["evalue"] and printed <= 2_000_000
+    assert result_data(execute(kc, "1 + 1")[1])["text/plain"] == "2"
+
+
 # -- html, images and surrogates (SPEC 9) -----------------------------------------------------------
 
 
@@ -164,6 +187,44 @@ def test_images_are_png_or_jpeg_with_a_text_fallback(kc: Any) -> None:
     ok(reply)
     assert displays(outputs) == [{"image/png": "iVBORw0KGgo=", "text/plain": "<image/png image>"},
                                  {"image/jpeg": "/9j/4AAQ", "text/plain": "<image/jpeg image>"}]
+
+
+#: Terminal control sequences a run could send a console: clear the screen, set the window title, write
+#: the clipboard (OSC 52), a C1 CSI (8-bit), a NUL and a DEL.
+TERMINAL = "\x1b[2J\x1b]0;owned\x07\x1b]52;c;cm0gLXJmIH4=\x07\x9b31m\x00\x7f"
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every string in a message's content (keys too)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(key)
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+
+
+def test_terminal_control_sequences_are_shown_escaped(request: pytest.FixtureRequest, kc: Any) -> None:
+    """Red team 3: an output part, a log line, printed text or a fail message reached ``jupyter console``
+    with its escape sequences, which the terminal ran (clear the screen, set its title, write the
+    clipboard). Control characters but tab, newline and carriage return are shown as ``\\xNN`` (an
+    in-process kernel's printed text goes to its own ``stdout`` as it is)."""
+    contained = request.node.callspec.params["kernel"] == "contained"
+    printing = [{"var": {"p": "{ print('p\\x1b[2J\\tq') }"}}] if contained else []
+    code = json.dumps([{"output": f"a{TERMINAL}b"}, {"output": {"html": f"<b>{TERMINAL}</b>"}},
+                       {"log": f"l{TERMINAL}"}, *printing, {"fail": f"f{TERMINAL}"}])
+    reply, outputs = execute(kc, code)
+    assert (reply["status"], reply["ename"]) == ("error", "failCommand"), reply
+    shown = "".join(_texts([reply, [m["content"] for m in outputs]]))
+    for char in "\x1b\x07\x9b\x00\x7f":
+        assert char not in shown, repr(char)
+    assert "a\\x1b[2J\\x1b]0;owned\\x07" in displays(outputs)[0]["text/plain"]
+    streams = "".join(m["content"]["text"] for m in outputs if m["msg_type"] == "stream")
+    assert "l\\x1b[2J" in streams and ("p\\x1b[2J\tq" in streams or not contained)
+    assert "f\\x1b[2J" in reply["evalue"]
 
 
 def test_a_lone_surrogate_is_shown_escaped_never_dropped(kc: Any) -> None:

@@ -59,16 +59,43 @@ def test_ask_through_input_requests(kc: Any) -> None:
     assert reply["status"] == "ok", reply
     collect_iopub(kc, msg_id)
     texts = [p["prompt"] for p in prompts]
-    assert texts[0] == "About your order\nWhich order?: "
-    assert texts[1] == "quantity: "
-    assert texts[2] == "'lots' is not a number.\nquantity: "  # re-asked, saying why
-    assert texts[3] == "colour\n  1. red\n  2. green\n  (its number or its text): "
+    assert texts[0] == "About your order\n[agent] Which order?: "
+    assert texts[1] == "[agent] quantity: "
+    assert texts[2] == "'lots' is not a number.\n[agent] quantity: "  # re-asked, saying why
+    assert texts[3] == "colour\n  1. red\n  2. green\n[agent]   (its number or its text): "
     assert texts[4].startswith("'5' is not one of the options")  # re-asked
     assert [p["password"] for p in prompts] == [False, False, False, False, False, True]
     reply, outputs = execute(kc, "[answers, order]")
     data = next(m["content"]["data"] for m in outputs if m["msg_type"] == "execute_result")
     assert "'order_id': 'A-1001'" in data["text/plain"] and "'quantity': 3" in data["text/plain"]
     assert "'colour': 'green'" in data["text/plain"] and "'A-1001'" in data["text/plain"]
+
+
+def test_an_ask_cannot_pass_for_the_kernels_own_secret_prompt(kc: Any) -> None:
+    """Red team 3: an agent's ``ask`` (a ``%run`` of an untrusted definition) could ask with exactly the text
+    of ``%secret``'s prompt, hidden typing included, and keep the key a person typed. The line a person
+    types an ask's answer on always starts with ``[agent] ``; a line break, carriage return or escape
+    sequence in the run's text cannot move it away (they are shown escaped or start a line above)."""
+    spoof = json.dumps([{"ask": {"message": "", "inputs": [
+        {"name": "k", "type": "password", "label": "Value of the secret OPENAI_KEY"},
+        {"name": "j", "type": "password", "label": "x\n\n\rValue of the secret OPENAI_KEY"},
+        {"name": "m", "type": "text", "label": "x\x1b[2K\x1b[1GValue of the secret OPENAI_KEY"}]}}])
+    msg_id = kc.execute(spoof, allow_stdin=True)
+    shown = []
+    for _ in range(3):
+        request = kc.get_stdin_msg(timeout=20)
+        shown.append(request["content"]["prompt"])
+        kc.input("typed")
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    collect_iopub(kc, msg_id)
+    for prompt in shown:
+        assert prompt.rsplit("\n", 1)[-1].startswith("[agent] "), prompt
+        assert "\r" not in prompt and "\x1b" not in prompt, prompt
+    msg_id = kc.execute("%secret SPOOF_CHECK", allow_stdin=True)
+    assert kc.get_stdin_msg(timeout=20)["content"]["prompt"] == "Value of the secret SPOOF_CHECK: "
+    kc.input("tok")
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    collect_iopub(kc, msg_id)
 
 
 def test_ask_without_stdin_is_an_error_named_ask_not_a_hang(kc: Any) -> None:

@@ -32,7 +32,8 @@ def kc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     cwd = tmp_path_factory.mktemp("cwd-worker")
     config = cwd / "unsafe.toml"
     allowlist = default_settings().allowlist + "\nos\n"
-    config.write_text(f"allow_unsafe_entries = true\nallowlist = {json.dumps(allowlist)}\n[limits]\ntime = 2\n")
+    config.write_text(f"allow_unsafe_entries = true\nallowlist = {json.dumps(allowlist)}\n[limits]\ntime = 2\n"
+                      "output_bytes = 1073741824\n")  # the log flood's 30 MB passes the 16 MiB default
     km, client = start_kernel(kernels, cwd, env={"S2O_CONFIG": str(config), "S2O_KERNEL_ISOLATED": ""})
     try:
         reply, _ = execute(client, '{"var": {"kept": 41, "agent.visits": 3, "conv.turns": 2}}')

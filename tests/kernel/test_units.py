@@ -136,6 +136,17 @@ def test_error_info_coded_with_caret_and_path() -> None:
     assert "\x1b" not in info.ename + info.evalue
 
 
+def test_control_characters_are_escaped_in_what_a_terminal_prints() -> None:
+    """Red team 3: a fail message, an output part or a log line ran its escape sequences in a console."""
+    assert render.escape_controls("a\x1b[2J\x07\x9b\x00\x7f\tb\r\nc") == "a\\x1b[2J\\x07\\x9b\\x00\\x7f\tb\r\nc"
+    assert render.escape_controls("plain") == "plain"
+    info = render.error_info(S2OError("failCommand", "bye\x1b]0;owned\x07", source="x\x1b", line=1, col=0))
+    assert "\x1b" not in info.evalue + "".join(info.traceback) and info.evalue == "bye\\x1b]0;owned\\x07"
+    assert render.terminal_text("stream", {"name": "stdout", "text": "\x1bc"}) == {"name": "stdout", "text": "\\x1bc"}
+    bundle = render.terminal_text("display_data", {"data": {"text/plain": "\x9b1m", "text/html": "<b>"}})
+    assert bundle["data"] == {"text/plain": "\\x9b1m", "text/html": "<b>"}
+
+
 def test_caret_keeps_tabs() -> None:
     assert render.caret_line("\tab", 2) == "\t ^"
 

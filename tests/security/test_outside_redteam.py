@@ -4,6 +4,7 @@ forged :class:`OutsideCall` handed straight to the parent's gateway), against re
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, Session, default_settings, make_settings
+from s2o_kernel.engine import Engine, IsolatedSession, Session, default_settings, make_settings
 from s2o_kernel.engine.errors import S2OError
 from s2o_kernel.engine.outside.call import OutsideCall
 from s2o_kernel.engine.outside.gateway import Gateway
@@ -34,7 +35,12 @@ def _settings(url: str) -> Any:
 #: Paths that leave the profile's base URL: another host, another scheme, or a path above the base.
 ESCAPES = ["{other}/whoami", "{other_upper}/whoami", "../whoami", "a/../../whoami", "./../whoami",
            "%2e%2e/whoami", "%2E%2e/%2e%2E/whoami", "..\\whoami", "//127.0.0.1:1/whoami", "\\\\host/whoami",
-           "http:/whoami", "whoami\r\nX: 1", "whoami#x"]
+           "http:/whoami", "whoami\r\nX: 1", "whoami#x",
+           # dot segments a server reads once it decodes the path or drops path parameters (red team 3):
+           # encoded separators, double encoding, Tomcat's ';' parameters, full-width dots
+           "..%2fwhoami", "..%2Fwhoami", "%2e%2e%2fwhoami", "a/..%2f..%2fwhoami", "..%5cwhoami",
+           "%252e%252e/whoami", "..;/whoami", "a/..;x=1/..;/whoami", "%2e%2e;/whoami",
+           "\uff0e\uff0e/whoami", "%EF%BC%8E%EF%BC%8E/whoami", "whoami%0d%0aX:%201", "%00/whoami"]
 
 
 def _paths(other: str) -> list[str]:
@@ -82,6 +88,17 @@ def test_a_fragments_api_path_cannot_leave_the_profiles_base(two_servers: Any) -
     assert other.requests == [] and len(srv.requests) == seen
 
 
+def test_paths_with_encoded_slashes_dots_and_percent_signs_still_reach_the_base(http_server: Any) -> None:
+    """What the dot-segment check lets through: an encoded slash inside a name (``group%2Fproject``), dots
+    inside a segment, a literal percent sign."""
+    session = Session(Engine(_settings(http_server.url)))
+    for path, seen in (("group%2Fproject", "/json/group%2Fproject"), ("v1.2/x..y", "/json/v1.2/x..y"),
+                       ("..foo/.bar", "/json/..foo/.bar"), ("100%25", "/json/100%25")):
+        run = session.run_fragment({"api": {"profile": "srv", "path": path}})
+        assert run.code == "success", (path, run.error)
+        assert http_server.requests[-1][1] == seen
+
+
 def _db_gateway(tmp_path: Any) -> Gateway:
     main, other = tmp_path / "main.sqlite", tmp_path / "other.sqlite"
     for path, statement in ((main, "CREATE TABLE t (x TEXT)"), (other, "CREATE TABLE s (x TEXT)")):
@@ -114,6 +131,72 @@ def test_a_sqlite_profile_reaches_its_own_file_only(tmp_path: Any) -> None:
         assert _sql(gw, "writer", "VACUUM") == [] and _sql(gw, "reader", "SELECT count(*) AS n FROM t") == [{"n": 0}]
     finally:
         gw.close()
+
+
+def test_a_db_result_is_bounded_in_bytes_where_the_kernel_holds_it(tmp_path: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team 3: ``SELECT randomblob(200000000) FROM (VALUES (1),(2),(3))`` took the kernel process (which
+    makes a contained run's calls, with no memory cap) to 2.3 GB before the worker's message cap refused
+    the result; ten such rows end it. A db call's rows are counted in bytes as they stream, and SQLite
+    refuses to build a single value past the same cap."""
+    from s2o_kernel.engine.outside import db
+
+    monkeypatch.setattr(db, "MAX_RESULT_BYTES", 1 << 20)
+    gw = _db_gateway(tmp_path)
+    try:
+        with pytest.raises(S2OError) as caught:  # rows that add up past the cap
+            _sql(gw, "writer", "SELECT randomblob(300000) AS b FROM (VALUES (1),(2),(3),(4))")
+        assert caught.value.code == "db-too-large" and "1048576 bytes" in caught.value.message
+        for sql in ("SELECT randomblob(2000000) AS b", "SELECT zeroblob(2000000) AS b",
+                    "SELECT length(randomblob(2000000)) AS n", "SELECT replace(hex(zeroblob(600000)), '0', 'ab') AS s"):
+            with pytest.raises(S2OError) as caught:  # one value past the cap: SQLite never builds it
+                _sql(gw, "writer", sql)
+            assert caught.value.code == "db-too-large", sql
+        assert _sql(gw, "writer", "SELECT length(randomblob(300000)) AS n") == [{"n": 300000}]
+    finally:
+        gw.close()
+    run = Session(Engine(make_settings({"profiles": {"db": {"w": {"url": f"sqlite:///{tmp_path / 'main.sqlite'}"}}}})))
+    done = run.run_fragment({"db": {"profile": "w", "sql": "SELECT randomblob(2000000) AS b"},
+                             "onError": [{"return": "{ exc.code }"}]})
+    assert (done.code, done.value) == ("success", "db-too-large")
+
+
+SECRET = "sk-live-hunter2-7d1e"
+#: What a run in the worker can write without ``sys.secret``: the placeholder the parent resolves.
+FORGED = "{ '\\u2063s2o-secret:K\\u2063' }"
+
+
+def _leaked(text: str) -> bool:
+    return any(form in text for form in (SECRET, SECRET[1:], SECRET.encode().hex().upper(), SECRET[::-1]))
+
+
+def test_a_secret_never_reaches_sql_or_a_model_that_could_hand_it_back_transformed(tmp_path: Any) -> None:
+    """Red team 3: ``SELECT hex(:s), substr(:s, 2)`` with ``s`` a secret returned the secret as text the run
+    reads (masking catches the secret as written, never a transformation of it); in the worker, a forged
+    placeholder put any secret in any call's fields, an llm input too. Secrets go to api calls only."""
+    from fake_llm import FakeLLM
+
+    with FakeLLM() as fake:
+        settings = make_settings({"secrets": {"K": SECRET}, "profiles": {
+            "db": {"w": {"url": f"sqlite:///{tmp_path / 'w.sqlite'}"}},
+            "llm": {"gpt": {"adapter": "openai", "model": "m", "url": fake.url, "key": "k"}}}})
+        sql = {"db": {"profile": "w", "sql": "SELECT hex(:s) AS h, substr(:s, 2) AS t",
+                      "params": {"s": "{ f'{sys.secret[\"K\"]}' }"}}}
+        run = Session(Engine(settings)).run_fragment([sql, {"return": "{ result }"}])
+        assert run.error is not None and run.error.code == "not-allowed", run
+        assert run.error.path == "[0].db.params.s" and not _leaked(repr(run))
+        isolated = IsolatedSession(settings)
+        try:
+            run = isolated.run_fragment([sql, {"return": "{ result }"}])
+            assert run.error is not None and run.error.code == "not-allowed" and not _leaked(repr(run))
+            forged = {"db": {"profile": "w", "sql": "SELECT hex(:s) AS h, substr(:s, 2) AS t", "params": {"s": FORGED}}}
+            run = isolated.run_fragment([forged, {"return": "{ result }"}])
+            assert run.code == "success" and not _leaked(repr(run.value)), run
+            fake.replies = [{"text": "ok"}]
+            run = isolated.run_fragment({"llm": {"profile": "gpt", "input": FORGED}})
+            assert run.code == "success" and fake.requests and not _leaked(json.dumps(fake.requests))
+        finally:
+            isolated.close()
 
 
 def test_a_read_only_sqlite_profile_cannot_lift_or_bypass_query_only(tmp_path: Any) -> None:

@@ -1,4 +1,5 @@
-"""``log``: a trace line, not part of the output (SPEC 7)."""
+"""``log``: a trace line, not part of the output (SPEC 7); each line counts against the run's
+``limits.output_bytes`` (SPEC 12: the kernel shows log lines on ``stderr``), ``output-limit`` past it."""
 
 from __future__ import annotations
 
@@ -15,12 +16,18 @@ if TYPE_CHECKING:
 
 async def run(it: Interpreter, cmd: Command) -> None:
     """Add the text (a non-string value as JSON, or its bounded ``repr`` when JSON cannot show it) to the logs."""
-    it.logs.append(line(await it.value(cmd.fields, cmd.path)))
+    keep(it, line(await it.value(cmd.fields, cmd.path)))
 
 
 def run_sync(it: Interpreter, cmd: Command) -> None:
     """:func:`run` for a sync ``log``."""
-    it.logs.append(line(it.value_sync(cmd.fields, cmd.path)))
+    keep(it, line(it.value_sync(cmd.fields, cmd.path)))
+
+
+def keep(it: Interpreter, text: str) -> None:
+    """Charge ``text`` (a log line and its line break) to the run's output budget, then keep it."""
+    it.output_budget.charge_text(text + "\n", "log lines")
+    it.logs.append(text)
 
 
 def line(text: Any) -> str:

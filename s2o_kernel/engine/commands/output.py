@@ -13,7 +13,10 @@ Parts reach the output sink as they are produced. Every part is first charged to
 :class:`OutputBudget` (SPEC 12): ``limits.output_part_bytes`` per part, ``limits.output_parts``
 parts and ``limits.output_bytes`` bytes per run; a part over a cap is not emitted and the run stops
 with ``output-limit``, which ``onError`` does not handle. A part's size is :func:`part_bytes`: the
-UTF-8 bytes of its content (text, html, or the image's base64 text).
+UTF-8 bytes of its content (text, html, or the image's base64 text). Other text a run makes the front
+end show counts against ``limits.output_bytes`` too (:meth:`OutputBudget.charge_text`): ``log`` lines
+here, printed text in the worker and its parent (a red-team finding: a comprehension of ``print`` calls
+sent 1.8 GB to the front end in 20 s).
 """
 
 from __future__ import annotations
@@ -109,6 +112,25 @@ class OutputBudget:
                            f"in all (limits.output_bytes = {self.total_bytes})")
         self.count += 1
         self.used += size
+
+    def charge_text(self, text: str, what: str) -> None:
+        """Count ``text`` (``what`` it is, e.g. ``"log lines"``: printed text and log lines are not parts)
+        against ``limits.output_bytes`` only; raises ``output-limit`` when it would pass it."""
+        size = _text_bytes(text)
+        if self.used + size > self.total_bytes:
+            raise text_limit_error(self.total_bytes, what)
+        self.used += size
+
+
+def text_limit_error(total_bytes: int, what: str) -> S2OError:
+    """``output-limit`` for ``what`` (text a run shows outside its parts) passing ``limits.output_bytes``."""
+    return S2OError("output-limit", f"the run's output ({what} included) passed the limit of {_size(total_bytes)} "
+                    f"in all (limits.output_bytes = {total_bytes})")
+
+
+def text_bytes(text: str) -> int:
+    """UTF-8 bytes of ``text`` as the caps count them (a lone surrogate as three)."""
+    return _text_bytes(text)
 
 
 def _check_mime(p: Parser, cmd: Command, m: OutputFields, part: str) -> bool:

@@ -250,7 +250,7 @@ class Interpreter:
         if remaining <= 0:
             self.check_time(path)
         limit = remaining if timeout is None else min(float(timeout), remaining)
-        request = OutsideCall(kind, profile, json_fields(fields, path), path, max(limit, 0.001))
+        request = OutsideCall(kind, profile, json_fields(fields, path, kind), path, max(limit, 0.001))
         try:
             return await self.session.outside.call(request, self.emit)
         except S2OError as exc:

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import httpx
 
@@ -74,9 +76,6 @@ def make_client(creds: dict[str, Any], profile: ApiProfile) -> tuple[httpx.Async
     return client, client.aclose
 
 
-#: A dot segment (``.``/``..``, also percent-encoded) anywhere in a path (SPEC 7.1: a command's path stays
-#: under its profile's base URL).
-_DOT_SEGMENT = re.compile(r"(^|/)(\.|%2e){1,2}(/|$)", re.IGNORECASE)
 #: What a command's path may not hold: a backslash (read as ``/`` by many servers), ``#`` and control
 #: characters (request splitting, ambiguous parsing).
 _PATH_FORBIDDEN = re.compile(r"[\\#\x00-\x1f\x7f]")
@@ -92,13 +91,41 @@ def check_path(path: str) -> None:
     """Refuse (``fragment``) a command's ``path`` that could leave its profile's base URL, so the profile's
     credentials never go to another host or above its base path (SPEC 7.1, 12): an absolute URL or any
     scheme (``http:``), a network path (``//host``), a dot segment (``..``, ``%2e%2e``), a backslash, a
-    fragment (``#``) or a control character. :func:`handle` also checks the URL it
-    builds against the base (:func:`_check_origin`): this is the early, readable refusal."""
+    fragment (``#``) or a control character, as written or as a server may read it
+    (:func:`_server_readings`). :func:`handle` also checks the URL it builds against the base
+    (:func:`_check_origin`): this is the early, readable refusal."""
     if ":" in path.split("/", 1)[0] or path.lstrip("/").startswith("/") or path.startswith("//"):
         raise S2OError("fragment", "a command's path is relative to its profile's url: no scheme, no host")
-    if _DOT_SEGMENT.search(path) or _PATH_FORBIDDEN.search(path):
+    if _PATH_FORBIDDEN.search(path) or any(
+            _PATH_FORBIDDEN.search(text) or any(_is_dot(s) for s in _SEPARATORS.split(text))
+            for text in _server_readings(path)):
         raise S2OError("fragment", "a command's path may not hold '.' or '..' segments, backslashes, '#' "
-                       "or control characters")
+                       "or control characters, also percent-encoded")
+
+
+#: What a server may take for a path separator once it decodes a path (``%2f``, ``%5c``).
+_SEPARATORS = re.compile(r"[/\\]")
+#: How many rounds of percent-decoding a server may apply (``%252e`` → ``%2e`` → ``.``).
+_DECODINGS = 3
+
+
+def _server_readings(path: str) -> list[str]:
+    """``path`` as servers and proxies may read it: as written, then percent-decoded up to :data:`_DECODINGS`
+    times, each also NFKC-folded (``\uff0e`` is ``.``). Dot segments in any reading climb above the base
+    on some server: ``..%2f`` where ``%2f`` is decoded before the path is normalised (nginx), ``..;`` where
+    path parameters are dropped (Tomcat), full-width dots where names are folded (red team 3)."""
+    readings = [path]
+    for _ in range(_DECODINGS):
+        decoded = unquote(readings[-1], errors="replace")
+        if decoded == readings[-1]:
+            break
+        readings.append(decoded)
+    return readings + [unicodedata.normalize("NFKC", text) for text in readings if not text.isascii()]
+
+
+def _is_dot(segment: str) -> bool:
+    """A segment a server may read as ``.`` or ``..``: ignoring its ``;`` parameters and surrounding spaces."""
+    return segment.split(";", 1)[0].strip() in (".", "..")
 
 
 def _check_origin(base: httpx.URL, url: httpx.URL) -> None:

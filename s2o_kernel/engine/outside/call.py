@@ -21,7 +21,7 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 #: Codes of a failed outside call: unhandled, they end the run with result code ``callFailed`` (SPEC 7.1).
 CALL_FAILED_CODES = frozenset({"unknown-profile", "api-status", "api-failed", "api-timeout", "api-too-large",
-                               "db-failed", "db-read-only", "llm-failed"})
+                               "db-failed", "db-read-only", "db-too-large", "llm-failed"})
 
 #: One ``ask`` input as the fragment declared it, evaluated: ``{"name", "type", "label", "options",
 #: "default"}`` (SPEC 7.1; types ``text``, ``number``, ``bool``, ``password``, ``chooseOne``,
@@ -88,10 +88,18 @@ class OutsideCall:
         return cls(kind, profile, fields, path, float(timeout), tuple(used))
 
 
-def json_fields(fields: dict[str, Any], path: str) -> dict[str, Any]:
-    """A command's evaluated ``fields`` as JSON for an :class:`OutsideCall`: tuples become lists, secret
-    text becomes its text (in the worker, the secrets' placeholders, which only the gateway resolves).
-    Raises ``S2OError`` ``not-json`` naming the field (``commands[0].api.body[2]``) for anything else."""
+#: Kinds of call whose fields may carry secrets (SPEC 7.1): an ``api`` call's server is the profile's,
+#: which the operator trusts with them; an ``ask`` shows them as ``***``. A ``db`` call's SQL or an ``llm``
+#: call's input is the run's own text, which could hand a secret back transformed (``hex(:s)``, "spell it
+#: backwards"), where masking cannot see it (red team 3).
+SECRET_KINDS = frozenset({"api", "ask"})
+
+
+def json_fields(fields: dict[str, Any], path: str, kind: str) -> dict[str, Any]:
+    """A command's evaluated ``fields`` as JSON for an :class:`OutsideCall` of ``kind``: tuples become lists,
+    secret text becomes its text (in the worker, the secrets' placeholders, which only the gateway resolves).
+    Raises ``S2OError`` ``not-allowed`` naming the field for a secret in a call whose kind is not in
+    :data:`SECRET_KINDS`, ``not-json`` (``commands[0].api.body[2]``) for anything else that is not JSON."""
     from ..errors import S2OError
     from ..scopes import Secret, SecretText, reveal
 
@@ -99,6 +107,9 @@ def json_fields(fields: dict[str, Any], path: str) -> dict[str, Any]:
         if depth > 200:
             raise S2OError("too-deep", f"{at} nests too deeply to be sent", path=path)
         if type(value) in (Secret, SecretText):
+            if kind not in SECRET_KINDS:
+                raise S2OError("not-allowed", f"a secret cannot go to a {kind} call: its {kind} could hand it "
+                               "back as text the run reads (secrets go to api calls)", path=at)
             return reveal(value)
         if value is None or type(value) in (str, int, bool):
             return value

@@ -12,6 +12,10 @@ fragment's literal (``text(sql)``) and values travel only as bound parameters, w
   run's ``limits.db_rows``; a worker's parent holds it to its own) stops the call with ``row-limit``
   before the rest is read. A statement that
   returns no rows gives ``[]``. Each call is one transaction, committed when it succeeds.
+* **Bytes.** The rows are also counted in bytes as they come (:func:`row_bytes`): past
+  :data:`MAX_RESULT_BYTES` the call stops with ``db-too-large`` before the rest is read, and a SQLite
+  connection refuses to build a single text or blob past it (``SQLITE_LIMIT_LENGTH``), so the process
+  making the call (the kernel's, which has no memory cap) never holds more than that of one result.
 * **JSON.** Column values become JSON (:func:`json_value`): ``Decimal`` → ``int`` when whole, else
   ``float``; dates and times → ISO 8601 text; ``timedelta`` → seconds (``float``); ``UUID`` → text;
   bytes → base64 text; a non-finite float → ``None``; anything else → its text.
@@ -55,9 +59,14 @@ if TYPE_CHECKING:
 DEMO_URL = "s2o-demo:"
 #: Environment variable naming the data directory (where ``demo.sqlite`` is made).
 DATA_DIR_ENV = "S2O_DATA_DIR"
+#: Bytes of one db call's rows (UTF-8 text, 4/3 of a blob as base64 text), and the longest text or blob a
+#: SQLite connection builds: past it ``db-too-large``. Half the worker's message cap (64 MiB), which a
+#: larger result could not cross anyway.
+MAX_RESULT_BYTES = 32 << 20
 #: SQLSTATE / SQLite result code of a write refused by a read-only transaction or connection.
 _PG_READ_ONLY = "25006"
 _SQLITE_READONLY = 8
+_SQLITE_TOOBIG = 18
 
 
 def data_dir() -> Path:
@@ -106,6 +115,15 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
+class LimitedConnection(sqlite3.Connection):
+    """A SQLite connection that builds no text or blob longer than :data:`MAX_RESULT_BYTES`
+    (``SQLITE_LIMIT_LENGTH``; past it the statement fails with ``SQLITE_TOOBIG``, ``db-too-large``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_RESULT_BYTES)
+
+
 def make_engine(url: str, read_only: bool) -> tuple[Any, Any]:
     """A pooled ``AsyncEngine`` for ``url`` and its async closer; a SQLite engine of a ``read_only``
     profile sets ``PRAGMA query_only`` on every new connection."""
@@ -113,7 +131,8 @@ def make_engine(url: str, read_only: bool) -> tuple[Any, Any]:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     try:
-        engine = create_async_engine(async_url(url))
+        sqlite = async_url(url).startswith("sqlite+aiosqlite:")
+        engine = create_async_engine(async_url(url), connect_args={"factory": LimitedConnection} if sqlite else {})
     except Exception as exc:  # a URL SQLAlchemy cannot use (unknown driver, bad syntax)
         raise S2OError("db-failed", f"the database URL cannot be used: {type(exc).__name__}: {exc}") from None
     if engine.dialect.name == "sqlite":
@@ -160,6 +179,19 @@ def sqlite_authorizer(read_only: bool) -> Any:
     return authorize
 
 
+def _sqlite_code(exc: BaseException) -> int | None:
+    """The primary SQLite result code of the driver's exception behind ``exc``, else ``None``."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        code = getattr(seen, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code & 0xFF
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return None
+
+
 def _read_only_refusal(exc: BaseException) -> bool:
     """The database refused a write because the connection or transaction is read-only: SQLSTATE
     25006 (PostgreSQL) or SQLITE_READONLY, anywhere in the chain of the driver's exceptions."""
@@ -203,6 +235,8 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
     except OSError as exc:  # the server cannot be reached
         raise S2OError("db-failed", f"the database cannot be reached: {exc}") from None
     except Exception as exc:  # SQLAlchemy's errors, and the driver's own raised while rows stream
+        if _sqlite_code(exc) == _SQLITE_TOOBIG:  # a value past SQLITE_LIMIT_LENGTH
+            raise too_large() from None
         if profile.read_only and _read_only_refusal(exc):
             raise S2OError("db-read-only", f"the profile {name!r} is read-only: the database refused the "
                            f"statement ({_driver_message(exc)})") from None
@@ -251,17 +285,42 @@ async def _rows(conn: Any, statement: Any, params: dict[str, Any], max_rows: int
 
     result = await conn.stream(statement, params)
     rows: list[dict[str, Any]] = []
+    size = 0
     try:
         async for row in result.mappings():
             if len(rows) >= max_rows:
                 raise S2OError("row-limit", f"the db command returned more than {max_rows} rows "
                                f"(limits.db_rows = {max_rows}); the rest was not read")
+            size += row_bytes(row)
+            if size > MAX_RESULT_BYTES:
+                raise too_large()
             rows.append({str(k): json_value(v) for k, v in row.items()})
     except ResourceClosedError:  # a statement that returns no rows (INSERT, CREATE)
         return []
     finally:
         await result.close()
     return rows
+
+
+def row_bytes(row: Any) -> int:
+    """About the bytes ``row`` (a mapping of column values) takes as JSON, counted before it is converted:
+    text and names by their length, a blob as its base64 text, anything else as 16."""
+    size = 0
+    for key, value in row.items():
+        size += len(str(key)) + 4
+        if isinstance(value, str):
+            size += len(value)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            size += len(value) * 4 // 3 + 4
+        else:
+            size += 16
+    return size
+
+
+def too_large() -> S2OError:
+    """``db-too-large``: a result, or one of its values, past :data:`MAX_RESULT_BYTES`."""
+    return S2OError("db-too-large", f"the db command's result is larger than {MAX_RESULT_BYTES} bytes; the rest "
+                    "was not read (fetch fewer or smaller rows)")
 
 
 def _driver_message(exc: Exception) -> str:

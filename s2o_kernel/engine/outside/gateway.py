@@ -12,7 +12,8 @@ For each call it
 2. evaluates the profile's dynamic fields (url, headers, query, key; SPEC 1) once, with an engine whose
    ``sys.secret`` holds the secrets (:meth:`Gateway.credentials`), and remembers every evaluated
    credential that read a secret, to mask it;
-3. puts secrets back where the worker's fields hold their placeholders (:func:`.secrets.unplace`);
+3. puts secrets back where the worker's fields hold their placeholders (:func:`.secrets.unplace`), in
+   the fields of the kinds that may carry them (:data:`.call.SECRET_KINDS`) only;
 4. runs the handler of the call's kind from :data:`HANDLERS`, the one table of kinds (one module per
    kind: :mod:`.api`, :mod:`.db`), under ``request.timeout`` (``api-timeout`` for ``api``, ``timedOut``
    otherwise);
@@ -42,7 +43,7 @@ from ..loop import LoopThread, Submitted
 from ..scopes import reveal
 from ..settings import Settings
 from . import api, ask, db, llm
-from .call import AnswerFn, OutsideCall, StreamFn
+from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
 from .secrets import CREDENTIAL_FIELDS, Masker, secret_reads, unplace
 
 #: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
@@ -211,7 +212,8 @@ class Gateway:
             if handler is None:
                 raise S2OError("unexpected", f"no handler serves {request.kind} calls")
             profile = self.profile(request.kind, request.profile, request.path) if request.kind != "ask" else None
-            fields = unplace(request.fields, dict(self.settings.secrets))
+            fields = unplace(request.fields, dict(self.settings.secrets)) if request.kind in SECRET_KINDS \
+                else request.fields  # a placeholder a worker forged elsewhere stays text (call.SECRET_KINDS)
             call = OutsideCall(request.kind, request.profile, fields, request.path, request.timeout,
                                request.secrets_used)
             try:

@@ -1,36 +1,31 @@
 """Containment by process: :class:`IsolatedSession` runs a session in a supervised worker (SPEC 6, 12).
 
-Some work cannot be stopped from inside the interpreter: a C-level loop
-(``max(itertools.count())``, ``collections.deque(itertools.count(), 0)``) or
-one huge allocation. ``IsolatedSession`` has the same interface as
-:class:`~..session.Session`, but every run happens in a child process
-(:mod:`.server`) that
+Some work cannot be stopped from inside the interpreter: a C-level loop (``max(itertools.count())``,
+``collections.deque(itertools.count(), 0)``) or one huge allocation. ``IsolatedSession`` has the same
+interface as :class:`~..session.Session`, but every run happens in a child process (:mod:`.server`) that
 
-* caps its own address space at its start-up size plus ``limits.memory``
-  (a memory bomb ends as ``memory-limit`` inside the child), and
-* is killed by this parent when a run goes past ``limits.time`` plus
-  :data:`KILL_GRACE` seconds (pure-Python work is already stopped in the
-  child at the limit by its watchdog), then restarted from the last good
+* caps its own address space at its start-up size plus ``limits.memory`` (a memory bomb ends as
+  ``memory-limit`` inside the child), and
+* is killed by this parent when a run goes past ``limits.time`` plus :data:`KILL_GRACE` seconds (pure-Python
+  work is already stopped in the child at the limit by its watchdog), then restarted from the last good
   state: agent and conversation variables and every JSON-serialisable local.
 
-An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`)
-reaches the child, which ends the run with ``stopped``; a child that does not answer within
-:data:`INTERRUPT_GRACE` seconds (C code the interrupt cannot reach), or ``UNWIND_WAIT`` more
-once it has said its run is ``stopping``, is killed and restarted.
+An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`) reaches the child, which ends the
+run with ``stopped``; a child that does not answer within :data:`INTERRUPT_GRACE` seconds (C code the
+interrupt cannot reach), or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and
+restarted.
 
-The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an
-id that every reply and event must echo, and every message has a size cap.
-Any fault while reading (a timeout, a dead worker, a message cut short, over
-the cap, not JSON, of the wrong shape or for another request) kills the
-worker, restarts it from the last good state and ends the call with a coded
-error whose ``details["restarted"]`` says so (``worker-protocol`` for the
-protocol's own faults; see :meth:`IsolatedSession._fault_error`). A worker
-that has sent anything since its last reply is restarted before the next
-request, so no call ever reads an earlier call's reply.
+The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an id that every reply and event
+must echo, and every message has a size cap. Any fault while reading (a timeout, a dead worker, a message
+cut short, over the cap, not JSON, of the wrong shape or for another request) kills the worker, restarts it
+from the last good state and ends the call with a coded error whose ``details["restarted"]`` says so
+(``worker-protocol`` for the protocol's own faults; see :meth:`IsolatedSession._fault_error`). A worker that
+has sent anything since its last reply is restarted before the next request, so no call ever reads an
+earlier call's reply.
 
-Values come back as JSON: a JSON value that round-trips exactly is returned
-as is; anything else is a :class:`~..scopes.RemoteValue` holding its ``repr``
-and JSON form. Every message is decoded and type-checked by :mod:`.wire`.
+Values come back as JSON: a JSON value that round-trips exactly is returned as is; anything else is a
+:class:`~..scopes.RemoteValue` holding its ``repr`` and JSON form. Every message is decoded and type-checked
+by :mod:`.wire`.
 """
 
 from __future__ import annotations
@@ -45,7 +40,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..commands.output import OutputBudget
+from ..commands.output import OutputBudget, text_bytes, text_limit_error
 from ..engine import Validation, time_limit_text
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
@@ -85,12 +80,10 @@ OnEvent = Callable[[wire.Event], None]
 class IsolatedSession:
     """A :class:`~..session.Session` whose runs happen in a supervised child process.
 
-    ``IsolatedSession(settings)`` starts the worker at once; raises
-    ``S2OError`` (stage ``load``) when the settings do not load. With
-    ``fork=True`` every worker (the first and each restart) is a fork of this
-    process instead of a new interpreter (:mod:`.launch`): it shares this
-    process's pages and starts faster; the kernel uses it. The public
-    methods are those of ``Session``; each call is one round trip to the
+    ``IsolatedSession(settings)`` starts the worker at once; raises ``S2OError`` (stage ``load``) when the
+    settings do not load. With ``fork=True`` every worker (the first and each restart) is a fork of this
+    process instead of a new interpreter (:mod:`.launch`): it shares this process's pages and starts faster;
+    the kernel uses it. The public methods are those of ``Session``; each call is one round trip to the
     worker. Not thread-safe: one call at a time (``interrupt`` excepted).
     """
 
@@ -106,11 +99,11 @@ class IsolatedSession:
         self.restarts = 0
         self._outside: Gateway | None = None
         #: The running run's LLM spend (US dollars) as this process counted it, and its bound.
-        self._spend, self._cost_bound = 0.0, self._settings.limits.llm_cost
-        self._cost_name = "limits.llm_cost"
+        self._spend, self._cost_bound, self._cost_name = 0.0, self._settings.limits.llm_cost, "limits.llm_cost"
         #: The running run's time limit, ``(name, seconds)``: ``bounds.time`` of a definition that sets it.
         self._time_limit: tuple[str, float] | None = None
         self._unwinding = 0.0  # until when the worker's interrupted run may still be unwinding (monotonic)
+        self._printed = (0, 0)  # (request id, UTF-8 bytes it printed)
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
         self.on_print: Callable[[str], None] | None = None
@@ -262,14 +255,21 @@ class IsolatedSession:
 
     def _read_until_reply(self, channel: Channel, request_id: int, deadline: float,
                           on_event: OnEvent | None) -> wire.Reply:
-        """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives."""
+        """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives;
+        printed text past ``limits.output_bytes`` is a fault (the worker stops a run there, SPEC 12)."""
         while True:
             message = channel.receive(request_id, max(deadline, self._unwinding))
             if isinstance(message, wire.Reply):
                 return message
-            if message.kind == "stopping" and not self._unwinding:  # once: it answers within UNWIND_WAIT
-                self._unwinding = time.monotonic() + UNWIND_WAIT + INTERRUPT_GRACE
-            elif message.kind in ("print", "progress"):
+            if message.kind == "stopping":  # its run is unwinding: it answers within UNWIND_WAIT (once)
+                self._unwinding = self._unwinding or time.monotonic() + UNWIND_WAIT + INTERRUPT_GRACE
+                continue
+            if message.kind == "print":
+                self._printed = (request_id, self._printed[1] * (self._printed[0] == request_id)
+                                 + text_bytes(message.payload))
+                if self._printed[1] > (cap := self._settings.limits.output_bytes):
+                    raise wire.fault(f"printed text past the run's output caps ({text_limit_error(cap, 'it').message})")
+            if message.kind in ("print", "progress"):
                 handler = self.on_print if message.kind == "print" else self.on_progress
                 if handler is not None:
                     handler(message.payload)

@@ -58,6 +58,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from ..commands.output import text_bytes, text_limit_error
 from ..errors import S2OError
 from ..progress import RunProgress
 from ..scopes import as_json
@@ -92,6 +93,8 @@ class Worker:
         self.request_id: int | None = None
         self.pending_print: list[str] = []
         self.pending_chars = 0
+        #: UTF-8 bytes printed during the current request (capped by ``limits.output_bytes``).
+        self.printed_bytes = 0
         #: The session's door outside: calls go to the parent (:mod:`.forward`).
         self.forwarder = Forwarder(self)
         #: ``(request id, start, loops counted)`` of the run being served, ``None`` between runs.
@@ -105,6 +108,7 @@ class Worker:
         """Start answering request ``request_id``."""
         with self.write_lock:
             self.request_id = request_id
+            self.printed_bytes = 0
 
     def reply(self, line: bytes) -> None:
         """Write the encoded reply that ends the current request (printed text waiting goes first)."""
@@ -137,10 +141,19 @@ class Worker:
             self.stdout.flush()
 
     def printed(self, text: str) -> None:
-        """Text printed by evaluated code: sent as ``print`` events at each end of line."""
+        """Text printed by evaluated code: sent as ``print`` events at each end of line.
+
+        What one request prints counts against ``limits.output_bytes`` (SPEC 12): text past it is not
+        sent, and the printing code gets ``output-limit`` (raised out of ``print``, which ends the run)."""
         with self.write_lock:
             if self.request_id is None and self.pending_chars >= wire.PRINT_CHUNK:
                 return  # printed between requests by work that outlived its run: the rest is dropped
+            if self.request_id is not None:
+                cap = self.session.settings.limits.output_bytes if self.session is not None else MAX_MESSAGE
+                size = text_bytes(text)
+                if self.printed_bytes + size > cap:
+                    raise text_limit_error(cap, "printed text")
+                self.printed_bytes += size
             self.pending_print.append(text)
             self.pending_chars += len(text)
             if "\n" in text or self.pending_chars >= wire.PRINT_CHUNK:
