@@ -9,7 +9,9 @@ no report, so nothing is shown and nothing is stored with the notebook.
 When the run ends, the display is updated to empty text (decided in ``docs/design.md``): the
 cell's result or error says how it ended, and a final line holding a time would differ from run
 to run in a stored notebook. ``jupyter console`` prints the first ``display_data`` and ignores
-updates, so there a long run leaves its first progress line. Nothing here imports Jupyter.
+updates, so there a long run leaves its first progress line; after an answered ``ask`` the runner
+starts a new display (:meth:`~.runner.CellRunner.note_asked`), so the console prints a line after the
+answer too. Nothing here imports Jupyter.
 """
 
 from __future__ import annotations

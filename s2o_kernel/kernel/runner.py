@@ -160,6 +160,8 @@ class CellRunner:
         self._silent = False
         self._running = False
         self._progress: ProgressDisplay | None = None
+        #: Set (from the thread that asked) when the person answered an ``ask`` during the run.
+        self._asked = False
         if isinstance(session, ContainedSessionLike):
             session.on_print = self._on_print
             session.on_progress = self._on_progress
@@ -178,11 +180,23 @@ class CellRunner:
             return
         try:
             self.flush_live()
+            if self._asked:  # the answer is shown below the display: go on in a new one (see note_asked)
+                self._asked = False
+                self._end_progress()
             if self._progress is None:
                 self._progress = ProgressDisplay(self.publisher)
             self._progress.show(report)
         except Exception:  # never break the run because of the frontend
             self.log.warning("s2o: could not show the progress of a run", exc_info=True)
+
+    def note_asked(self) -> None:
+        """The person answered an ``ask`` prompt of the running cell (called from the thread that asked).
+
+        The run's next progress report ends the display shown before the prompt and starts a new one,
+        below the answer: ``jupyter console`` prints only a display's first message (it ignores
+        ``update_display_data``), so updates of a display above the prompt would not show there.
+        """
+        self._asked = True
 
     def _end_progress(self) -> None:
         progress, self._progress = self._progress, None
@@ -350,6 +364,7 @@ class CellRunner:
         finally:
             self._running = False
             self._silent = False
+            self._asked = False
             self._end_progress()
         return outcome
 

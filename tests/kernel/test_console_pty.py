@@ -130,3 +130,24 @@ def test_console_in_a_pseudo_terminal(console_env: dict[str, str], tmp_path: Pat
         term.kill()
     assert not os.listdir(tmp_path / "runtime") or all(
         not name.startswith("kernel-") for name in os.listdir(tmp_path / "runtime"))
+
+
+def test_progress_shows_again_after_an_answered_ask(console_env: dict[str, str], tmp_path: Path) -> None:
+    """A long run that asks: its progress line before the prompt, and after the answer a new line with
+    the time of the moment (not a report made while the person was typing, read only after the answer)."""
+    term = _console(console_env, tmp_path)
+    try:
+        term.send('[{"var": {"a": "{ await slow_answer(2.8) }"}}, {"ask": {"inputs": [{"name": "who"}]}}, '
+                  '{"var": {"b": "{ await slow_answer(3) }"}}]\r')
+        term.expect(r"running for \d+\.\d s \(time limit 30 s\)\n")
+        term.expect(r"who: ")
+        time.sleep(3)  # the person takes their time
+        term.send("Ada\r")
+        term.expect(r"Ada\n")
+        after = term.expect(r"running for (\d+\.\d) s \(time limit 30 s\)\n")
+        assert float(after.group(1)) >= 2.8 + 3, after.group(0)  # the run's time now, the wait included
+        term.expect(r"In \[2\]: ")
+        term.send("b\r")  # the run went on to its end
+        term.expect(r"Out\[2\]: 'done'\n")
+    finally:
+        term.kill()
