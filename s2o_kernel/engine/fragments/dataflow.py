@@ -30,6 +30,8 @@ from ..references import Ref
 VIAS = ("reference", "expression", "var", "loop", "outputPath")
 #: When an ``outputPath`` target is written: always, or one of its two alternatives.
 WHENS = ("", "on success", "on failure")
+#: The first line of :meth:`Dataflow.graph`: how to read it.
+GRAPH_LEGEND = "data flow: paths read --> [command] --> paths written (..+ read by an expression)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,44 @@ class Dataflow:
                 where = a.field[len(command):].lstrip(".") if a.field.startswith(command) else a.field
                 note = ", ".join(x for x in (a.via, "" if where == a.via else where, a.when) if x)
                 lines.append(f"  {arrow} {a.data}  ({note})")
+        return "\n".join(lines)
+
+    def graph(self) -> str:
+        """The flowchart as plain text for a terminal (``jupyter console``, the ``text/plain`` of
+        ``%dataflow``'s result): a legend line, then one block per command in document order, the paths it
+        reads on the left, the command in brackets, the paths it writes on the right::
+
+            conv.userInput --+--> [var] --+--> local.x
+            agent.default  --+            +--> agent.seen
+            local.x        ..+
+
+        ``..+`` is a read by an expression (the Mermaid diagram's dotted arrow); an ``outputPath``'s
+        alternatives are ``+-- on success --> path`` and ``+-- on failure --> path``. Each path shows once
+        per command and way; the read paths of all blocks share one column width. Deterministic: the
+        same fragment gives the same text.
+        """
+        blocks = []
+        for command in self.commands():
+            mine = [a for a in self.accesses if a.command == command]
+            reads = list(dict.fromkeys((a.data, a.via == "expression") for a in mine if a.mode == "read"))
+            writes = list(dict.fromkeys((a.data, a.when) for a in mine if a.mode == "write"))
+            blocks.append((f"[{command or '(the fragment)'}]", reads, writes))
+        if not blocks:
+            return "data flow: none (the fragment reads and writes no path)"
+        width = max((len(data) for _, reads, _ in blocks for data, _ in reads), default=0)
+        lines = [GRAPH_LEGEND]
+        for box, reads, writes in blocks:
+            lines.append("")
+            for i in range(max(len(reads), len(writes), 1)):
+                left = ""
+                if reads:
+                    left = (f"{reads[i][0]:<{width}} {'..+' if reads[i][1] else '--+'}" if i < len(reads)
+                            else " " * (width + 4)) + ("--> " if i == 0 else "    ")
+                right = ""
+                if i < len(writes):
+                    data, when = writes[i]
+                    right = (" --" if i == 0 else "   ") + (f"+-- {when} --> " if when else "+--> ") + data
+                lines.append((left + (box if i == 0 else " " * len(box)) + right).rstrip())
         return "\n".join(lines)
 
     def mermaid(self) -> str:
