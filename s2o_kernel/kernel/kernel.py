@@ -288,6 +288,7 @@ class S2OKernel(Kernel):
         asking.install(runner.session, prompt)
         try:
             runner.getpass = self._password if allow_stdin else None
+            runner.watched = bool(allow_stdin)  # headless (nbclient, nbval, papermill): no progress display
             outcome = runner.run(code, silent=silent)
             user_results: dict[str, Any] = {}
             if outcome.ok and user_expressions:

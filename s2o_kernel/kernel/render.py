@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from s2o_kernel.engine import ErrorGroup, S2OError
-from s2o_kernel.kernel.pretty import pretty_text, rows_table
+from s2o_kernel.kernel.pretty import pretty_text, rows_table, without_addresses
 
 Redactor = Callable[[str], str]
 
@@ -257,7 +257,8 @@ def value_bundle(
 ) -> dict[str, Any]:
     """Mime bundle of a result (SPEC 9).
 
-    * ``text/plain``: ``repr(value)`` with secrets redacted, pretty-printed as IPython prints it
+    * ``text/plain``: ``repr(value)`` with secrets redacted and memory addresses taken out
+      (:func:`~s2o_kernel.kernel.pretty.without_addresses`), pretty-printed as IPython prints it
       (:func:`~s2o_kernel.kernel.pretty.pretty_text`: one line when it fits in 79 characters,
       otherwise one item a line);
     * ``text/html``: when the value's JSON form (``as_json``) is rows, a list of objects with the
@@ -268,7 +269,7 @@ def value_bundle(
     Never raises: a repr that fails shows a placeholder, an ``as_json`` that fails counts as "not JSON".
     """
     red = redact or _identity
-    data: dict[str, Any] = {"text/plain": pretty_text(_safe_redact(red, safe_repr(value)))}
+    data: dict[str, Any] = {"text/plain": pretty_text(without_addresses(_safe_redact(red, safe_repr(value))))}
     js = None
     if as_json is not None:
         try:

@@ -119,7 +119,7 @@ class CellRunner:
     blocking allowlist entry), shown once on the first cell. A contained
     session's printed text is shown as the cell's ``stdout`` as it comes, and
     the progress of a run past two seconds as a display updated in place
-    (:mod:`.progress`; with a publisher only, never for a silent cell).
+    (:mod:`.progress`; with a publisher only, never for a silent cell nor an unwatched one).
     Every output's texts have lone surrogates escaped (never dropped); a
     silent cell keeps no output at all.
     """
@@ -162,6 +162,9 @@ class CellRunner:
         self._progress: ProgressDisplay | None = None
         #: Set (from the thread that asked) when the person answered an ``ask`` during the run.
         self._asked = False
+        #: Whether someone watches the cell run (the kernel sets it from ``allow_stdin``): a headless run
+        #: (nbclient, nbval, papermill) shows no progress, so its outputs never depend on timing.
+        self.watched = True
         if isinstance(session, ContainedSessionLike):
             session.on_print = self._on_print
             session.on_progress = self._on_progress
@@ -176,7 +179,7 @@ class CellRunner:
 
     def _on_progress(self, report: dict[str, Any]) -> None:
         """A long run's progress report: shown (after the outputs so far) in the cell's progress display."""
-        if not (self._running and self._live and self.publisher is not None):
+        if not (self._running and self._live and self.watched and self.publisher is not None):
             return
         try:
             self.flush_live()

@@ -283,3 +283,17 @@ def test_progress_after_an_answered_ask_is_a_new_display() -> None:
     session.evaluate = ask_first  # type: ignore[method-assign]
     assert runner.run("1 + 1").ok
     assert [t for t, _ in sent] == ["display_data", "update_display_data", "update_display_data"]
+
+
+def test_an_unwatched_run_shows_no_progress() -> None:
+    """A headless run (``allow_stdin`` false: nbclient, nbval, papermill) keeps no progress display, so its
+    stored outputs do not depend on how long the run took."""
+    session = _Contained()
+    runner = CellRunner(session, API)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    runner.publisher = lambda t, c: sent.append((t, c))
+    runner.watched = False
+    session.reports = [_report(2.2), _report(2.7)]
+    outcome = runner.run("1 + 1")
+    assert outcome.ok and sent == []
+    assert [t for t, _ in outcome.outputs] == ["execute_result"]
