@@ -194,7 +194,8 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
       restarted) follows in the traceback;
     * anything else → ``unexpected`` / ``"TypeName: message"``, no frames.
 
-    Lone surrogates in any of the texts are escaped (:func:`escape_text`).
+    Lone surrogates in any of the texts are escaped (:func:`escape_text`); the evalue and the traceback's
+    first line have memory addresses taken out (:func:`~s2o_kernel.kernel.pretty.without_addresses`).
     """
     red = redact or _identity
     if isinstance(exc, KeyboardInterrupt):
@@ -211,10 +212,14 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
         text = _safe_str(exc)
         evalue = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         info = ErrorInfo("unexpected", evalue, [f"unexpected: {evalue}"])
+    # A message quoting a value's default repr (``ValueError: <function f at 0x…> is not in list``)
+    # shows no address, so a stored error compares equal on every run; the source lines are left alone.
+    evalue = without_addresses(info.evalue)
+    traceback = [without_addresses(line) if i == 0 else line for i, line in enumerate(info.traceback)]
     return ErrorInfo(
         escape_text(_safe_redact(red, info.ename)),
-        escape_text(_safe_redact(red, info.evalue)),
-        [escape_text(_safe_redact(red, line)) for line in info.traceback],
+        escape_text(_safe_redact(red, evalue)),
+        [escape_text(_safe_redact(red, line)) for line in traceback],
     )
 
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.lib.pretty import pretty as ipython_pretty
 
+from s2o_kernel.engine import S2OError
 from s2o_kernel.kernel import render
 from s2o_kernel.kernel.pretty import (
     PRETTY_MAX_CHARS,
@@ -202,3 +203,14 @@ def test_results_show_no_memory_addresses(value: Any, text: str) -> None:
 
 def test_a_function_result_shows_as_ipython_shows_it() -> None:
     assert without_addresses("<function fetch_weather at 0x7f3a12345678>") == "<function fetch_weather>"
+
+
+def test_errors_and_vars_show_no_memory_addresses(runner: CellRunner, session: FakeSession) -> None:
+    info = render.error_info(S2OError("runtime", "ValueError: <function f at 0x7f6ae842fec0> is not in list"))
+    assert info.evalue == "ValueError: <function f> is not in list"
+    assert info.traceback[0] == "runtime: ValueError: <function f> is not in list"
+    session.locals["thing"] = _Plain()
+    outcome = runner.run("%vars")
+    data = outcome.outputs[-1][1]["data"]
+    assert data["text/plain"].splitlines()[-1].split() == ["locals", "thing", f"<{__name__}._Plain", "object>"]
+    assert "0x" not in data["text/html"]
