@@ -4,7 +4,8 @@ A run that goes on for two seconds gets reports of how far it has got (the engin
 :mod:`~s2o_kernel.engine.progress`, sent by the worker twice a second). :class:`ProgressDisplay`
 shows the first as ``display_data`` with a ``display_id`` in ``transient`` and each later one as
 ``update_display_data`` of that id, so JupyterLab redraws one line. A run that ends sooner sends
-no report, so nothing is shown and nothing is stored with the notebook.
+no report, so nothing is shown and nothing is stored with the notebook; nor does a headless run
+(``allow_stdin`` false: nbclient, nbval, papermill; the runner's ``watched``).
 
 When the run ends, the display is updated to empty text (decided in ``docs/design.md``): the
 cell's result or error says how it ended, and a final line holding a time would differ from run
