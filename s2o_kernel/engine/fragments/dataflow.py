@@ -119,16 +119,7 @@ class Dataflow:
         lines = [GRAPH_LEGEND]
         for box, reads, writes in blocks:
             lines.append("")
-            for i in range(max(len(reads), len(writes), 1)):
-                left = ""
-                if reads:
-                    left = (f"{reads[i][0]:<{width}} {'..+' if reads[i][1] else '--+'}" if i < len(reads)
-                            else " " * (width + 4)) + ("--> " if i == 0 else "    ")
-                right = ""
-                if i < len(writes):
-                    data, when = writes[i]
-                    right = (" --" if i == 0 else "   ") + (f"+-- {when} --> " if when else "+--> ") + data
-                lines.append((left + (box if i == 0 else " " * len(box)) + right).rstrip())
+            lines.extend(_graph_block(box, reads, writes, width))
         return "\n".join(lines)
 
     def mermaid(self) -> str:
@@ -156,6 +147,23 @@ class Dataflow:
                 seen.add(edge)
                 lines.append(edge)
         return "\n".join(lines)
+
+
+def _graph_block(box: str, reads: list[tuple[str, bool]], writes: list[tuple[str, str]], width: int) -> list[str]:
+    """The lines of one command in :meth:`Dataflow.graph`: ``reads`` as ``(path, by an expression)``,
+    ``writes`` as ``(path, when)``, the read paths padded to ``width``; the command on the first line."""
+    lines = []
+    for i in range(max(len(reads), len(writes), 1)):
+        left = ""
+        if reads:
+            left = (f"{reads[i][0]:<{width}} {'..+' if reads[i][1] else '--+'}" if i < len(reads)
+                    else " " * (width + 4)) + ("--> " if i == 0 else "    ")
+        right = ""
+        if i < len(writes):
+            data, when = writes[i]
+            right = (" --" if i == 0 else "   ") + (f"+-- {when} --> " if when else "+--> ") + data
+        lines.append((left + (box if i == 0 else " " * len(box)) + right).rstrip())
+    return lines
 
 
 def _label(text: str) -> str:
