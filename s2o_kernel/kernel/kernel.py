@@ -26,7 +26,7 @@ import contextvars
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ipykernel._version import kernel_protocol_version
@@ -177,12 +177,13 @@ class S2OKernel(Kernel):
         except StdinNotImplementedError:
             return None
 
-    def _line_prompt(self, context: contextvars.Context) -> AskPrompt:
+    def _line_prompt(self, context: contextvars.Context, answered: Callable[[], None]) -> AskPrompt:
         """The front end's one-line prompt for ``ask`` (``input_request``; ``password`` hides the typing).
 
         The engine asks from a thread of its own, so each prompt runs in (a copy of) ``context``, the
         cell's: ipykernel finds the cell's ``execute_request`` (its stdin routing) there. ``None`` when
-        the front end cannot prompt; nothing entered (end of input) is ``ask-answer``.
+        the front end cannot prompt; nothing entered (end of input) is ``ask-answer``. ``answered()`` is
+        called after each answer (the runner's :meth:`~.runner.CellRunner.note_asked`).
         """
 
         def prompt(text: str, password: bool) -> str | None:
@@ -192,6 +193,7 @@ class S2OKernel(Kernel):
                 # the run's text, on a terminal perhaps: no control sequence, no return to the line's start
                 shown = escape_controls(escape_text(text)).replace("\r", "\\r")
                 answer: str = context.copy().run(self.getpass if password else self.raw_input, shown)
+                answered()
                 return answer
             except StdinNotImplementedError:
                 return None
@@ -286,9 +288,11 @@ class S2OKernel(Kernel):
         from s2o_kernel.kernel.render import error_info
         from s2o_kernel.kernel.runner import Outcome
 
-        asking.install(runner.session, self._line_prompt(contextvars.copy_context()) if allow_stdin else None)
+        prompt = self._line_prompt(contextvars.copy_context(), runner.note_asked) if allow_stdin else None
+        asking.install(runner.session, prompt)
         try:
             runner.getpass = self._password if allow_stdin else None
+            runner.watched = bool(allow_stdin)  # headless (nbclient, nbval, papermill): no progress display
             outcome = runner.run(code, silent=silent)
             user_results: dict[str, Any] = {}
             if outcome.ok and user_expressions:

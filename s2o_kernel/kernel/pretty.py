@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import ast
 import html
+import io
+import tokenize
 from collections.abc import Callable
 from typing import Any
 
@@ -224,6 +226,37 @@ def pretty_text(text: str, width: int = WIDTH) -> str:
     except (_NotRebuilt, SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return text
     return "".join(printer.out)
+
+
+def without_addresses(text: str) -> str:
+    """``text`` (a ``repr``) with the memory addresses of default reprs taken out, so a stored output
+    compares equal on every run: ``<function f at 0x7f3a…>`` becomes ``<function f>``, as IPython shows
+    a function; ``<A object at 0x…>`` becomes ``<A object>``, inside containers too.
+
+    Only an ``at 0x…`` just before a closing ``>`` outside string literals is cut (the text is read
+    with :mod:`tokenize`, so a string value holding ``" at 0x1234>"`` keeps it). Text that does not
+    tokenize (an unbalanced quote in some repr) is returned as it is.
+    """
+    if " at 0x" not in text:  # almost every result: no tokenizing
+        return text
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    cuts = []
+    for at, number, close in zip(tokens, tokens[1:], tokens[2:], strict=False):
+        if (at.type == tokenize.NAME and at.string == "at" and number.type == tokenize.NUMBER
+                and number.string[:2].lower() == "0x" and close.type == tokenize.OP
+                and close.string.startswith(">") and at.start[0] == number.end[0] == close.start[0]):
+            begin = starts[at.start[0] - 1] + at.start[1]
+            begin -= text[begin - 1:begin] == " "  # the space before "at" goes too
+            cuts.append((begin, starts[number.end[0] - 1] + number.end[1]))
+    for begin, end in reversed(cuts):
+        text = text[:begin] + text[end:]
+    return text
 
 
 def _cell_text(value: Any) -> str:

@@ -4,12 +4,15 @@ A run that goes on for two seconds gets reports of how far it has got (the engin
 :mod:`~s2o_kernel.engine.progress`, sent by the worker twice a second). :class:`ProgressDisplay`
 shows the first as ``display_data`` with a ``display_id`` in ``transient`` and each later one as
 ``update_display_data`` of that id, so JupyterLab redraws one line. A run that ends sooner sends
-no report, so nothing is shown and nothing is stored with the notebook.
+no report, so nothing is shown and nothing is stored with the notebook; nor does a headless run
+(``allow_stdin`` false: nbclient, nbval, papermill; the runner's ``watched``).
 
 When the run ends, the display is updated to empty text (decided in ``docs/design.md``): the
 cell's result or error says how it ended, and a final line holding a time would differ from run
 to run in a stored notebook. ``jupyter console`` prints the first ``display_data`` and ignores
-updates, so there a long run leaves its first progress line. Nothing here imports Jupyter.
+updates, so there a long run leaves its first progress line; after an answered ``ask`` the runner
+starts a new display (:meth:`~.runner.CellRunner.note_asked`), so the console prints a line after the
+answer too. Nothing here imports Jupyter.
 """
 
 from __future__ import annotations

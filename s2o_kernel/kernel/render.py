@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from s2o_kernel.engine import ErrorGroup, S2OError
-from s2o_kernel.kernel.pretty import pretty_text, rows_table
+from s2o_kernel.kernel.pretty import pretty_text, rows_table, without_addresses
 
 Redactor = Callable[[str], str]
 
@@ -219,7 +219,8 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
     * anything else → ``unexpected`` / ``"TypeName: message"``, no frames.
 
     Lone surrogates and control characters in any of the texts are escaped (:func:`escape_text`,
-    :func:`escape_controls`).
+    :func:`escape_controls`); the evalue and the traceback's first line have memory addresses taken out
+    (:func:`~s2o_kernel.kernel.pretty.without_addresses`).
     """
     red = redact or _identity
     if isinstance(exc, KeyboardInterrupt):
@@ -236,10 +237,14 @@ def error_info(exc: BaseException, redact: Redactor | None = None) -> ErrorInfo:
         text = _safe_str(exc)
         evalue = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         info = ErrorInfo("unexpected", evalue, [f"unexpected: {evalue}"])
+    # A message quoting a value's default repr (``ValueError: <function f at 0x…> is not in list``)
+    # shows no address, so a stored error compares equal on every run; the source lines are left alone.
+    evalue = without_addresses(info.evalue)
+    traceback = [without_addresses(line) if i == 0 else line for i, line in enumerate(info.traceback)]
     return ErrorInfo(
         escape_controls(escape_text(_safe_redact(red, info.ename))),
-        escape_controls(escape_text(_safe_redact(red, info.evalue))),
-        [escape_controls(escape_text(_safe_redact(red, line))) for line in info.traceback],
+        escape_controls(escape_text(_safe_redact(red, evalue))),
+        [escape_controls(escape_text(_safe_redact(red, line))) for line in traceback],
     )
 
 
@@ -282,7 +287,8 @@ def value_bundle(
 ) -> dict[str, Any]:
     """Mime bundle of a result (SPEC 9).
 
-    * ``text/plain``: ``repr(value)`` with secrets redacted, pretty-printed as IPython prints it
+    * ``text/plain``: ``repr(value)`` with secrets redacted and memory addresses taken out
+      (:func:`~s2o_kernel.kernel.pretty.without_addresses`), pretty-printed as IPython prints it
       (:func:`~s2o_kernel.kernel.pretty.pretty_text`: one line when it fits in 79 characters,
       otherwise one item a line);
     * ``text/html``: when the value's JSON form (``as_json``) is rows, a list of objects with the
@@ -293,7 +299,7 @@ def value_bundle(
     Never raises: a repr that fails shows a placeholder, an ``as_json`` that fails counts as "not JSON".
     """
     red = redact or _identity
-    data: dict[str, Any] = {"text/plain": pretty_text(_safe_redact(red, safe_repr(value)))}
+    data: dict[str, Any] = {"text/plain": pretty_text(without_addresses(_safe_redact(red, safe_repr(value))))}
     js = None
     if as_json is not None:
         try:

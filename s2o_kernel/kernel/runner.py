@@ -120,7 +120,7 @@ class CellRunner:
     blocking allowlist entry), shown once on the first cell. A contained
     session's printed text is shown as the cell's ``stdout`` as it comes, and
     the progress of a run past two seconds as a display updated in place
-    (:mod:`.progress`; with a publisher only, never for a silent cell).
+    (:mod:`.progress`; with a publisher only, never for a silent cell nor an unwatched one).
     Every output's texts have lone surrogates escaped (never dropped); a
     silent cell keeps no output at all.
     """
@@ -161,6 +161,11 @@ class CellRunner:
         self._silent = False
         self._running = False
         self._progress: ProgressDisplay | None = None
+        #: Set (from the thread that asked) when the person answered an ``ask`` during the run.
+        self._asked = False
+        #: Whether someone watches the cell run (the kernel sets it from ``allow_stdin``): a headless run
+        #: (nbclient, nbval, papermill) shows no progress, so its outputs never depend on timing.
+        self.watched = True
         if isinstance(session, ContainedSessionLike):
             session.on_print = self._on_print
             session.on_progress = self._on_progress
@@ -175,15 +180,27 @@ class CellRunner:
 
     def _on_progress(self, report: dict[str, Any]) -> None:
         """A long run's progress report: shown (after the outputs so far) in the cell's progress display."""
-        if not (self._running and self._live and self.publisher is not None):
+        if not (self._running and self._live and self.watched and self.publisher is not None):
             return
         try:
             self.flush_live()
+            if self._asked:  # the answer is shown below the display: go on in a new one (see note_asked)
+                self._asked = False
+                self._end_progress()
             if self._progress is None:
                 self._progress = ProgressDisplay(self.publisher)
             self._progress.show(report)
         except Exception:  # never break the run because of the frontend
             self.log.warning("s2o: could not show the progress of a run", exc_info=True)
+
+    def note_asked(self) -> None:
+        """The person answered an ``ask`` prompt of the running cell (called from the thread that asked).
+
+        The run's next progress report ends the display shown before the prompt and starts a new one,
+        below the answer: ``jupyter console`` prints only a display's first message (it ignores
+        ``update_display_data``), so updates of a display above the prompt would not show there.
+        """
+        self._asked = True
 
     def _end_progress(self) -> None:
         progress, self._progress = self._progress, None
@@ -352,6 +369,7 @@ class CellRunner:
         finally:
             self._running = False
             self._silent = False
+            self._asked = False
             self._end_progress()
         return outcome
 

@@ -108,6 +108,34 @@ def test_the_text_and_the_diagram_show_sources_commands_and_destinations() -> No
     ])
 
 
+def test_the_graph_draws_each_command_between_what_it_reads_and_writes() -> None:
+    """The ``text/plain`` of ``%dataflow``'s result: a readable graph in a terminal (docs/design.md)."""
+    flow = Dataflow([
+        Access("read", "conv.a", "[0].var", "[0].var.x", "reference"),
+        Access("read", "conv.a", "[0].var", "[0].var.y", "reference"),  # once per command and way
+        Access("write", "local.x", "[0].var", "[0].var.x", "var"),
+        Access("read", "local.x", "[1].call", "[1].call.args.v", "expression"),
+        Access("read", "sys.inputs.longer", "[1].call", "[1].call.args.w", "reference"),
+        Access("write", "agent.ok", "[1].call", "[1].call.outputPath", "outputPath", "on success"),
+        Access("write", "agent.err", "[1].call", "[1].call.outputPath", "outputPath", "on failure"),
+        Access("write", "agent.log", "[2].var", "[2].var.agent.log", "var"),
+        Access("read", "result", "[3].return", "[3].return", "expression"),
+    ])
+    assert flow.graph() == "\n".join([
+        "data flow: paths read --> [command] --> paths written (..+ read by an expression)",
+        "",
+        "conv.a            --+--> [[0].var] --+--> local.x",
+        "",
+        "local.x           ..+--> [[1].call] --+-- on success --> agent.ok",
+        "sys.inputs.longer --+                 +-- on failure --> agent.err",
+        "",
+        "[[2].var] --+--> agent.log",
+        "",
+        "result            ..+--> [[3].return]",
+    ])
+    assert Dataflow().graph() == "data flow: none (the fragment reads and writes no path)"
+
+
 def test_labels_cannot_break_out_of_the_diagram() -> None:
     flow = Dataflow([Access("read", "agent.x['a\"] --> evil']", "[0].var", "[0].var.y", "reference")])
     diagram = flow.mermaid()

@@ -496,6 +496,34 @@ def test_a_long_run_reports_its_progress_to_on_progress() -> None:
         session.close()
 
 
+def test_no_progress_is_reported_while_the_run_waits_for_an_outside_answer() -> None:
+    """The parent serves an outside call (an ``ask`` here) before it reads anything else, so a report
+    sent meanwhile would be read only after the answer, long past; reports resume after the answer."""
+    settings = make_settings({"allowlist": "s2o_kernel.examples.slow_answer as slow_answer", "limits": {"time": 20}})
+    session = IsolatedSession(settings)
+    reports: list[dict[str, Any]] = []
+    answered: list[float] = []
+
+    def answer(message: str, questions: list[dict[str, Any]]) -> dict[str, Any]:
+        time.sleep(3.5)  # a person taking their time: the run passes PROGRESS_AFTER while waiting
+        answered.append(time.monotonic())
+        return {"name": "Ada"}
+
+    session.on_progress = reports.append
+    session.outside.answer = answer
+    try:
+        start = time.monotonic()
+        run = session.run_fragment([{"ask": {"inputs": [{"name": "name"}]}},
+                                    {"var": {"w": "{ await slow_answer(1.5) }"}}])
+        assert run.code == "success", run.error
+        waited = answered[0] - start
+        assert reports, "the run goes on 1.5 s after the answer, past PROGRESS_AFTER"
+        stale = [r["elapsed"] for r in reports if r["elapsed"] < waited - 1.0]
+        assert stale == [], f"reports made while the answer was awaited (answered after {waited:.1f} s)"
+    finally:
+        session.close()
+
+
 def test_a_flood_of_log_lines_leaves_the_next_cells_their_own_results() -> None:
     """Issue 8: 30 MB of log lines under a 2 s limit once left the reply half-read (log lines count against
     ``limits.output_bytes``, raised here past them)."""

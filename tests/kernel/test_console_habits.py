@@ -242,3 +242,58 @@ def test_runner_shows_progress_live_and_clears_it_when_the_run_ends() -> None:
     session.reports = []
     assert runner.run("1 + 1").ok
     assert sent == []
+
+
+def test_progress_after_an_answered_ask_is_a_new_display() -> None:
+    """``jupyter console`` prints a display's first message only: after the person answered an ``ask``,
+    the run's progress starts a new display (shown below the answer) instead of updating one above it."""
+    session = _Contained()
+    runner = CellRunner(session, API)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    runner.publisher = lambda t, c: sent.append((t, c))
+    reports = iter([_report(2.2), _report(2.7), _report(6.1), _report(6.6)])
+
+    def evaluate(expr: str) -> Any:
+        session.on_progress(next(reports))
+        session.on_progress(next(reports))
+        runner.note_asked()  # the kernel's ask prompt was answered
+        session.on_progress(next(reports))
+        session.on_progress(next(reports))
+        return 2
+
+    session.evaluate = evaluate  # type: ignore[method-assign]
+    assert runner.run("1 + 1").ok
+    assert [t for t, _ in sent] == ["display_data", "update_display_data", "update_display_data",
+                                    "display_data", "update_display_data", "update_display_data"]
+    assert [c["data"]["text/plain"] for _, c in sent] == [
+        progress_text(_report(2.2)), progress_text(_report(2.7)), "",
+        progress_text(_report(6.1)), progress_text(_report(6.6)), ""]
+    first, second = sent[0][1]["transient"]["display_id"], sent[3][1]["transient"]["display_id"]
+    assert first != second
+    # An ask before any progress changes nothing: the first report is the display's first message.
+    sent.clear()
+    reports = iter([_report(4.0), _report(4.5)])
+
+    def ask_first(expr: str) -> Any:
+        runner.note_asked()
+        session.on_progress(next(reports))
+        session.on_progress(next(reports))
+        return 2
+
+    session.evaluate = ask_first  # type: ignore[method-assign]
+    assert runner.run("1 + 1").ok
+    assert [t for t, _ in sent] == ["display_data", "update_display_data", "update_display_data"]
+
+
+def test_an_unwatched_run_shows_no_progress() -> None:
+    """A headless run (``allow_stdin`` false: nbclient, nbval, papermill) keeps no progress display, so its
+    stored outputs do not depend on how long the run took."""
+    session = _Contained()
+    runner = CellRunner(session, API)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    runner.publisher = lambda t, c: sent.append((t, c))
+    runner.watched = False
+    session.reports = [_report(2.2), _report(2.7)]
+    outcome = runner.run("1 + 1")
+    assert outcome.ok and sent == []
+    assert [t for t, _ in outcome.outputs] == ["execute_result"]

@@ -94,6 +94,14 @@ def test_a_long_fragment_shows_its_loop_passes(kc: Any) -> None:
     assert found is not None and 1 <= int(found.group(1)) <= 14, texts
 
 
+def test_a_headless_long_run_sends_no_progress(kc: Any) -> None:
+    """``allow_stdin`` false (nbclient, nbval, papermill): nobody watches, and the stored outputs must not
+    depend on whether the cell passed 2 s."""
+    reply, outputs = execute(kc, "await slow_answer(2.8)", allow_stdin=False)
+    assert reply["status"] == "ok", reply
+    assert [m["msg_type"] for m in outputs] == ["execute_result"]
+
+
 def test_a_quick_run_sends_no_progress(kc: Any) -> None:
     reply, outputs = execute(kc, "await slow_answer(0.3)")
     assert reply["status"] == "ok"

@@ -130,3 +130,42 @@ def test_console_in_a_pseudo_terminal(console_env: dict[str, str], tmp_path: Pat
         term.kill()
     assert not os.listdir(tmp_path / "runtime") or all(
         not name.startswith("kernel-") for name in os.listdir(tmp_path / "runtime"))
+
+
+def test_progress_shows_again_after_an_answered_ask(console_env: dict[str, str], tmp_path: Path) -> None:
+    """A long run that asks: its progress line before the prompt, and after the answer a new line with
+    the time of the moment (not a report made while the person was typing, read only after the answer)."""
+    term = _console(console_env, tmp_path)
+    try:
+        term.send('[{"var": {"a": "{ await slow_answer(2.8) }"}}, {"ask": {"inputs": [{"name": "who"}]}}, '
+                  '{"var": {"b": "{ await slow_answer(3) }"}}]\r')
+        term.expect(r"running for \d+\.\d s \(time limit 30 s\)\n")
+        term.expect(r"who: ")
+        time.sleep(3)  # the person takes their time
+        term.send("Ada\r")
+        term.expect(r"Ada\n")
+        after = term.expect(r"running for (\d+\.\d) s \(time limit 30 s\)\n")
+        assert float(after.group(1)) >= 2.8 + 3, after.group(0)  # the run's time now, the wait included
+        term.expect(r"In \[2\]: ")
+        term.send("b\r")  # the run went on to its end
+        term.expect(r"Out\[2\]: 'done'\n")
+    finally:
+        term.kill()
+
+
+def test_dataflow_prints_a_text_graph_not_mermaid_source(console_env: dict[str, str], tmp_path: Path) -> None:
+    """``%dataflow`` in a terminal: the listing, then ``Out`` with the graph drawn in text (the notebook's
+    Mermaid diagram stays in the bundle, which the console does not print)."""
+    term = _console(console_env, tmp_path)
+    try:
+        term.send('%dataflow {"var": {"x": "\u2020conv.userInput || \u2020agent.default", "agent.seen": "{ x }"}}\r')
+        term.expect(r"reads:  agent\.default, conv\.userInput, local\.x\n")
+        term.expect(r"Out\[1\]: \ndata flow: paths read --> \[command\] --> paths written \(\.\.\+ read by an "
+                    r"expression\)\n\n")
+        term.expect(re.escape("conv.userInput --+--> [var] --+--> local.x\n"
+                              "agent.default  --+            +--> agent.seen\n"
+                              "local.x        ..+\n"))
+        term.expect(r"In \[2\]: ")
+        assert "flowchart" not in term.text
+    finally:
+        term.kill()

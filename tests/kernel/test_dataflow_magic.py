@@ -66,7 +66,15 @@ def test_a_fragment_argument_shows_its_listing_and_diagram(kc: Any) -> None:
         "  d2 -.-> c4",
         "  c4 --> d3",
     ])
-    assert result_data(outputs) == {MERMAID: diagram, "text/plain": diagram}
+    # A notebook draws the Mermaid diagram; a terminal (jupyter console) prints the text/plain graph.
+    graph = "\n".join([
+        "data flow: paths read --> [command] --> paths written (..+ read by an expression)",
+        "",
+        "conv.userInput --+--> [var] --+--> local.x",
+        "agent.default  --+            +--> agent.seen",
+        "local.x        ..+",
+    ])
+    assert result_data(outputs) == {MERMAID: diagram, "text/plain": graph}
 
 
 def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
@@ -86,6 +94,12 @@ def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
     assert listing.startswith("reads:  local.n\nwrites: agent.answer, agent.problem\n")
     assert "  -> agent.problem  (outputPath, on failure)" in listing
     assert "-- on success -->" in result_data(outputs)[MERMAID]
+    assert result_data(outputs)["text/plain"].splitlines()[2:] == [
+        "[functions.main.commands[0].call] --+-- on success --> agent.answer",
+        "                                    +-- on failure --> agent.problem",
+        "",
+        "local.n ..+--> [functions.double.commands.return]",
+    ]
 
 
 def test_the_cell_form_reads_the_body(kc: Any) -> None:

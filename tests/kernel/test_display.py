@@ -15,8 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.lib.pretty import pretty as ipython_pretty
 
+from s2o_kernel.engine import S2OError
 from s2o_kernel.kernel import render
-from s2o_kernel.kernel.pretty import PRETTY_MAX_CHARS, ROW_CAP, pretty_text, rows_table, rows_text
+from s2o_kernel.kernel.pretty import (
+    PRETTY_MAX_CHARS,
+    ROW_CAP,
+    pretty_text,
+    rows_table,
+    rows_text,
+    without_addresses,
+)
 from s2o_kernel.kernel.runner import CellRunner
 
 
@@ -165,3 +173,44 @@ def test_display_magic() -> None:
     assert results(runner.run("1")) == [{"text/plain": "1"}]
     res = runner.evaluate_user_expressions({"a": "[1]"})
     assert res["a"]["data"] == {"text/plain": "[1]"}
+
+
+class _Plain:
+    """An object with the default repr (its address)."""
+
+
+def _method_holder() -> Any:
+    class Holder:
+        def act(self) -> None:
+            """A method."""
+
+    return Holder().act
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (_Plain(), f"<{__name__}._Plain object>"),
+    (_method_holder(), f"<bound method _method_holder.<locals>.Holder.act of <{__name__}._method_holder."
+                       "<locals>.Holder object>>"),
+    ([_Plain, _Plain(), {"k": _Plain()}], f"[<class '{__name__}._Plain'>, <{__name__}._Plain object>, "
+                                          f"{{'k': <{__name__}._Plain object>}}]"),
+    ("a <b at 0x1234>", "'a <b at 0x1234>'"),  # a string value keeps its text
+    (len, "<built-in function len>"),
+])  # fmt: skip
+def test_results_show_no_memory_addresses(value: Any, text: str) -> None:
+    """A stored notebook output compares equal on every run (nbval): no ``at 0x…`` of a default repr."""
+    assert render.value_bundle(value)["text/plain"] == text
+
+
+def test_a_function_result_shows_as_ipython_shows_it() -> None:
+    assert without_addresses("<function fetch_weather at 0x7f3a12345678>") == "<function fetch_weather>"
+
+
+def test_errors_and_vars_show_no_memory_addresses(runner: CellRunner, session: FakeSession) -> None:
+    info = render.error_info(S2OError("runtime", "ValueError: <function f at 0x7f6ae842fec0> is not in list"))
+    assert info.evalue == "ValueError: <function f> is not in list"
+    assert info.traceback[0] == "runtime: ValueError: <function f> is not in list"
+    session.locals["thing"] = _Plain()
+    outcome = runner.run("%vars")
+    data = outcome.outputs[-1][1]["data"]
+    assert data["text/plain"].splitlines()[-1].split() == ["locals", "thing", f"<{__name__}._Plain", "object>"]
+    assert "0x" not in data["text/html"]

@@ -78,3 +78,44 @@ def test_nbval_reports_stored_and_produced_values(tmp_path: Path) -> None:
         assert stored in section and produced in section, f"{name}:\n{section}"
     error = sections[4]
     assert "mismatch 'ename'" in error and "'unknown-name' == 'underscore'" in error, error
+
+
+#: Cells whose outputs once differed from run to run: a run past 2 s (its progress display, which nbval
+#: reads as its first report, "running for 2.1 s", where the stored notebook holds the cleared line) and
+#: results holding a function (its address). The string keeps its " at 0x" text: it is a value.
+STABLE = [
+    "await slow_answer(2.4)",
+    "fetch_weather",
+    "[str.upper, fetch_weather, 'a <b at 0x1234>']",
+    '[{"log": "a log line"}, {"output": "a part"}, {"return": "{ 6 * 7 }"}]',
+    "print('printed')",
+]
+
+
+def test_a_notebook_stored_headless_passes_nbval_twice(tmp_path: Path) -> None:
+    """The README's way to keep a regression notebook: store its outputs with ``nbconvert --execute``
+    (nbclient), then run ``pytest --nbval`` on it, twice: nothing in an output may depend on the run."""
+    prefix = tmp_path / "prefix"
+    install_spec(prefix, name="s2o")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "s2o", "display_name": "Search2o expressions", "language": "s2o"}
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in STABLE]
+    path = tmp_path / "stable.ipynb"
+    nbformat.write(nb, path)
+    env = kernel_env({"JUPYTER_PATH": str(prefix / "share" / "jupyter")})
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+                    "--ExecutePreprocessor.kernel_name=s2o", path.name],
+                   cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)  # fmt: skip
+    stored = nbformat.read(path, as_version=4)
+    assert [o["output_type"] for o in stored.cells[0].outputs] == ["execute_result"]  # no progress display
+    assert stored.cells[1].outputs[0]["data"]["text/plain"] == "<function fetch_weather>"
+    assert stored.cells[2].outputs[0]["data"]["text/plain"] == (
+        "[<method 'upper' of 'str' objects>, <function fetch_weather>, 'a <b at 0x1234>']")
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "--color=no",
+             "--nbval", "--nbval-kernel-name", "s2o", "-o", "addopts=", "--rootdir", str(tmp_path), path.name],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"{len(STABLE)} passed" in proc.stdout and "unhandled iopub" not in proc.stdout, proc.stdout

@@ -30,6 +30,8 @@ from ..references import Ref
 VIAS = ("reference", "expression", "var", "loop", "outputPath")
 #: When an ``outputPath`` target is written: always, or one of its two alternatives.
 WHENS = ("", "on success", "on failure")
+#: The first line of :meth:`Dataflow.graph`: how to read it.
+GRAPH_LEGEND = "data flow: paths read --> [command] --> paths written (..+ read by an expression)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,35 @@ class Dataflow:
                 lines.append(f"  {arrow} {a.data}  ({note})")
         return "\n".join(lines)
 
+    def graph(self) -> str:
+        """The flowchart as plain text for a terminal (``jupyter console``, the ``text/plain`` of
+        ``%dataflow``'s result): a legend line, then one block per command in document order, the paths it
+        reads on the left, the command in brackets, the paths it writes on the right::
+
+            conv.userInput --+--> [var] --+--> local.x
+            agent.default  --+            +--> agent.seen
+            local.x        ..+
+
+        ``..+`` is a read by an expression (the Mermaid diagram's dotted arrow); an ``outputPath``'s
+        alternatives are ``+-- on success --> path`` and ``+-- on failure --> path``. Each path shows once
+        per command and way; the read paths of all blocks share one column width. Deterministic: the
+        same fragment gives the same text.
+        """
+        blocks = []
+        for command in self.commands():
+            mine = [a for a in self.accesses if a.command == command]
+            reads = list(dict.fromkeys((a.data, a.via == "expression") for a in mine if a.mode == "read"))
+            writes = list(dict.fromkeys((a.data, a.when) for a in mine if a.mode == "write"))
+            blocks.append((f"[{command or '(the fragment)'}]", reads, writes))
+        if not blocks:
+            return "data flow: none (the fragment reads and writes no path)"
+        width = max((len(data) for _, reads, _ in blocks for data, _ in reads), default=0)
+        lines = [GRAPH_LEGEND]
+        for box, reads, writes in blocks:
+            lines.append("")
+            lines.extend(_graph_block(box, reads, writes, width))
+        return "\n".join(lines)
+
     def mermaid(self) -> str:
         """A Mermaid flowchart (``flowchart LR``): sources → commands → destinations; an expression's reads
         are dotted arrows, an ``outputPath``'s alternatives are labelled ``on success`` / ``on failure``."""
@@ -116,6 +147,23 @@ class Dataflow:
                 seen.add(edge)
                 lines.append(edge)
         return "\n".join(lines)
+
+
+def _graph_block(box: str, reads: list[tuple[str, bool]], writes: list[tuple[str, str]], width: int) -> list[str]:
+    """The lines of one command in :meth:`Dataflow.graph`: ``reads`` as ``(path, by an expression)``,
+    ``writes`` as ``(path, when)``, the read paths padded to ``width``; the command on the first line."""
+    lines = []
+    for i in range(max(len(reads), len(writes), 1)):
+        left = ""
+        if reads:
+            left = (f"{reads[i][0]:<{width}} {'..+' if reads[i][1] else '--+'}" if i < len(reads)
+                    else " " * (width + 4)) + ("--> " if i == 0 else "    ")
+        right = ""
+        if i < len(writes):
+            data, when = writes[i]
+            right = (" --" if i == 0 else "   ") + (f"+-- {when} --> " if when else "+--> ") + data
+        lines.append((left + (box if i == 0 else " " * len(box)) + right).rstrip())
+    return lines
 
 
 def _label(text: str) -> str:

@@ -84,6 +84,12 @@ class Forwarder:
         with self._owed:
             return bool(self._waiting)
 
+    def awaited(self) -> bool:
+        """Whether some call waits for its answer, read without :attr:`_owed`'s lock (one atomic read of
+        the deque), so a caller holding the worker's write lock, which :meth:`call` takes inside that
+        lock, cannot deadlock with it."""
+        return bool(self._waiting)
+
     def wait_owed(self) -> None:
         """Block until some call waits for its answer."""
         with self._owed:

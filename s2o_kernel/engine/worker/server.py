@@ -44,7 +44,8 @@ the other events of the request (see :class:`PrintEvents`). A run (``evaluate``,
 ``evaluate_dynamic``, ``run_fragment``) that has gone on for
 :data:`PROGRESS_AFTER` seconds gets a ``progress`` event every
 :data:`PROGRESS_EVERY` seconds from a reporter thread (:meth:`Worker.report_progress`),
-so a front end can show how far it has got; a run that ends sooner sends none. A request line
+so a front end can show how far it has got; a run that ends sooner sends none, and none is sent
+while the run waits for an outside answer (see :meth:`Worker.report_progress`). A request line
 over the cap, or one that is not a request, gets a ``worker-protocol`` error
 reply without an id.
 """
@@ -168,7 +169,12 @@ class Worker:
 
     def report_progress(self, now: float) -> None:
         """Send a ``progress`` event for the run being served when it has gone on for
-        :data:`PROGRESS_AFTER` seconds (the loop counts for a fragment run only)."""
+        :data:`PROGRESS_AFTER` seconds (the loop counts for a fragment run only).
+
+        None while the run waits for an outside answer (an ``ask``, a model, an API): the parent serves
+        that call before it reads anything else, so a report sent then would be read only after the
+        answer, about a moment long past, and shown as if it were now (``jupyter console`` prints only
+        the first report of a display). Reports resume, fresh, once the answer has come."""
         running = self.running
         if running is None or now - running[1] < PROGRESS_AFTER:
             return
@@ -176,8 +182,8 @@ class Worker:
         limits = self.session.settings.limits
         counts = self.session.progress if loops else RunProgress()
         line = wire.encode_progress(request_id, counts.report(now - start, limits.time, limits.loop_iterations))
-        with self.write_lock:
-            if self.request_id == request_id and self.running is running:
+        with self.write_lock:  # checked under the lock that orders the ``outside`` event with this line
+            if self.request_id == request_id and self.running is running and not self.forwarder.awaited():
                 self._flush_printed()
                 self.stdout.write(line)
                 self.stdout.flush()

@@ -7,7 +7,9 @@
 The fragment is checked as a run would check it but not run. The listing names what it reads
 (references, the variables its expressions read) and writes (var targets, outputPath targets);
 the diagram (Mermaid, drawn by JupyterLab 4.1 and later) goes from sources through commands to
-destinations, with the Mermaid source as its plain-text fallback.
+destinations. Its plain-text form, what jupyter console prints, is the same graph drawn in text:
+  conv.userInput --+--> [var] --+--> local.x
+where ..+ marks a path read by an expression.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ MERMAID = "text/vnd.mermaid"
 def handle(call: MagicCall) -> None:
     """``%dataflow [FRAGMENT]``: the data flow of a fragment (SPEC 8, 9.1).
 
-    Shows the text listing as display data, then the diagram as the cell's result
-    (``text/vnd.mermaid`` with a ``text/plain`` fallback). Raises ``syntax`` for an argument that is
+    Shows the text listing as display data, then the diagram as the cell's result: ``text/vnd.mermaid``
+    for notebooks, and as ``text/plain`` the graph drawn in text
+    (:meth:`~s2o_kernel.engine.Dataflow.graph`), which a terminal (``jupyter console``) prints instead
+    of Mermaid source (decided in docs/design.md). Raises ``syntax`` for an argument that is
     not JSON, ``fragment`` for JSON that is no fragment, ``magic`` when there is neither an argument
     nor a fragment run before, and the fragment's own validation errors.
     """
@@ -41,8 +45,7 @@ def handle(call: MagicCall) -> None:
                            "%dataflow {\"var\": {\"x\": \"\u2020conv.a || \u2020agent.b\"}}")
     flow = call.ctx.require_session().dataflow(fragment)
     call.ctx.emit_display({"text/plain": call.ctx.redact(flow.text())})
-    diagram = call.ctx.redact(flow.mermaid())
-    call.ctx.emit_result({MERMAID: diagram, "text/plain": diagram})
+    call.ctx.emit_result({MERMAID: call.ctx.redact(flow.mermaid()), "text/plain": call.ctx.redact(flow.graph())})
 
 
 MAGIC = Magic("dataflow", __doc__, line=handle, cell=handle)

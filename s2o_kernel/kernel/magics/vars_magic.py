@@ -2,7 +2,7 @@
 
 %vars
 
-One row a variable: its scope (locals, agent, conv), its name and its value's repr (cut at 100
+One row a variable: its scope (locals, agent, conv), its name and its value's repr (no memory address; cut at 100
 characters). Shown as an html table with a plain-text table as its fallback; with %display json,
 also as application/json when every value is JSON.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from s2o_kernel.kernel.magics.base import Magic, MagicCall
-from s2o_kernel.kernel.pretty import rows_table, rows_text
+from s2o_kernel.kernel.pretty import rows_table, rows_text, without_addresses
 from s2o_kernel.kernel.render import json_bundle, safe_repr
 
 #: The longest value text the table shows; a longer one is cut and ends with ``…``.
@@ -20,7 +20,7 @@ VALUE_WIDTH = 100
 
 
 def _value_text(value: Any, redact: Any) -> str:
-    text = " ".join(redact(safe_repr(value)).split("\n"))
+    text = " ".join(without_addresses(redact(safe_repr(value))).split("\n"))
     return text if len(text) <= VALUE_WIDTH else text[: VALUE_WIDTH - 1] + "…"
 
 
