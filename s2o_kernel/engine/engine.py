@@ -80,12 +80,19 @@ class Compiled:
     #: Unguarded code whose only calls run no bytecode when these ``(name, exact types)`` hold
     #: (:func:`.limits.unwatched_calls`): ``Execution.evaluate`` then runs it without the watchdog.
     unwatched: tuple[tuple[str, frozenset[type]], ...] | None = None
+    #: ``unwatched`` as the hot path reads it: its first name and types, and the other pairs.
+    unwatched_name: str = ""
+    unwatched_kinds: frozenset[type] | None = None
+    unwatched_rest: tuple[tuple[str, frozenset[type]], ...] = ()
     #: Where the whole-expression call starts (line, col), for ``top_call``: an error raised while it
     #: is awaited for you has no frame of the expression to take a position from. ``None`` otherwise.
     call_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         self.simple = not (self.may_run_long or self.may_hold_objects or self.is_coroutine_code)
+        if self.unwatched:
+            (self.unwatched_name, self.unwatched_kinds), *rest = self.unwatched
+            self.unwatched_rest = tuple(rest)
 
 
 def _validation_of(checked: rules.Checked) -> Validation:

@@ -60,6 +60,13 @@ def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
     return found
 
 
+def _all_of_types(g: dict[str, Any], pairs: tuple[tuple[str, frozenset[type]], ...]) -> bool:
+    """Whether every name of ``pairs`` holds in ``g`` a value of exactly one of its types (``Compiled.unwatched``;
+    a function of its own: a generator expression in ``Execution.evaluate`` would make ``g`` a cell, which
+    every evaluation would pay for)."""
+    return all(type(g.get(name)) in kinds for name, kinds in pairs)
+
+
 async def _noop() -> None:
     return None
 
@@ -116,13 +123,11 @@ class Execution:
         compiled = self._compiled.get(source)
         if compiled is None or compiled.is_coroutine_code:
             return self.evaluate_at(source, time.monotonic())
-        unwatched = compiled.unwatched
-        if unwatched is not None:  # only C methods of exact str/int/float/bool values: no bytecode to stop
+        kinds = compiled.unwatched_kinds
+        if kinds is not None:  # only C methods of exact str/int/float/bool values: no bytecode to stop
             g = self.globals
-            for name, kinds in unwatched:
-                if type(g.get(name)) not in kinds:
-                    break
-            else:
+            if type(g.get(compiled.unwatched_name)) in kinds and (
+                    not compiled.unwatched_rest or _all_of_types(g, compiled.unwatched_rest)):
                 try:
                     value = eval(compiled.code, g)
                 except BaseException as exc:

@@ -225,7 +225,7 @@ def test_unwatched_and_armed_evaluations_give_the_same_outcome(source, locals_, 
     hot = outcome_of(s, source)
     compiled = s.engine.compiled.get(source)
     if compiled is not None:
-        monkeypatch.setattr(compiled, "unwatched", None)
+        monkeypatch.setattr(compiled, "unwatched_kinds", None)
     armed = outcome_of(s, source)
     assert first == hot == armed
 
@@ -251,5 +251,5 @@ def test_the_hot_path_takes_the_unwatched_branch(monkeypatch):
     assert armed_when_hot(s, "name.upper()") == (False, "AB")
     assert Execution.evaluate is type(s.execution).evaluate
     compiled = s.engine.compiled["name.upper()"]
-    monkeypatch.setattr(compiled, "unwatched", None)
+    monkeypatch.setattr(compiled, "unwatched_kinds", None)
     assert armed_when_hot(s, "name.upper()") == (True, "AB")
