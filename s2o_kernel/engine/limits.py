@@ -232,33 +232,38 @@ def unwatched_calls(tree: ast.AST) -> tuple[tuple[str, frozenset[type]], ...] | 
     needs: dict[str, frozenset[type]] = {}
     calls = 0
     for node in ast.walk(tree):
-        if isinstance(node, _WATCHED_NODES):
+        if isinstance(node, _WATCHED_NODES) or (isinstance(node, ast.Name) and node.id.startswith("_")):
             return None
-        if isinstance(node, ast.Name) and node.id.startswith("_"):
-            return None
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if not isinstance(func, ast.Attribute):
-            return None
-        kinds = _RECEIVERS.get(func.attr)
-        if kinds is None or any(kw.arg is None for kw in node.keywords):
-            return None
-        receiver = func.value
-        while isinstance(receiver, ast.Call):  # a chain: each link's result is a str if its receiver is one
-            link = receiver.func
-            if str not in kinds or not (isinstance(link, ast.Attribute) and link.attr in STR_RESULTS):
+        if isinstance(node, ast.Call):
+            if not _call_needs(node, needs):
                 return None
-            kinds, receiver = frozenset({str}), link.value  # the link's own call is checked by the walk too
-        if not isinstance(receiver, ast.Name):
-            return None
-        needs[receiver.id] = needs.get(receiver.id, kinds) & kinds
-        for arg in [*node.args, *(kw.value for kw in node.keywords)]:
-            if isinstance(arg, ast.Name):
-                needs[arg.id] = needs.get(arg.id, ARGUMENT_TYPES) & ARGUMENT_TYPES
-            elif not (isinstance(arg, ast.Constant) and type(arg.value) in _CONSTANT_TYPES):
-                return None
-        calls += 1
+            calls += 1
     if not calls or not all(needs.values()):
         return None
     return tuple(needs.items())
+
+
+def _call_needs(node: ast.Call, needs: dict[str, frozenset[type]]) -> bool:
+    """Add to ``needs`` what the call ``node`` asks of the names it reads (:func:`unwatched_calls`);
+    ``False`` when it cannot qualify."""
+    func = node.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    kinds = _RECEIVERS.get(func.attr)
+    if kinds is None or any(kw.arg is None for kw in node.keywords):
+        return False
+    receiver = func.value
+    while isinstance(receiver, ast.Call):  # a chain: each link's result is a str if its receiver is one
+        link = receiver.func
+        if str not in kinds or not (isinstance(link, ast.Attribute) and link.attr in STR_RESULTS):
+            return False
+        kinds, receiver = frozenset({str}), link.value  # the link's own call is checked by the walk too
+    if not isinstance(receiver, ast.Name):
+        return False
+    needs[receiver.id] = needs.get(receiver.id, kinds) & kinds
+    for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+        if isinstance(arg, ast.Name):
+            needs[arg.id] = needs.get(arg.id, ARGUMENT_TYPES) & ARGUMENT_TYPES
+        elif not (isinstance(arg, ast.Constant) and type(arg.value) in _CONSTANT_TYPES):
+            return False
+    return True
