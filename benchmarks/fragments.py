@@ -1,10 +1,12 @@
-"""Fragments section: a 10,000-pass ``for`` loop, a ``var`` of 20 fields, the orders agent (issue 12).
+"""Fragments section: a 10,000-pass ``for`` loop and ``while`` loop, a ``var`` of 20 fields, the orders agent
+(issue 12).
 
 Each case runs through ``Session.run_fragment`` (parse, check, run on the session's loop, as the
 kernel does) against the floor: the same work as a plain Python loop — the loop variable set in a
 globals dict and the body's expression evaluated with ``eval`` of code compiled once. The difference,
 divided by the passes (fields), is the per-iteration (per-field) overhead *beyond the expressions*,
-which the issue bounds at 2 µs. Rounds interleave s2o and the floor and ratios are paired
+which the issue bounds at 2 µs. The ``while`` loop's floor evaluates its condition and its body's
+expression by ``eval`` each pass, as the fragment does. Rounds interleave s2o and the floor and ratios are paired
 (:func:`benchmarks.common.interleaved`).
 
 The orders agent (seed 004, as in ``notebooks/outside-world.ipynb``) runs on the embedded default's
@@ -104,6 +106,35 @@ def _for_loop(quick: bool) -> list[Figure]:
     return out
 
 
+def _while_loop(quick: bool) -> list[Figure]:
+    """``while k < 10000`` with ``k + 1`` into ``k``: the condition and the body's expression each pass."""
+    fragment = [{"var": {"k": 0}},
+                {"while": {"condition": f"{{ k < {PASSES} }}", "commands": {"var": {"k": "{ k + 1 }"}}}},
+                {"return": "{ k }"}]
+    session = _session({})
+    condition = compile(f"k < {PASSES}", "<expr>", "eval")
+    step = compile("k + 1", "<expr>", "eval")
+
+    def floor(n: int) -> float:
+        import time
+
+        t0 = time.perf_counter()
+        for _ in range(n):
+            g: dict[str, Any] = {"__builtins__": {}, "k": 0}
+            while eval(condition, g):
+                g["k"] = eval(step, g)
+        return time.perf_counter() - t0
+
+    timers = {"python loop + eval": floor, "s2o": _runner(session, fragment, lambda v: v == PASSES)}
+    results = interleaved(timers, "python loop + eval", 3 if quick else 7, 0.05 if quick else 0.3)
+    out = [Figure(SECTION, f"while-{PASSES}", tool, seconds * 1e3, "ms", "python loop + eval", ratio)
+           for tool, (seconds, ratio) in results.items()]
+    extra = (results["s2o"][0] - results["python loop + eval"][0]) / PASSES * 1e6
+    out.append(Figure(SECTION, f"while-{PASSES}", "s2o overhead per pass", extra, "µs", "", math.nan,
+                      "beyond the condition and the expression (target ≤ 2 µs)"))
+    return out
+
+
 def _var_fields(quick: bool) -> list[Figure]:
     """``var`` of 20 fields and of 1 field: the difference shares out the run's fixed cost."""
     out: list[Figure] = []
@@ -161,10 +192,12 @@ def _orders_agent(quick: bool) -> list[Figure]:
 
 
 def measure(quick: bool) -> list[Figure]:
-    """The fragment cases: the loop and ``var`` against their plain-Python floors, the orders agent
+    """The fragment cases: the loops and ``var`` against their plain-Python floors, the orders agent
     against the smallest run."""
     collect()
     figures = _for_loop(quick)
+    collect()
+    figures += _while_loop(quick)
     collect()
     figures += _var_fields(quick)
     collect()
@@ -172,7 +205,14 @@ def measure(quick: bool) -> list[Figure]:
     return figures
 
 
+def _overhead(case: str) -> Callable[[list[Figure]], float | None]:
+    """The observed value of a loop's target: its ``s2o overhead per pass`` figure."""
+    return lambda figs: next((f.value for f in figs if f.case == case and f.tool == "s2o overhead per pass"), None)
+
+
 TARGETS = [
     Target(SECTION, "loop-overhead", "for loop: per-iteration overhead beyond its expressions ≤ 2 µs", 2.0,
-           lambda figs: next((f.value for f in figs if f.tool == "s2o overhead per pass"), None), unit=" µs"),
+           _overhead(f"for-{PASSES}"), unit=" µs"),
+    Target(SECTION, "while-overhead", "while loop: per-iteration overhead beyond its expressions ≤ 2 µs", 2.0,
+           _overhead(f"while-{PASSES}"), unit=" µs"),
 ]

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import reach, rewrites, rules
+from . import limits, reach, rewrites, rules
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
@@ -77,12 +77,22 @@ class Compiled:
     top_call: bool
 
     simple: bool = False  # no call, comprehension or await: one eval, no limit bookkeeping
+    #: Unguarded code whose only calls run no bytecode when these ``(name, exact types)`` hold
+    #: (:func:`.limits.unwatched_calls`): ``Execution.evaluate`` then runs it without the watchdog.
+    unwatched: tuple[tuple[str, frozenset[type]], ...] | None = None
+    #: ``unwatched`` as the hot path reads it: its first name and types, and the other pairs.
+    unwatched_name: str = ""
+    unwatched_kinds: frozenset[type] | None = None
+    unwatched_rest: tuple[tuple[str, frozenset[type]], ...] = ()
     #: Where the whole-expression call starts (line, col), for ``top_call``: an error raised while it
     #: is awaited for you has no frame of the expression to take a position from. ``None`` otherwise.
     call_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         self.simple = not (self.may_run_long or self.may_hold_objects or self.is_coroutine_code)
+        if self.unwatched:
+            (self.unwatched_name, self.unwatched_kinds), *rest = self.unwatched
+            self.unwatched_rest = tuple(rest)
 
 
 def _validation_of(checked: rules.Checked) -> Validation:
@@ -311,6 +321,9 @@ class Engine:
             raise S2OError("unexpected", "the compile rules returned no tree", stage="validate", source=source)
         if self.guarded:
             reach.guard_tree(checked.tree)
+        unwatched = None
+        if not self.guarded and checked.may_run_long and not checked.is_async:
+            unwatched = limits.unwatched_calls(checked.tree)
         try:
             code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except SyntaxError as exc:
@@ -335,4 +348,5 @@ class Engine:
             is_coroutine_code=bool(code.co_flags & inspect.CO_COROUTINE),
             top_call=checked.top_call,
             call_at=checked.call_at if checked.top_call else None,
+            unwatched=unwatched,
         )

@@ -60,6 +60,13 @@ def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
     return found
 
 
+def _all_of_types(g: dict[str, Any], pairs: tuple[tuple[str, frozenset[type]], ...]) -> bool:
+    """Whether every name of ``pairs`` holds in ``g`` a value of exactly one of its types (``Compiled.unwatched``;
+    a function of its own: a generator expression in ``Execution.evaluate`` would make ``g`` a cell, which
+    every evaluation would pay for)."""
+    return all(type(g.get(name)) in kinds for name, kinds in pairs)
+
+
 async def _noop() -> None:
     return None
 
@@ -103,7 +110,9 @@ class Execution:
 
         The hot path (an expression already compiled by this engine) is one dict lookup and an
         ``eval`` of the cached code; with the time limit armed (inline, see
-        :class:`~.limits.Watchdog`) when the expression has a call or a comprehension.
+        :class:`~.limits.Watchdog`) when the expression has a call or a comprehension, unless its only
+        calls are C methods of values of the exact types ``Compiled.unwatched`` asks for
+        (:func:`~.limits.unwatched_calls`), tested here first.
         """
         code = self._simple.get(source)
         if code is not None:  # no call, comprehension or await: nothing to bound, nothing to check
@@ -114,6 +123,18 @@ class Execution:
         compiled = self._compiled.get(source)
         if compiled is None or compiled.is_coroutine_code:
             return self.evaluate_at(source, time.monotonic())
+        kinds = compiled.unwatched_kinds
+        if kinds is not None:  # only C methods of exact str/int/float/bool values: no bytecode to stop
+            g = self.globals
+            if type(g.get(compiled.unwatched_name)) in kinds and (
+                    not compiled.unwatched_rest or _all_of_types(g, compiled.unwatched_rest)):
+                try:
+                    value = eval(compiled.code, g)
+                except BaseException as exc:
+                    raise self._failed(exc, compiled, 0.0) from None
+                if type(value) in PLAIN_RESULTS:
+                    return value
+                return self._settled(compiled, value)
         # calls or comprehensions: under the time limit, armed inline (the protocol of _eval_limited)
         entry = self._deadline
         entry.thread_id = get_ident()
@@ -133,6 +154,11 @@ class Execution:
             raise self._failed(exc, compiled, 0.0) from None
         if type(value) in PLAIN_RESULTS:
             return value
+        return self._settled(compiled, value)
+
+    def _settled(self, compiled: Compiled, value: Any) -> Any:
+        """The value :meth:`evaluate` returns for ``value`` (not of :data:`PLAIN_RESULTS`) of ``compiled``:
+        a coroutine awaited (or ``not-awaited``), anything else checked (:meth:`finish`)."""
         if type(value) is types.CoroutineType:
             coro = self._coroutine_of(compiled, value)
             return self._await_here(coro, compiled, time.monotonic())

@@ -14,10 +14,15 @@ bytecode (``max(itertools.count())``): that is the containment worker's job
 
 Both exceptions derive from ``BaseException`` so host code's ``except
 Exception`` cannot swallow them.
+
+:func:`unwatched_calls` decides which expressions need no watchdog at all: those whose only calls are
+C methods of exact ``str``, ``int``, ``float`` or ``bool`` values (``name.upper()``), which run no
+bytecode for the watchdog's exception to land in (``docs/performance.md``, "Method calls").
 """
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import threading
 import time
@@ -170,3 +175,95 @@ class Watchdog:
 
 #: The process-wide watchdog.
 WATCHDOG = Watchdog()
+
+
+#: Methods that run no bytecode, by the exact receiver type they are safe for: C methods whose
+#: arguments (``str``, ``int``, ``float``, ``bool``, ``None``) are read by C code alone, that call no
+#: codec, iterate nothing given and look nothing up, and whose output is at most linear in their
+#: inputs. Not here: the sized methods (``zfill``, ``center``…: rewritten to a bounded helper anyway),
+#: ``replace``, ``join``, ``translate``, ``encode``, ``format``/``format_map`` (refused by the rules),
+#: ``maketrans``, ``to_bytes``/``from_bytes``, and every method of a container (``list.sort``,
+#: ``list.index``, ``dict.get`` compare or hash the items, which may run Python code).
+UNWATCHED_METHODS: dict[type, frozenset[str]] = {
+    str: frozenset({
+        "capitalize", "casefold", "count", "endswith", "find", "index", "isalnum", "isalpha", "isascii",
+        "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle",
+        "isupper", "lower", "lstrip", "partition", "removeprefix", "removesuffix", "rfind", "rindex",
+        "rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title",
+        "upper"}),
+    int: frozenset({"bit_length", "bit_count", "as_integer_ratio", "conjugate"}),
+    bool: frozenset({"bit_length", "bit_count", "as_integer_ratio", "conjugate"}),
+    float: frozenset({"is_integer", "as_integer_ratio", "conjugate", "hex"}),
+}
+
+#: Method name → the exact receiver types it runs no bytecode on.
+_RECEIVERS: dict[str, frozenset[type]] = {}
+for _kind, _names in UNWATCHED_METHODS.items():
+    for _name in _names:
+        _RECEIVERS[_name] = _RECEIVERS.get(_name, frozenset()) | {_kind}
+
+#: Methods of :data:`UNWATCHED_METHODS` whose result is an exact ``str`` when the receiver is one, so
+#: their call may be the receiver of another (``name.strip().lower()``).
+STR_RESULTS = frozenset({"capitalize", "casefold", "lower", "lstrip", "removeprefix", "removesuffix", "rstrip",
+                         "strip", "swapcase", "title", "upper"})
+
+#: Exact types a name given as an argument must have; constants may also be ``None``.
+ARGUMENT_TYPES = frozenset({str, int, float, bool})
+_CONSTANT_TYPES = ARGUMENT_TYPES | {type(None)}
+
+#: Nodes after which an expression is never unwatched: they loop, await or define code.
+_WATCHED_NODES = (ast.Await, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                  ast.Yield, ast.YieldFrom, ast.NamedExpr)
+
+
+def unwatched_calls(tree: ast.AST) -> tuple[tuple[str, frozenset[type]], ...] | None:
+    """What must hold at run time for the compiled (rewritten, unguarded) ``tree`` to need no watchdog:
+    ``(name, exact types)`` pairs, one per name a call reads, or ``None`` when no test could do.
+
+    ``tree`` qualifies when it has at least one call, and every call is ``name.method(args)`` with
+    ``method`` in :data:`UNWATCHED_METHODS` for some type (``name`` may also be such a call of a method of
+    :data:`STR_RESULTS`, itself qualifying: ``name.strip().lower()``), no ``*``/``**``, and every argument a
+    constant (``str``, ``int``, ``float``, ``bool``, ``None``) or a name; no comprehension, ``await``,
+    lambda or walrus, and no hidden name (a helper the rules' rewrites put in: a bounded operator, the
+    f-string test, a sized method, a guard). The pairs then ask each receiver to be exactly of a type
+    the method is listed for, and each argument name exactly ``str``, ``int``, ``float`` or ``bool``.
+    The rest of the expression (operators, subscripts, comparisons) is what an expression with no call
+    already runs unwatched (``Engine.simple``)."""
+    needs: dict[str, frozenset[type]] = {}
+    calls = 0
+    for node in ast.walk(tree):
+        if isinstance(node, _WATCHED_NODES) or (isinstance(node, ast.Name) and node.id.startswith("_")):
+            return None
+        if isinstance(node, ast.Call):
+            if not _call_needs(node, needs):
+                return None
+            calls += 1
+    if not calls or not all(needs.values()):
+        return None
+    return tuple(needs.items())
+
+
+def _call_needs(node: ast.Call, needs: dict[str, frozenset[type]]) -> bool:
+    """Add to ``needs`` what the call ``node`` asks of the names it reads (:func:`unwatched_calls`);
+    ``False`` when it cannot qualify."""
+    func = node.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    kinds = _RECEIVERS.get(func.attr)
+    if kinds is None or any(kw.arg is None for kw in node.keywords):
+        return False
+    receiver = func.value
+    while isinstance(receiver, ast.Call):  # a chain: each link's result is a str if its receiver is one
+        link = receiver.func
+        if str not in kinds or not (isinstance(link, ast.Attribute) and link.attr in STR_RESULTS):
+            return False
+        kinds, receiver = frozenset({str}), link.value  # the link's own call is checked by the walk too
+    if not isinstance(receiver, ast.Name):
+        return False
+    needs[receiver.id] = needs.get(receiver.id, kinds) & kinds
+    for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+        if isinstance(arg, ast.Name):
+            needs[arg.id] = needs.get(arg.id, ARGUMENT_TYPES) & ARGUMENT_TYPES
+        elif not (isinstance(arg, ast.Constant) and type(arg.value) in _CONSTANT_TYPES):
+            return False
+    return True

@@ -4,9 +4,11 @@ check that decision, and that every fragment behaves exactly as it does when eve
 as a coroutine (the registry's ``run_sync`` taken away), including failures, ``onError``,
 ``outputPath``, loop control, limits and state restored after a failure.
 
-A loop's sync body runs as steps compiled once per run (:mod:`s2o_kernel.engine.fragments.fastpath`);
-every comparison is also made against the general sync path (``fastpath.BUILDERS`` emptied: each
-command of the body through ``Interpreter.command_sync``, as before the steps).
+A loop's sync body runs as steps compiled once per run (:mod:`s2o_kernel.engine.fragments.fastpath`),
+and a ``while`` condition that cannot await is read by a plain call (``fastpath.condition``); every
+comparison is also made against the general sync path (``fastpath.BUILDERS`` emptied: each command of
+the body through ``Interpreter.command_sync``, and the condition awaited through ``Interpreter.truth``,
+as before the steps).
 """
 
 from __future__ import annotations
@@ -45,15 +47,24 @@ def parsed(fragment: Any, known: set[str] | None = None) -> list[Command]:
 
 
 def without_sync(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every command that has a coroutine runner loses its plain one: the parser then makes none sync."""
+    """Every command that has a coroutine runner loses its plain one: the parser then makes none sync; a
+    ``while`` condition is awaited (``Interpreter.truth``)."""
     for name, spec in list(registry.REGISTRY.items()):
         if spec.run is not None and spec.run_sync is not None:
             monkeypatch.setitem(registry.REGISTRY, name, dataclasses.replace(spec, run_sync=None))
+    without_sync_condition(monkeypatch)
 
 
 def without_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No command has a step of its own: a loop's sync body runs ``Interpreter.command_sync`` per command."""
+    """No command has a step of its own: a loop's sync body runs ``Interpreter.command_sync`` per command,
+    and a ``while`` condition is awaited (``Interpreter.truth``) as before the steps."""
     monkeypatch.setattr(fastpath, "BUILDERS", {})
+    without_sync_condition(monkeypatch)
+
+
+def without_sync_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``while`` condition is read by a plain call: each is awaited through ``Interpreter.truth``."""
+    monkeypatch.setattr(fastpath, "condition", lambda it, raw, path: None)
 
 
 def without_atomic(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,6 +186,54 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
         {"return": "{ [codes, seen] }"}], {}),
     # two branches share the namespace and take turns every 32 passes: each expression sets `exc` as its
     # own task sees it (the handler's error in one branch, none in the other), never as the other left it
+    # while loops: the condition read by a plain call (fastpath.condition) where it cannot await
+    "while-condition-fails-handled": ([{"var": {"k": 0, "lst": [1, 2, 3]}}, {
+        "while": WHILE("{ lst[k] < 9 }", {"var": {"k": "{ k + 1 }"}}),
+        "onError": [{"var": {"caught": "{ [exc.code, exc.path, exc.message, k] }"}}]}, {"return": "{ caught }"}], {}),
+    "while-condition-fails-unhandled": ([{"var": {"k": 0}}, {"while": WHILE("{ 10 // (3 - k) }", [
+        {"var": {"k": "{ k + 1 }", "agent.k": "{ k }"}}])}], {}),
+    "while-condition-not-set": ([{"var": {"k": 0}}, {"if": IF("{ False }", {"var": {"m": 1}})},
+                                 {"while": WHILE("{ k < m }", {"var": {"k": "{ k + 1 }"}})}], {}),
+    "while-condition-refused-value": ({"while": WHILE("{ (i for i in range(k)) }", {"break": {}}),
+                                       "onError": [{"var": {"why": "{ [exc.code, exc.path, exc.message] }"}}]},
+                                      {"k": 2}),
+    "while-condition-values": ([{"var": {"seen": [], "k": 0}}, {"while": WHILE("{ [0] * (3 - k) }", [
+        {"var": {"k": "{ k + 1 }"}}, {"while": WHILE("{ 'go' if k % 2 else '' }", [
+            {"var": {"seen": "{ seen + [k] }"}}, {"break": {}}])}])},
+        {"while": WHILE("plain text is true", {"break": {}})},
+        {"while": WHILE("", {"var": {"never": 1}})}, {"return": "{ [seen, k] }"}], {}),
+    "while-condition-reference": ([{"var": {"agent.go": True, "k": 0}}, {"while": WHILE("†agent.go", [
+        {"var": {"k": "{ k + 1 }", "agent.go": "{ k < 4 }"}}])}, {"return": "{ k }"}], {}),
+    "while-condition-awaits": ([{"var": {"k": 0, "j": 0}},
+                                {"while": WHILE("{ await asyncio.sleep(0, k < 3) }", {"var": {"k": "{ k + 1 }"}})},
+                                {"while": WHILE("{ asyncio.sleep(0, j < 4) }", {"var": {"j": "{ j + 1 }"}})},
+                                {"return": "{ [k, j] }"}], {}),
+    "while-body-awaits": ([{"var": {"k": 0}}, {"while": WHILE("{ k < 5 }", [
+        {"var": {"k": "{ await asyncio.sleep(0, k + 1) }"}}, {"if": IF("{ k == 3 }", {"continue": {}})},
+        {"var": {"last": "{ k }"}}])}, {"return": "{ [k, last] }"}], {}),
+    "while-loop-limit-in-condition-order": ([{"var": {"k": 0}}, {"while": WHILE("{ k < 60 }", [
+        {"var": {"k": "{ k + 1 }"}}])}], {}),
+    "while-in-a-function-called-twice": ({"functions": {
+        "main": {"commands": [{"call": {"function": "count", "args": {"top": 3}}}, {"var": {"first": "{ result }"}},
+                              {"call": {"function": "count", "args": {"top": 5}}}, {"return": "{ [first, result] }"}]},
+        "count": {"args": {"top": "int"}, "commands": [{"var": {"t": 0}}, {"while": WHILE("{ t < top }", [
+            {"var": {"t": "{ t + 1 }"}}])}, {"return": "{ t * 10 }"}]}}}, {}),
+    "while-body-calls-and-handles": ({"functions": {
+        "main": {"commands": [{"var": {"t": 0, "log": []}}, {"while": WHILE("{ t < 4 }", [
+            {"call": {"function": "inc", "args": {"x": "{ t }"}}}, {"var": {"t": "{ result }"}},
+            {"var": {"q": "{ 1 // (t - 2) }"}, "onError": [{"var": {"log": "{ log + [exc.code, t] }"}}]},
+            {"parallel": [[{"var": {"log": "{ log + [t] }"}}], [{"var": {"p": "{ t }"}}]]}])},
+            {"return": "{ [t, log, p] }"}]},
+        "inc": {"args": {"x": "int"}, "commands": [{"var": {"t": "{ x + 100 }"}}, {"return": "{ x + 1 }"}]}}}, {}),
+    "while-in-a-handler-reads-exc": ([{"var": {"x": "{ 1 // 0 }"}, "onError": [
+        {"var": {"w": 0}}, {"while": WHILE("{ exc.code == 'runtime' and w < 3 }", [{"var": {"w": "{ w + 1 }"}}])}]},
+        {"return": "{ w }"}], {}),
+    "parallel-while-conditions": ([{"parallel": [
+        [{"var": {"j": 0}}, {"while": WHILE("{ j < 45 }", [{"var": {"j": "{ j + 1 }"}}, {
+            "var": {"leak": "{ exc.code }"}, "onError": [{"var": {"clean": "{ clean + 1 }"}}]}])}],
+        [{"var": {"x": "{ 1 // 0 }"}, "onError": [{"var": {"i": 0}}, {"while": WHILE(
+            "{ exc.code == 'runtime' and i < 45 }", [{"var": {"i": "{ i + 1 }", "codes": "{ codes + [exc.code] if i % 20 == 0 else codes }"}}])}]}]]},
+        {"return": "{ [codes, j, i, clean] }"}], {"codes": [], "clean": 0}),
     "parallel-handler-and-loop": ([{"parallel": [
         [{"for": {"in": "{ list(range(45)) }", "item": "k", "commands": [{"var": {"m": "{ k }"}}, {
             "var": {"leak": "{ exc.code }"}, "onError": [{"var": {"clean": "{ clean + 1 }"}}]}]}}],
@@ -266,6 +325,28 @@ def test_the_sync_path_gives_the_expected_values():
     refused = "a generator cannot be the result of an expression; consume it inside the expression (for example with list(...))"
     assert codes == [refused, "not-set", "'late' has not been set at this point of the run", refused, refused]
     assert seen == 2
+    s, r = run("while-condition-fails-handled")
+    assert r.value == ["runtime", "[1].while.condition", "IndexError: list index out of range", 0], r.error
+    s, r = run("while-condition-fails-unhandled")
+    assert r.error.code == "runtime" and r.error.path == "[1].while.condition" and "division" in r.error.message
+    assert s.locals["k"] == 0 and s.agent_vars == {}
+    s, r = run("while-condition-not-set")
+    assert r.error.code == "not-set" and r.error.path == "[2].while.condition"
+    s, r = run("while-condition-refused-value")
+    assert r.code == "success" and s.locals["why"][:2] == ["not-allowed", "while.condition"]
+    assert "generator" in s.locals["why"][2]
+    s, r = run("while-condition-values")
+    assert r.value == [[1, 3], 3] and "never" not in s.locals
+    assert run("while-condition-reference")[1].value == 4
+    assert run("while-condition-awaits")[1].value == [3, 4]
+    assert run("while-body-awaits")[1].value == [5, 5]
+    s, r = run("while-loop-limit-in-condition-order")
+    assert r.error.code == "loop-limit" and r.error.path == "[1].while" and s.locals["k"] == 0
+    assert run("while-in-a-function-called-twice")[1].value == [30, 50]
+    assert run("while-body-calls-and-handles")[1].value == [4, [1, "runtime", 2, 2, 3, 4], 4]
+    assert run("while-in-a-handler-reads-exc")[1].value == 3
+    s, r = run("parallel-while-conditions")
+    assert r.value == [["runtime"] * 2, 45, 45, 45] and "leak" not in s.locals
     s, r = run("parallel-handler-and-loop")
     assert r.value == [["runtime"] * 3, 44, 45] and "leak" not in s.locals
 
@@ -487,3 +568,99 @@ def test_a_condition_whose_truth_fails_in_a_loop_is_runtime_at_the_condition(way
         {"return": "{ paths }"}])
     assert r.code == "success", r.error
     assert r.value == ["runtime", "[1].for.commands[0].if.condition"] * 2
+
+
+# -- a while condition read by a plain call (fastpath.condition) ----------------------------------------
+
+def counting_truth(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the conditions awaited through ``Interpreter.truth`` (the general path's)."""
+    paths: list[str] = []
+    truth = Interpreter.truth
+
+    async def counted(self: Interpreter, raw: Any, path: str) -> bool:
+        paths.append(path)
+        return await truth(self, raw, path)
+    monkeypatch.setattr(Interpreter, "truth", counted)
+    return paths
+
+
+@pytest.mark.parametrize("body", [{"var": {"n": "{ n + 1 }"}}, {"var": {"n": "{ await asyncio.sleep(0, n + 1) }"}}],
+                         ids=["sync-body", "awaiting-body"])
+def test_a_while_condition_that_cannot_await_is_read_by_a_plain_call(body, monkeypatch):
+    """The plain call is taken (so the comparisons above compare it), whatever the body; a condition that
+    may await, and every condition with the general path's switch, is awaited through ``truth``."""
+    paths = counting_truth(monkeypatch)
+    fragment = [{"var": {"n": 0}}, {"while": WHILE("{ n < 40 }", body)},
+                {"while": WHILE("{ asyncio.sleep(0, n < 42) }", {"var": {"n": "{ n + 1 }"}})}, {"return": "{ n }"}]
+    assert session().run_fragment(fragment).value == 42
+    assert paths == ["[2].while.condition"] * 3
+    paths.clear()
+    without_steps(monkeypatch)
+    assert session().run_fragment(fragment).value == 42
+    assert paths == ["[1].while.condition"] * 41 + ["[2].while.condition"] * 3
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+@pytest.mark.parametrize("condition", ["{ True }",
+                                       "{ len([0 for i in range(10 ** 7) for j in range(10 ** 7) if i < 0]) == 0 }"],
+                         ids=["many-passes", "one-long-condition"])
+def test_a_time_limit_stops_a_while_loop(condition, way, monkeypatch):
+    """A ``while`` past its time ends ``timedOut``, whether the time passes between passes or inside one
+    long condition (the watchdog's); the loop's variables are as before it."""
+    either_way(way, monkeypatch)
+    s = session(locals={"k": 0}, limits={"time": 0.3, "loop_iterations": 10**9})
+    r = s.run_fragment({"while": WHILE(condition, {"var": {"k": "{ k + 1 }"}})})
+    assert r.code == "timedOut" and r.error is not None and r.error.code == "timedOut"
+    assert s.locals["k"] == 0
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+def test_a_while_condition_whose_truth_fails_is_runtime_at_the_condition(way, monkeypatch):
+    either_way(way, monkeypatch)
+    s = Session(Engine(bare_settings({"allowlist": "len"})), locals={"odd": NoTruth(), "k": 0})
+    r = s.run_fragment([{"while": WHILE("{ odd if k else True }", {"var": {"k": "{ k + 1 }"}}),
+                         "onError": [{"var": {"paths": "{ [exc.code, exc.path, exc.message, k] }"}}]},
+                        {"return": "{ paths }"}])
+    assert r.code == "success", r.error
+    assert r.value == ["runtime", "[0].while.condition", "ValueError: no truth here", 0]
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+@pytest.mark.parametrize("body", ["sync", "awaiting"])
+def test_a_host_object_stored_in_a_while_loop_turns_its_condition_guarded(body, way, monkeypatch):
+    """Storing a host object mid-loop turns the session's engine guarded (a ``Fraction`` counts as one
+    here): the condition read by a plain call for the old engine gives way to ``truth``, which runs the
+    guarded engine's code, and the loop goes on reading the run's scopes."""
+    either_way(way, monkeypatch)
+    host = reach.is_host_object
+    monkeypatch.setattr(reach, "is_host_object", lambda value: type(value) is Fraction or host(value))
+    paths = counting_truth(monkeypatch)
+    s = Session(Engine(bare_settings({"allowlist": "fractions.Fraction as Fraction\nlen\nasyncio.sleep"})))
+    step = "{ await asyncio.sleep(0, len(ks) + 1) }" if body == "awaiting" else "{ len(ks) + 1 }"
+    r = s.run_fragment([{"var": {"ks": []}}, {"while": WHILE("{ len(ks) < 6 and sys.inputs.get('q') == 7 }", [
+        {"if": IF("{ len(ks) == 2 }", {"var": {"host": "{ Fraction(1, 3) * 1 }"}})},
+        {"var": {"ks": "{ ks + [" + step[2:-2] + "] }"}}])}, {"return": "{ ks }"}], inputs={"q": 7})
+    assert r.code == "success", r.error
+    assert r.value == [1, 2, 3, 4, 5, 6]
+    assert s.engine.guarded
+    read = [p for p in paths if p.endswith("while.condition")]
+    if way == "sync":  # three passes read it by plain calls, the rest (after the host was stored) by truth
+        assert read == ["[1].while.condition"] * 4
+    else:
+        assert read == ["[1].while.condition"] * 7
+
+
+@pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
+@pytest.mark.parametrize("loop", ["while", "for"])
+def test_the_time_limit_is_checked_before_each_pass_of_a_loop(loop, way, monkeypatch):
+    """A run whose time passed in a loop's condition (its ``in`` for a ``for``) stops at the loop, before
+    the pass begins: ``timedOut`` at the loop's own path, not at the body's first command (nor by the
+    watchdog, 0.1 s later)."""
+    either_way(way, monkeypatch)
+    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": 0.03}})), locals={"k": 0})
+    slow = "{ [time.sleep(0.06), 1][1:] }"
+    fields = WHILE(slow, {"var": {"k": "{ k + 1 }"}}) if loop == "while" else \
+        {"in": slow, "item": "n", "commands": {"var": {"k": "{ k + 1 }"}}}
+    r = s.run_fragment([{"var": {"a": 1}}, {loop: fields}])
+    assert r.code == "timedOut" and r.error is not None and r.error.path == f"[1].{loop}"
+    assert s.locals["k"] == 0 and s.locals["a"] == 1

@@ -1,15 +1,17 @@
 """Property test of sync commands (``Command.sync``) and atomic commands (``Command.atomic``): random
 small fragments, drawn from a grammar of the commands that can run as plain calls, run on fresh
-sessions four ways — as they are (a loop's sync body as steps, :mod:`~s2o_kernel.engine.fragments.fastpath`);
-with a loop's sync body run command by command (no steps: ``fastpath.BUILDERS`` emptied); with every
-command a coroutine (the registry's ``run_sync`` taken away); with no command atomic (a snapshot before
-every command) — and give the same result code,
+sessions four ways — as they are (a loop's sync body as steps and a ``while`` condition that cannot
+await read by a plain call, :mod:`~s2o_kernel.engine.fragments.fastpath`); with a loop's sync body run
+command by command and every condition awaited (no steps: ``fastpath.BUILDERS`` emptied,
+``fastpath.condition`` giving none); with every command a coroutine (the registry's ``run_sync`` taken
+away, every condition awaited); with no command atomic (a snapshot before every command) — and give the same result code,
 value, outputs, logs, error (code, path, message), locals, agent and conversation variables, and the
 same ``exc``/``result``/``command`` left in the namespace.
 
 The grammar: ``var`` with one to three fields (locals, ``agent.``/``conv.`` variables, item targets
 that may be out of range or of a variable not set), ``if``/``else``, ``for`` over small lists,
-``while`` with a counter, ``break``/``continue`` inside loops, ``log``, ``output``, ``return``,
+``while`` with a counter and a condition that may fail, read ``exc``, the loop's item, a reference
+or plain text, or await, ``break``/``continue`` inside loops, ``log``, ``output``, ``return``,
 ``fail``, ``end``, ``onError`` handlers reading ``exc``, an awaiting ``var`` now and then (so a sync
 command sits beside, inside and around coroutine ones), and expressions that sometimes fail (division
 by zero, an index out of range, a name set on one branch only, a value that is no JSON in an agent
@@ -27,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s2o_kernel.engine import Engine, Session, bare_settings
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 from s2o_kernel.engine import commands as registry
 from s2o_kernel.engine.fragments import fastpath
 
@@ -52,6 +54,16 @@ CONDITIONS = ["{ a > 1 }", "{ a % 2 == 0 }", "{ b }", "{ lst[5] }", "{ m > 0 }",
 TARGETS = ["a", "b", "m", "agent.x", "conv.z", "lst[0]", "lst[3]", "lst[9]", "d['k']", "d['new']",
            "agent.cart['n']", "agent.gone['n']", "conv.z2"]
 AWAITING = "{ await asyncio.sleep(0, 5) }"
+#: ``while`` conditions (the counter ``w``); some fail, some never turn false (``loop-limit``), one awaits.
+WHILE_CONDITIONS = ["{ w < 4 }", "{ w < a + 2 }", "{ lst[w] < 9 }", "{ w < len(lst) }", "{ 8 // (3 - w) }",
+                    "{ [w] if w < 3 else [] }", "{ asyncio.sleep(0, w < 3) }", "{ w < 3 and d['k'] > 0 }",
+                    "{ await asyncio.sleep(0, w < 2) }", "{ lst[w + 2] < 9 }", "{ 2 // (1 - w) }",
+                    "{ d['q'] > w }", "{ int(str(w) + 'x') }",
+                    "†agent.x", "on"]
+#: … only inside a handler (``exc``), a ``for`` (its item ``n``), after ``m`` was written.
+WHILE_HANDLER = ["{ exc.code != 'none' and w < 3 }"]
+WHILE_ITEM = ["{ w < n + 1 }"]
+WHILE_M = ["{ w < m }"]
 
 
 @dataclasses.dataclass
@@ -131,7 +143,9 @@ def command(draw: st.DrawFn, at: Where) -> dict[str, Any]:
         if draw(st.booleans()):
             cmd["for"]["index"] = "i"
     elif kind == "while":
-        cmd = {"while": {"condition": "{ w < 4 }",
+        pool = WHILE_CONDITIONS + (WHILE_HANDLER if at.in_handler else []) + (WHILE_ITEM if at.has_item else [])
+        pool += WHILE_M if at.wrote_m[0] else []
+        cmd = {"while": {"condition": draw(st.sampled_from(["{ w < 4 }", *pool])),
                          "commands": [{"var": {"w": "{ w + 1 }"}}, *commands(draw, at.inner(in_loop=True))]}}
     elif kind in ("break", "continue", "end"):
         cmd = {kind: {}}
@@ -164,19 +178,23 @@ def outcome(fragment: Any) -> tuple[Any, ...]:
 
 @contextlib.contextmanager
 def every_command_a_coroutine() -> Iterator[None]:
-    """The registry's ``run_sync`` taken away from every command that has a coroutine runner."""
+    """The registry's ``run_sync`` taken away from every command that has a coroutine runner; every
+    ``while`` condition awaited."""
     with pytest.MonkeyPatch.context() as mp:
         for name, spec in list(registry.REGISTRY.items()):
             if spec.run is not None and spec.run_sync is not None:
                 mp.setitem(registry.REGISTRY, name, dataclasses.replace(spec, run_sync=None))
+        mp.setattr(fastpath, "condition", lambda it, raw, path: None)
         yield
 
 
 @contextlib.contextmanager
 def no_steps() -> Iterator[None]:
-    """No command has a step of its own: a loop's sync body runs ``Interpreter.command_sync`` per command."""
+    """No command has a step of its own: a loop's sync body runs ``Interpreter.command_sync`` per command,
+    and every ``while`` condition is awaited (``Interpreter.truth``)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastpath, "BUILDERS", {})
+        mp.setattr(fastpath, "condition", lambda it, raw, path: None)
         yield
 
 
@@ -210,7 +228,8 @@ def test_a_fragment_runs_the_same_sync_as_a_coroutine_and_with_snapshots(fragmen
 
 def test_the_grammar_reaches_what_it_means_to():
     """The drawn fragments are not all refused at validation, and they do reach sync commands, failures,
-    handlers and loops, loops whose body runs as steps among them (so the property above is not vacuous)."""
+    handlers and loops, loops whose body runs as steps and ``while`` conditions read by plain calls among
+    them, and those conditions failing (so the property above is not vacuous)."""
     seen: dict[str, int] = {}
 
     @settings(max_examples=120, deadline=None, derandomize=True, database=None,
@@ -222,15 +241,33 @@ def test_the_grammar_reaches_what_it_means_to():
         for key in (code, err and err[0], stage, "outputs" if outputs else None, "logs" if logs else None):
             if key:
                 seen[key] = seen.get(key, 0) + 1
-    real_steps = fastpath.steps
+    real_steps, real_condition = fastpath.steps, fastpath.condition
 
     def steps(it: Any, body: Any) -> Any:
         seen["loops run as steps"] = seen.get("loops run as steps", 0) + 1
         return real_steps(it, body)
+
+    def condition(it: Any, raw: Any, path: str) -> Any:
+        found = real_condition(it, raw, path)
+        key = "plain conditions" if found is not None else "awaited conditions"
+        seen[key] = seen.get(key, 0) + 1
+        if found is None:
+            return None
+
+        def read(namespace: Any, view: Any, fields: Any = None) -> Any:
+            try:
+                return found(namespace, view, fields)
+            except S2OError:
+                seen["a plain condition failed"] = seen.get("a plain condition failed", 0) + 1
+                raise
+        return read
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fastpath, "steps", steps)
+        mp.setattr(fastpath, "condition", condition)
         tally()
     assert seen.get("loops run as steps", 0) >= 20, seen
+    assert seen.get("plain conditions", 0) >= 20 and seen.get("awaited conditions", 0) >= 3, seen
+    assert seen.get("a plain condition failed", 0) >= 3, seen
     assert seen.get("success", 0) >= 20
     assert seen.get("errorInAgent", 0) >= 10
     for code in ("runtime", "not-set"):

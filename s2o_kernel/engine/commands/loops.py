@@ -18,7 +18,7 @@ from pydantic import Field
 from ..errors import S2OError
 from ..fragments import fastpath
 from ..fragments.tree import Break, Continue, all_sync, join
-from ..scopes import HANDLING, ErrorView, check_target_name
+from ..scopes import HANDLING, check_target_name
 from ..values import PLAIN_TYPES, runtime_error
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 
@@ -191,15 +191,40 @@ def accepted(name: str) -> bool:
 
 
 async def run_while(it: Interpreter, cmd: Command) -> None:
-    """Run the body while the condition is true."""
+    """Run the body while the condition is true. A condition that cannot await is read by a plain call
+    (:func:`..fragments.fastpath.condition`) and a body of sync commands runs as steps; a condition that
+    may await, or any condition once the session's engine changed mid-run (turned guarded), is awaited
+    through :meth:`~..fragments.interpreter.Interpreter.truth`, a body that may await through ``block``."""
     body = cmd.children["commands"]
     steps = fastpath.steps(it, body) if all_sync(body) else None
+    raw, path = cmd.model.condition, f"{cmd.path}.condition"
+    test = fastpath.condition(it, raw, path)
     namespace, view = it.session.namespace(), HANDLING.get()
+    execution, engine, truth_of = it.execution, it.execution.engine, it.truth_of
+    passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, it.session.progress
     count = 0
-    while await it.truth(cmd.model.condition, f"{cmd.path}.condition"):
+    while True:
+        if test is not None and execution.engine is engine:
+            value = test(namespace, view)
+            if not (value if type(value) is bool else truth_of(value, path)):
+                break
+        elif not await it.truth(raw, path):
+            break
         count += 1
-        begin_pass(it, cmd, count)
-        if not (pass_steps(steps, namespace, view) if steps is not None else await pass_async(it, body)):
+        if count > passes:  # begin_pass, inline
+            raise loop_limit(it, cmd)
+        if monotonic() - start > seconds:
+            it.check_time(cmd.path)
+        progress.note_pass(count)
+        if steps is not None:  # pass_async for a body of sync commands, as steps
+            try:
+                for step in steps:
+                    step(namespace, view)
+            except Break:
+                break
+            except Continue:
+                pass
+        elif not await pass_async(it, body):
             break
         if not count % YIELD_EVERY:
             await asyncio.sleep(0)
@@ -226,18 +251,6 @@ async def pass_async(it: Interpreter, body: list[Command]) -> bool:
     """Run one pass of a loop's body; ``False`` after a ``break``."""
     try:
         await it.block(body)
-    except Break:
-        return False
-    except Continue:
-        pass
-    return True
-
-
-def pass_steps(steps: list[Step], namespace: dict[str, Any], view: ErrorView | None) -> bool:
-    """:func:`pass_async` for a body of sync commands, as steps (:mod:`..fragments.fastpath`)."""
-    try:
-        for step in steps:
-            step(namespace, view)
     except Break:
         return False
     except Continue:

@@ -10,6 +10,12 @@ command is atomic or runs inside ``parallel``), the failure handling (``failed``
 the closure instead: each expression's compiled code, flags and JSON path, the target names (already
 checked), the branches' own steps. No registry lookup, no run-table lookup, no ``prepare`` call.
 
+A ``while`` condition that cannot await is read the same way, whatever the loop's body
+(:func:`condition`: the :func:`reader` of its expression, called by ``commands/loops.run_while`` before
+each pass). A body that awaits may call functions and run handlers, but each ``call`` and each
+``onError`` sets its namespace and ``exc`` back when it ends, so the namespace and ``exc`` the loop read
+once are still its own when the condition is read again.
+
 Which commands have a step of their own (:data:`BUILDERS`): ``var`` (a local target without items is
 set in place when its value is a plain ``str``, number…, as :meth:`~..session.Session.set_local` would;
 any other value or target goes through :func:`..commands.var.store`), ``if``, ``break`` and
@@ -27,7 +33,8 @@ What a step takes as given, and why it holds:
   (``Interpreter.recover_sync``). Each expression still sets ``__builtins__``, ``command`` and ``exc`` in
   the namespace right before it runs, as ``Session.prepare`` does: ``parallel`` branches sharing the
   namespace set their own between the loop's passes.
-* the engine: checked before every step. A host object stored mid-run turns the session's engine
+* the engine: checked before every step (and before every read of a ``while`` condition, which then
+  goes back to being awaited through ``Interpreter.truth``). A host object stored mid-run turns the session's engine
   guarded (``Session.set_local``); a step built for the old engine then runs the general path, and the
   next loop run builds steps for the new one.
 
@@ -141,6 +148,28 @@ def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...], into: T
                 store(it, into, value)
         return value
     return read
+
+
+def condition(it: Interpreter, raw: Any, path: str) -> Reader | None:
+    """The reader of a ``while`` condition ``raw`` (at ``path``) that cannot await, for the session's engine
+    now: a dynamic string whose expression neither awaits nor is one call whose coroutine the run awaits
+    (``Compiled.is_coroutine_code``, ``top_call``), a reference or plain text. ``None`` for any other
+    (the loop then awaits :meth:`~.interpreter.Interpreter.truth`, as it always did), and for an
+    expression that does not compile (the general path reports that error where it always did).
+
+    The reader is :func:`reader`'s: ``eval`` of the compiled code in the loop's namespace, ``__builtins__``,
+    ``command`` and ``exc`` set first, the result checked, any failure coded at ``path``. What it does not
+    do is the loop's: the truth (:meth:`~.interpreter.Interpreter.truth_of`) and, before each read, the
+    check that the session's engine is still the one the reader was built for."""
+    if not isinstance(raw, str):  # a list or a dict: the general path walks it (an item may await)
+        return None
+    try:
+        compiled = it.compiled_for(raw, path, None)
+        if compiled is not None and (compiled.is_coroutine_code or compiled.top_call):
+            return None
+        return reader(it, raw, path, ())
+    except S2OError:
+        return None
 
 
 def command_step(it: Interpreter, cmd: Command, engine: Engine, run: Step, *, snapshot: bool = True) -> Step:

@@ -1,0 +1,255 @@
+"""Expressions run without the watchdog (issue 12; ``docs/performance.md``, "Method calls").
+
+``Execution.evaluate`` runs a cached expression without arming the time limit when its only calls are
+C methods of values of exact builtin types (``name.upper()``; :func:`s2o_kernel.engine.limits.unwatched_calls`),
+tested at run time by the values' exact types. These tests check the other side: everything that does
+not qualify — at compile time (a call of a function, a bounded or sized helper, a method not listed, an
+argument that calls, a guarded engine) or at run time (a subclass, a secret, a host object, a name not
+set) — still runs under the time limit; and what does qualify gives exactly what the armed path gives.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import types
+from typing import Any
+
+import pytest
+
+from s2o_kernel.engine import Engine, Session, bare_settings, default_settings, limits, reach
+from s2o_kernel.engine.bounded import SIZED_METHODS
+from s2o_kernel.engine.denylist import FORMAT_ATTRIBUTES
+from s2o_kernel.engine.execution import Execution
+
+STR, INT = frozenset({str}), frozenset({int, bool})
+ARG = limits.ARGUMENT_TYPES
+
+
+def needs(source: str, **settings: Any) -> Any:
+    """``Compiled.unwatched`` of ``source`` under the default settings (merged with ``settings``)."""
+    return Engine(default_settings() if not settings else bare_settings(settings)).compile(source).unwatched
+
+
+# -- what qualifies, at compile time -----------------------------------------------------------------
+
+@pytest.mark.parametrize("source, expected", [
+    ("name.upper()", (("name", STR),)),
+    ("name.strip().lower()", (("name", STR),)),
+    ("name.upper().count(x)", (("name", STR), ("x", ARG))),
+    ("text.split(',', 2)", (("text", STR),)),
+    ("text.split(sep=None, maxsplit=n)", (("text", STR), ("n", ARG))),
+    ("n.bit_length() + 1", (("n", INT),)),
+    ("x.as_integer_ratio()", (("x", frozenset({int, bool, float})),)),
+    ("name.upper() if flag else other", (("name", STR),)),
+    ("name.startswith(p) and name.endswith(p)", (("name", STR), ("p", ARG))),
+])
+def test_method_calls_of_builtin_values_qualify(source, expected):
+    assert needs(source) == expected
+
+
+@pytest.mark.parametrize("source", [
+    "len(name)",  # a call of a name: any function, Python code included
+    "name.replace('a', 'b')", "sep.join(parts)", "name.encode('idna')", "name.translate(table)",
+    "name.zfill(5)", "name.center(9)", "name.expandtabs(4)", "n.to_bytes(2, 'big')",  # sized: a helper call
+    "d.get('k')", "lst.sort()", "d.keys()",  # containers: items' dunders (lst.count(x) qualifies by its name:
+    # the run-time test then finds a list, not a str; see test_only_exact_builtin_values_skip_the_time_limit)
+    "name.upper().split().count(x)",  # list.count on the split's result
+    "name.split()[0].upper()", "d['k'].upper()", "agent.name.upper()", "sys.inputs.get('q')",
+    "name.count(str(x))", "name.count(x.y)", "name.count(d['k'])", "name.count(*xs)", "name.strip(**kw)",
+    "name.count([1][0])", "name.count(b'x')",
+    "name.upper() * 2", "n.bit_length() ** 2", "n.bit_length() % 3",  # bounded operators: helper calls
+    "f'{name}'.upper()", "f'{name!r:>{w}}'",  # f-strings: the helper or its type test
+    "[c.upper() for c in name]", "(c.upper() for c in name)", "{k: k.upper() for k in name}",
+    "name.upper() + str(1)", "name",  # a second call; no call at all (the simple path)
+])
+def test_anything_else_does_not_qualify(source):
+    assert needs(source) is None
+
+
+def test_await_and_guarded_code_do_not_qualify():
+    s = Session(Engine(bare_settings({"allowlist": "asyncio.sleep"})))
+    assert s.engine.compile("(await asyncio.sleep(0, name)).upper()").unwatched is None
+    guarded = Engine(bare_settings({"allowlist": "len"}), guard=True)
+    assert guarded.guarded and guarded.compile("name.upper()").unwatched is None
+
+
+def test_a_guarded_engine_never_runs_unwatched_even_if_its_guards_missed_a_call(monkeypatch):
+    """Two locks: a guarded tree's calls go through guard helpers (hidden names), and a guarded engine
+    does not even ask."""
+    monkeypatch.setattr(reach, "guard_tree", lambda tree: None)
+    guarded = Engine(bare_settings({"allowlist": "str"}), guard=True)
+    assert guarded.compile("name.title()").unwatched is None
+
+
+def test_a_hidden_name_never_qualifies():
+    """A name the rules' rewrites put in (a helper) disqualifies the whole expression, whatever it calls."""
+    tree = ast.parse("__s2o_x.upper()", mode="eval")
+    assert limits.unwatched_calls(tree) is None
+    assert limits.unwatched_calls(ast.parse("name.count(__s2o_x)", mode="eval")) is None
+    assert limits.unwatched_calls(ast.parse("name.upper() + __s2o_x", mode="eval")) is None
+
+
+def test_the_methods_listed_are_c_methods_never_bounded_or_refused():
+    c_kinds = (types.MethodDescriptorType, types.BuiltinMethodType, types.ClassMethodDescriptorType,
+               types.WrapperDescriptorType)
+    for kind, names in limits.UNWATCHED_METHODS.items():
+        assert kind in (str, int, bool, float)
+        for name in names:
+            assert isinstance(getattr(kind, name), c_kinds), (kind, name)
+            assert name not in SIZED_METHODS and name not in FORMAT_ATTRIBUTES and not name.startswith("_")
+    for name in limits.STR_RESULTS:
+        assert name in limits.UNWATCHED_METHODS[str]
+        assert type(getattr(" Ab_c ", name)(*(("A",) if name.startswith("remove") else ()))) is str
+
+
+# -- what runs without the watchdog, at run time ----------------------------------------------------------
+
+class Spy(dict):  # type: ignore[type-arg]
+    """Stands for the watchdog's table of armed deadlines: records every arming."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = 0
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.armed += 1
+        super().__setitem__(key, value)
+
+
+def armed_when_hot(s: Session, source: str) -> tuple[bool, Any]:
+    """Whether the second (hot) evaluation of ``source`` armed the time limit, and its outcome."""
+    with contextlib.suppress(Exception):
+        s.evaluate(source)  # cold: compiled, and run under the limit
+    spy = Spy()
+    s.execution._armed = spy
+    try:
+        outcome: Any = s.evaluate(source)
+    except Exception as exc:
+        outcome = (type(exc).__name__, getattr(exc, "code", None))
+    return bool(spy.armed), outcome
+
+
+class Shouty(str):
+    """A ``str`` subclass with a Python method of a listed name."""
+
+    def upper(self) -> str:
+        return "python code ran"
+
+
+class Count(int):
+    def bit_length(self) -> int:
+        return -1
+
+
+@pytest.mark.parametrize("locals_, source, armed", [
+    ({"name": "ab"}, "name.upper()", False),
+    ({"name": "ab", "x": "b"}, "name.strip().count(x)", False),
+    ({"n": 5}, "n.bit_length()", False),
+    ({"n": True}, "n.bit_length()", False),
+    ({"x": 2.5}, "x.is_integer()", False),
+    ({"name": Shouty("ab")}, "name.upper()", True),  # a subclass: its method is Python code
+    ({"n": Count(5)}, "n.bit_length()", True),
+    ({"name": "ab", "x": Shouty("b")}, "name.count(x)", True),  # an argument of a subclass
+    ({"name": "ab", "x": [1]}, "name.count(x)", True),  # an argument of another type
+    ({"name": 5}, "name.upper()", True),  # a method of another type than the one the value is
+    ({"x": "ab"}, "x.is_integer()", True),
+    ({"name": ["ab"]}, "name.count('ab')", True),
+    ({}, "name.upper()", True),  # not set: unknown-name, as before
+    ({"name": None}, "name.upper()", True),
+])
+def test_only_exact_builtin_values_skip_the_time_limit(locals_, source, armed):
+    s = Session(Engine(bare_settings({"allowlist": "len", "allow_unsafe_entries": True})), locals=locals_)
+    assert not s.engine.guarded
+    assert armed_when_hot(s, source)[0] is armed
+
+
+def test_a_python_method_of_a_subclass_still_runs_under_the_time_limit():
+    """A ``str`` subclass whose ``upper`` never ends (a host object, allowed unguarded by
+    ``allow_unsafe_entries``): the hot evaluation is stopped by the time limit, not run unwatched."""
+    class Endless(str):
+        def upper(self) -> str:
+            while True:
+                pass
+
+    s = Session(Engine(bare_settings({"allowlist": "len", "allow_unsafe_entries": True, "limits": {"time": 0.2}})),
+                locals={"name": "ab"})
+    assert s.evaluate("name.upper()") == "AB"
+    assert s.evaluate("name.upper()") == "AB"  # hot, unwatched
+    s.set_local("name", Endless("ab"))
+    with pytest.raises(Exception) as raised:
+        s.evaluate("name.upper()")
+    assert getattr(raised.value, "code", None) == "timedOut"
+
+
+def test_secrets_host_objects_and_guarded_sessions_take_the_armed_path():
+    s = Session(Engine(bare_settings({"allowlist": "len", "secrets": {"K": "sk-1"}})), locals={"name": "ab"})
+    s.evaluate("name.upper()")
+    s.set_local("t", s.evaluate("f'Bearer {sys.secret[\"K\"]}'"))
+    assert type(s.locals["t"]) is not str
+    assert armed_when_hot(s, "t.upper()")[0]
+    assert not armed_when_hot(s, "name.upper()")[0]
+
+    class Host:
+        pass
+    s.set_local("host", Host())  # a host object turns the session guarded: its code has no unwatched calls
+    assert s.engine.guarded
+    assert armed_when_hot(s, "name.upper()") == (True, "AB")
+
+
+# -- the same outcome either way --------------------------------------------------------------------------
+
+OUTCOME_CASES = [
+    ("name.upper()", {"name": "abc"}), ("name.strip().lower().count(x)", {"name": " AbA ", "x": "a"}),
+    ("text.split(',')", {"text": "a,b,,c"}), ("text.partition(x)", {"text": "k=v", "x": "="}),
+    ("name.index('zz')", {"name": "abc"}), ("name.count(5)", {"name": "abc"}),
+    ("name.split(None, n)", {"name": "a b c", "n": 1}), ("n.bit_length() + n.bit_count()", {"n": 255}),
+    ("x.is_integer() or x.hex()", {"x": 2.5}), ("name.upper() + other", {"name": "a", "other": 1}),
+    ("name.upper()[5]", {"name": "a"}), ("name.upper()", {"name": 7}), ("missing.upper()", {}),
+    ("text.splitlines()", {"text": "a\nb\n" * 4}),
+]
+
+
+def outcome_of(s: Session, source: str) -> Any:
+    try:
+        return ("value", s.evaluate(source))
+    except Exception as exc:
+        return ("error", getattr(exc, "code", type(exc).__name__), str(exc), getattr(exc, "line", None),
+                getattr(exc, "col", None))
+
+
+@pytest.mark.parametrize("source, locals_", OUTCOME_CASES)
+def test_unwatched_and_armed_evaluations_give_the_same_outcome(source, locals_, monkeypatch):
+    s = Session(Engine(default_settings()), locals=locals_)
+    first = outcome_of(s, source)
+    hot = outcome_of(s, source)
+    compiled = s.engine.compiled.get(source)
+    if compiled is not None:
+        monkeypatch.setattr(compiled, "unwatched_kinds", None)
+    armed = outcome_of(s, source)
+    assert first == hot == armed
+
+
+def test_the_result_check_still_runs_unwatched(monkeypatch):
+    """A result that is not plain (a list) is checked as on the armed path (``Execution.finish``)."""
+    s = Session(Engine(default_settings()), locals={"text": "a,b,c"})
+    assert s.evaluate("text.split(',')") == ["a", "b", "c"]
+    checked: list[Any] = []
+    finish = Execution.finish
+
+    def counted(self: Execution, compiled: Any, value: Any) -> Any:
+        checked.append(value)
+        return finish(self, compiled, value)
+    monkeypatch.setattr(Execution, "finish", counted)
+    assert armed_when_hot(s, "text.split(',')") == (False, ["a", "b", "c"])
+    assert checked == [["a", "b", "c"]] * 2
+
+
+def test_the_hot_path_takes_the_unwatched_branch(monkeypatch):
+    """So the comparisons above compare two paths: with the test failing, evaluate arms the limit."""
+    s = Session(Engine(default_settings()), locals={"name": "ab"})
+    assert armed_when_hot(s, "name.upper()") == (False, "AB")
+    assert Execution.evaluate is type(s.execution).evaluate
+    compiled = s.engine.compiled["name.upper()"]
+    monkeypatch.setattr(compiled, "unwatched_kinds", None)
+    assert armed_when_hot(s, "name.upper()") == (True, "AB")
