@@ -97,12 +97,16 @@ def _for_loop(quick: bool) -> list[Figure]:
 
     timers = {"python loop + eval": floor, "s2o": _runner(session, fragment, lambda v: v == expected),
               "python loop": python}
+    return _loop_figures(f"for-{PASSES}", timers, quick, "beyond the expression (target ≤ 2 µs)")
+
+
+def _loop_figures(case: str, timers: dict[str, Any], quick: bool, beyond: str) -> list[Figure]:
+    """Time ``timers`` interleaved against ``python loop + eval`` and add s2o's overhead per pass (µs)."""
     results = interleaved(timers, "python loop + eval", 3 if quick else 7, 0.05 if quick else 0.3)
-    out = [Figure(SECTION, f"for-{PASSES}", tool, seconds * 1e3, "ms", "python loop + eval", ratio)
+    out = [Figure(SECTION, case, tool, seconds * 1e3, "ms", "python loop + eval", ratio)
            for tool, (seconds, ratio) in results.items()]
     extra = (results["s2o"][0] - results["python loop + eval"][0]) / PASSES * 1e6
-    out.append(Figure(SECTION, f"for-{PASSES}", "s2o overhead per pass", extra, "µs", "", math.nan,
-                      "beyond the expression (target ≤ 2 µs)"))
+    out.append(Figure(SECTION, case, "s2o overhead per pass", extra, "µs", "", math.nan, beyond))
     return out
 
 
@@ -126,13 +130,8 @@ def _while_loop(quick: bool) -> list[Figure]:
         return time.perf_counter() - t0
 
     timers = {"python loop + eval": floor, "s2o": _runner(session, fragment, lambda v: v == PASSES)}
-    results = interleaved(timers, "python loop + eval", 3 if quick else 7, 0.05 if quick else 0.3)
-    out = [Figure(SECTION, f"while-{PASSES}", tool, seconds * 1e3, "ms", "python loop + eval", ratio)
-           for tool, (seconds, ratio) in results.items()]
-    extra = (results["s2o"][0] - results["python loop + eval"][0]) / PASSES * 1e6
-    out.append(Figure(SECTION, f"while-{PASSES}", "s2o overhead per pass", extra, "µs", "", math.nan,
-                      "beyond the condition and the expression (target ≤ 2 µs)"))
-    return out
+    return _loop_figures(f"while-{PASSES}", timers, quick,
+                         "beyond the condition and the expression (target ≤ 2 µs)")
 
 
 def _var_fields(quick: bool) -> list[Figure]:
