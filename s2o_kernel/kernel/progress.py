@@ -7,9 +7,14 @@ shows the first as ``display_data`` with a ``display_id`` in ``transient`` and e
 no report, so nothing is shown and nothing is stored with the notebook; nor does a headless run
 (``allow_stdin`` false: nbclient, nbval, papermill; the runner's ``watched``).
 
-When the run ends, the display is updated to empty text (decided in ``docs/design.md``): the
-cell's result or error says how it ended, and a final line holding a time would differ from run
-to run in a stored notebook. ``jupyter console`` prints the first ``display_data`` and ignores
+When the run ends, the display is updated to an empty MIME bundle, ``data: {}`` (decided in
+``docs/design.md``): the cell's result or error says how it ended, and a final line holding a time
+would differ from run to run in a stored notebook. JupyterLab renders an empty bundle as nothing and
+saves it as ``{"output_type": "display_data", "data": {}, "metadata": {}}``, an output in which
+nbval compares nothing (it skips ``output_type`` and ``metadata`` and compares each MIME type of
+``data``), so a notebook saved from JupyterLab after a long run still passes nbval against a
+headless run, which shows no progress. (Empty *text* was saved as a ``text/plain`` of ``""``,
+which nbval counted as one more output.) ``jupyter console`` prints the first ``display_data`` and ignores
 updates, so there a long run leaves its first progress line; after an answered ``ask`` the runner
 starts a new display (:meth:`~.runner.CellRunner.note_asked`), so the console prints a line after the
 answer too. Nothing here imports Jupyter.
@@ -47,20 +52,19 @@ class ProgressDisplay:
         #: The ``display_id`` of the line shown, ``None`` before the first report.
         self.display_id: str | None = None
 
-    def _send(self, msg_type: str, text: str) -> None:
+    def _send(self, msg_type: str, data: dict[str, str]) -> None:
         assert self.display_id is not None
-        self.publish(msg_type, {"data": {"text/plain": text}, "metadata": {},
-                                "transient": {"display_id": self.display_id}})
+        self.publish(msg_type, {"data": data, "metadata": {}, "transient": {"display_id": self.display_id}})
 
     def show(self, report: dict[str, Any]) -> None:
         """Show ``report`` (a ``PROGRESS``): a new display the first time, an update after."""
         first = self.display_id is None
         if first:
             self.display_id = f"s2o-progress-{uuid.uuid4().hex}"
-        self._send("display_data" if first else "update_display_data", progress_text(report))
+        self._send("display_data" if first else "update_display_data", {"text/plain": progress_text(report)})
 
     def end(self) -> None:
-        """Clear the line shown (an update to empty text); nothing when none was shown."""
+        """Clear the line shown (an update to the empty bundle ``{}``); nothing when none was shown."""
         if self.display_id is not None:
-            self._send("update_display_data", "")
+            self._send("update_display_data", {})
             self.display_id = None

@@ -11,6 +11,11 @@ kernel, runs all cells from the Run menu and reads the page:
 3. ``price.__class__`` shows the error: its ename (``underscore``) and the source line with a caret
    under it.
 
+A second test runs a cell past 2 s, sees its progress line while it runs, saves the notebook from
+JupyterLab (Ctrl+S) and runs ``pytest --nbval`` on the saved file: what JupyterLab keeps of the
+cleared progress line (``data: {}``) must not fail a headless rerun, which shows no progress
+(README, "Regression tests with nbval").
+
 The screenshot lands in ``build/artefacts/jupyterlab.png`` (kept by CI as an artefact), also when the
 test fails. Nothing started for the test outlives it: every process carries the run's marker, and a
 sweep after tear-down fails the test when one is still alive (after killing it).
@@ -24,12 +29,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
+from kernel_harness import kernel_env
 from lab_harness import KERNEL_NAME, MARKER, LabServer, command_lines, running_lab, sweep
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, ViewportSize, sync_playwright
@@ -60,12 +69,19 @@ ALL_CELLS_RAN = """(count) => {
 }"""
 
 
-def _notebook() -> dict[str, object]:
-    """The nbformat 4.5 notebook of ``CELLS`` on the ``s2o-browser`` kernel, never run."""
+#: The notebook of the progress test: a cell that runs past 2 s, then a quick one.
+PROGRESS_NOTEBOOK = "progress-test.ipynb"
+PROGRESS_CELLS = ["await slow_answer(3.5)", "1 + 1"]
+#: Seconds to wait for JupyterLab's save to reach the disk.
+SAVE_TIMEOUT = 30.0
+
+
+def _notebook(sources: list[str] = CELLS) -> dict[str, object]:
+    """The nbformat 4.5 notebook of ``sources`` (default ``CELLS``) on the ``s2o-browser`` kernel, never run."""
     cells = [
         {"cell_type": "code", "execution_count": None, "id": f"cell-{i}", "metadata": {}, "outputs": [],
          "source": source}
-        for i, source in enumerate(CELLS)
+        for i, source in enumerate(sources)
     ]
     return {
         "cells": cells,
@@ -122,16 +138,20 @@ def _log_in(page: Page, lab: LabServer) -> None:
     page.wait_for_url(lambda url: "/login" not in url)
 
 
-def _run_all_cells(page: Page, lab: LabServer) -> None:
-    """Open the notebook in a reset workspace, wait for the kernel to be idle, Run ▸ Run All Cells,
-    and wait until every cell has run and the kernel is idle again."""
-    page.goto(lab.url(f"lab/tree/{NOTEBOOK}?reset"))
+def _run_all_cells(page: Page, lab: LabServer, notebook: str = NOTEBOOK, count: int = len(CELLS),
+                   while_running: str | None = None) -> None:
+    """Open ``notebook`` (of ``count`` code cells) in a reset workspace, wait for the kernel to be idle,
+    Run ▸ Run All Cells, wait for the text ``while_running`` (when given) in an output, and wait until
+    every cell has run and the kernel is idle again."""
+    page.goto(lab.url(f"lab/tree/{notebook}?reset"))
     idle = page.locator(".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']")
     idle.wait_for()
     page.get_by_text(f"{KERNEL_NAME} | Idle").wait_for()  # the status bar: this kernel, started and idle
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-    page.wait_for_function(ALL_CELLS_RAN, arg=len(CELLS))
+    if while_running is not None:
+        page.locator(".jp-OutputArea-output", has_text=while_running).first.wait_for()
+    page.wait_for_function(ALL_CELLS_RAN, arg=count)
     idle.wait_for()
     page.mouse.move(VIEWPORT["width"] // 2, VIEWPORT["height"] - 60)  # empty notebook space: no hover in the picture
 
@@ -197,3 +217,53 @@ def _check_page(page: Page) -> None:
     source = next(i for i, line in enumerate(lines) if line.strip() == CELLS[2])
     assert re.fullmatch(r" *\^+ *", lines[source + 1]), lines
     assert "Traceback" not in error.inner_text()
+
+
+def _saved(path: Path, count: int) -> dict[str, object]:
+    """The notebook at ``path`` once JupyterLab has saved it with every one of its ``count`` code cells
+    run (an execution count each); fails after ``SAVE_TIMEOUT`` seconds."""
+    deadline = time.monotonic() + SAVE_TIMEOUT
+    while time.monotonic() < deadline:
+        with suppress(ValueError):  # written half-way
+            notebook = json.loads(path.read_text(encoding="utf-8"))
+            counts = [c.get("execution_count") for c in notebook["cells"] if c["cell_type"] == "code"]
+            if len(counts) == count and all(isinstance(n, int) for n in counts):
+                return notebook  # type: ignore[no-any-return]
+        time.sleep(0.2)
+    raise AssertionError(f"JupyterLab did not save {path.name} within {SAVE_TIMEOUT} s")
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_saved_from_jupyterlab_after_a_long_run_passes_nbval(run_id: str, tmp_path: Path) -> None:
+    """The progress line of a cell past 2 s shows in JupyterLab while it runs and is gone when it ends;
+    JupyterLab saves it as an empty bundle, and nbval, rerunning the saved notebook headless (no
+    progress), finds nothing to compare there: the notebook passes as saved."""
+    executable = _chromium()
+    base = tmp_path / "lab"
+    with running_lab(base, run_id) as lab, _browser_page(executable, tmp_path / "profile") as page:
+        path = lab.root / PROGRESS_NOTEBOOK
+        path.write_text(json.dumps(_notebook(PROGRESS_CELLS)), encoding="utf-8")
+        try:
+            _log_in(page, lab)
+            _run_all_cells(page, lab, PROGRESS_NOTEBOOK, len(PROGRESS_CELLS), while_running="running for")
+            cells = page.locator(".jp-Notebook .jp-CodeCell")
+            result = cells.nth(0).locator(".jp-OutputArea-executeResult .jp-OutputArea-output")
+            assert result.inner_text().strip() == "'done'"
+            assert "running for" not in cells.nth(0).locator(".jp-OutputArea").inner_text()  # cleared
+            page.keyboard.press("Control+s")
+            saved = _saved(path, len(PROGRESS_CELLS))
+        except Exception as error:
+            raise AssertionError(f"{error}\ndialogs: {_dialogs(page)}\nserver log:\n{lab.log_tail()}") from error
+    outputs = saved["cells"][0]["outputs"]  # type: ignore[index]
+    assert [o["output_type"] for o in outputs] == ["display_data", "execute_result"], outputs
+    assert outputs[0]["data"] == {}, outputs  # the cleared progress line, as JupyterLab keeps it
+    # install_spec (lab_harness._folders) put the kernelspec in base/prefix/share/jupyter.
+    env = kernel_env({"JUPYTER_PATH": str(base / "prefix" / "share" / "jupyter"),
+                      "JUPYTER_CONFIG_DIR": str(base / "config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "--color=no", "--nbval",
+         "--nbval-kernel-name", KERNEL_NAME, "-o", "addopts=", "--rootdir", str(path.parent), path.name],
+        cwd=path.parent, env=env, capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{len(PROGRESS_CELLS)} passed" in proc.stdout, proc.stdout
