@@ -8,10 +8,11 @@ The fragment is checked as a run would check it but not run. The listing names w
 (references, the variables its expressions read) and writes (var targets, outputPath targets);
 the diagram goes from sources through commands to destinations, one block per command: paths
 read on the left, the command in the middle, paths written on the right; a dashed arrow is a
-read by an expression. It comes as SVG, as Mermaid and as text, and the front end shows the
-richest it may: JupyterLab draws the SVG while the notebook is trusted (a notebook you ran
-yourself) and the Mermaid diagram (JupyterLab 4.1 and later) once reopened untrusted, since
-it shows no SVG from an untrusted notebook. jupyter console prints the graph drawn in text:
+read by an expression. It comes as SVG, as Mermaid and as text, and the front end picks one:
+JupyterLab 4.1 and later draws the Mermaid diagram (it ranks Mermaid above SVG, and saves its
+own drawing in place of the SVG, so store notebooks with %dataflow cells headless for nbval),
+an HTML export (jupyter nbconvert --to html) shows the SVG, and jupyter console prints the
+graph drawn in text:
   conv.userInput --+--> [var] --+--> local.x
 where ..+ marks a path read by an expression. Secret values show as *** in all three.
 """
@@ -24,7 +25,7 @@ from s2o_kernel.kernel.magics.base import Magic, MagicCall
 
 #: The MIME type of a Mermaid diagram, which JupyterLab 4.1+ renders natively.
 MERMAID = "text/vnd.mermaid"
-#: The MIME type of the SVG drawing, which JupyterLab ranks above Mermaid but shows only when trusted.
+#: The MIME type of the SVG drawing: nbconvert's HTML shows it; JupyterLab ranks it below Mermaid.
 SVG = "image/svg+xml"
 
 
@@ -32,10 +33,10 @@ def handle(call: MagicCall) -> None:
     """``%dataflow [FRAGMENT]``: the data flow of a fragment (SPEC 8, 9.1).
 
     Shows the text listing as display data, then the diagram as the cell's result:
-    ``image/svg+xml`` (:meth:`~s2o_kernel.engine.Dataflow.svg`, drawn by a trusted notebook),
-    ``text/vnd.mermaid`` (drawn by an untrusted one, JupyterLab 4.1+) and as ``text/plain`` the graph
-    drawn in text (:meth:`~s2o_kernel.engine.Dataflow.graph`), which a terminal (``jupyter console``)
-    prints (decided in docs/design.md). Secret values are redacted from every label before the SVG
+    ``image/svg+xml`` (:meth:`~s2o_kernel.engine.Dataflow.svg`, which nbconvert's HTML shows),
+    ``text/vnd.mermaid`` (which JupyterLab 4.1+ draws: it ranks Mermaid first) and as ``text/plain``
+    the graph drawn in text (:meth:`~s2o_kernel.engine.Dataflow.graph`), which a terminal
+    (``jupyter console``) prints (decided in docs/design.md). Secret values are redacted from every label before the SVG
     and the Mermaid source escape it (escaping could hide a secret with ``<`` or ``&`` in it), and
     from the text forms and the Mermaid source whole as well; not from the whole SVG, whose labels
     are all redacted already and whose markup a short secret could break. Raises ``syntax`` for an
