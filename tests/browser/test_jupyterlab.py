@@ -2,13 +2,18 @@
 
 A throwaway JupyterLab (``tests/support/lab_harness.py``: 127.0.0.1, a free port, a token, every
 Jupyter folder in the test's temp dir, this checkout's kernel as ``s2o-browser``) serves a notebook of
-three cells; Debian's headless Chromium, driven by Playwright for Python, opens it, waits for the
+four cells; Debian's headless Chromium, driven by Playwright for Python, opens it, waits for the
 kernel, runs all cells from the Run menu and reads the page:
 
 1. ``1 + 1`` shows as the plain text ``2``: a ``text/plain`` rendering, and no JSON tree viewer
    (``.jp-RenderedJSON``, the DOM of JupyterLab's ``application/json`` renderer) anywhere;
 2. rows (a list of dicts with the same keys) show as an html ``<table>`` of their keys and values;
-3. ``price.__class__`` shows the error: its ename (``underscore``) and the source line with a caret
+3. ``%dataflow`` shows its listing as text and its diagram drawn by JupyterLab's Mermaid renderer,
+   not the SVG of the same bundle: JupyterLab registers ``text/vnd.mermaid`` at rank 61, ahead of
+   ``image/svg+xml`` at 80 (docs/design.md, ``%dataflow``). The notebook is then saved (Ctrl+S): the
+   saved ``image/svg+xml`` is Mermaid's drawing, not the kernel's; and the kernel's SVG, shown alone in
+   the browser as an image, draws at its own size (``build/artefacts/dataflow-svg.png``);
+4. ``price.__class__`` shows the error: its ename (``underscore``) and the source line with a caret
    under it.
 
 A second test runs a cell past 2 s, sees its progress line while it runs, saves the notebook from
@@ -26,6 +31,7 @@ Chromium is never downloaded (no ``playwright install``): the test uses the syst
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -33,6 +39,7 @@ import subprocess
 import sys
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -42,6 +49,8 @@ from kernel_harness import kernel_env
 from lab_harness import KERNEL_NAME, MARKER, LabServer, command_lines, running_lab, sweep
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, ViewportSize, sync_playwright
+
+from s2o_kernel.engine import Engine, Session, bare_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where CI collects artefacts; ``build/`` is git-ignored.
@@ -60,7 +69,8 @@ NOTEBOOK = "browser-test.ipynb"
 CELLS = [
     "1 + 1",
     "[{'item': 'tea', 'price': 3}, {'item': 'cake', 'price': 5}]",
-    "price.__class__",
+    '%dataflow {"var": {"x": "\u2020conv.userInput || \u2020agent.default", "agent.seen": "{ x }"}}',
+    "price.__class__",  # last: Run All Cells stops at an error
 ]
 #: True in the page once every code cell shows an execution count (``[N]:``, not ``[*]:`` or ``[ ]:``).
 ALL_CELLS_RAN = """(count) => {
@@ -181,6 +191,33 @@ def test_jupyterlab_shows_text_a_table_and_the_error(run_id: str, tmp_path: Path
         # would see it if it outlived the server).
         assert any(" -m s2o_kernel " in line for line in command_lines(run_id)), command_lines(run_id)
         _check_page(page)
+        page.keyboard.press("Control+s")
+        saved = _saved(lab.root / NOTEBOOK, len(CELLS))
+        _check_saved_svg(page, saved)
+
+
+def _check_saved_svg(page: Page, saved: dict[str, object]) -> None:
+    """What JupyterLab saved of the ``%dataflow`` result, and the kernel's SVG drawn by the browser.
+
+    JupyterLab's Mermaid renderer puts its own drawing in the output as ``image/svg+xml`` (replacing the
+    kernel's) and its version in the metadata, and that is what it saves (docs/design.md, ``%dataflow``).
+    The kernel's SVG, alone in the page as an ``<img>`` (as nbconvert's HTML shows it), draws at its own
+    width and height; pictured in ``build/artefacts/dataflow-svg.png``.
+    """
+    [result] = [o for o in saved["cells"][2]["outputs"] if o["output_type"] == "execute_result"]  # type: ignore[index]
+    fragment = json.loads(CELLS[2].removeprefix("%dataflow "))
+    ours = Session(Engine(bare_settings({}))).dataflow(fragment).svg()
+    stored = "".join(result["data"]["image/svg+xml"])
+    assert stored != ours and "text/vnd.mermaid" in result["metadata"], result["metadata"]
+    assert "".join(result["data"]["text/vnd.mermaid"]).startswith("flowchart LR")
+    root = ET.fromstring(ours)
+    size = [int(root.get("width", "")), int(root.get("height", ""))]
+    source = "data:image/svg+xml;base64," + base64.b64encode(ours.encode()).decode()
+    page.set_content(f'<body style="margin:0;background:#202020"><img id="flow" src="{source}"></body>')
+    image = page.locator("#flow")
+    image.evaluate("(img) => img.decode()")  # rejects when the browser cannot draw it
+    assert image.evaluate("(img) => [img.naturalWidth, img.naturalHeight]") == size
+    page.screenshot(path=str(ARTEFACTS / "dataflow-svg.png"))
 
 
 def _check_page(page: Page) -> None:
@@ -190,7 +227,7 @@ def _check_page(page: Page) -> None:
     cells = page.locator(".jp-Notebook .jp-CodeCell")
     assert cells.count() == len(CELLS)
     outputs = [cells.nth(i).locator(".jp-OutputArea-output") for i in range(len(CELLS))]
-    assert [o.count() for o in outputs] == [1, 1, 1]
+    assert [o.count() for o in outputs] == [1, 1, 2, 1]
 
     # No JSON tree viewer anywhere: results are text/plain (and html for rows) unless %display json.
     assert page.locator(".jp-Notebook .jp-RenderedJSON").count() == 0
@@ -209,12 +246,20 @@ def _check_page(page: Page) -> None:
         ["tea", "3"], ["cake", "5"],
     ]
 
-    # (3) the error: ename and message, the source line, a caret under it; no engine frames.
-    error = outputs[2]
+    # (3) %dataflow: the listing as text, then the diagram, which JupyterLab draws from the Mermaid source
+    # (rank 61) rather than the SVG (rank 80).
+    listing, diagram = outputs[2].nth(0), outputs[2].nth(1)
+    assert listing.get_attribute("data-mime-type") == "text/plain"
+    assert listing.inner_text().startswith("reads:  agent.default, conv.userInput, local.x")
+    assert "jp-RenderedMermaid" in (diagram.get_attribute("class") or "").split()  # not jp-RenderedSVG
+    diagram.locator("figure img").wait_for()  # Mermaid draws its own svg, shown as an image
+
+    # (4) the error: ename and message, the source line, a caret under it; no engine frames.
+    error = outputs[3]
     assert error.get_attribute("data-mime-type") == "application/vnd.jupyter.stderr"
     lines = error.inner_text().splitlines()
     assert lines[0].startswith("underscore: "), lines
-    source = next(i for i, line in enumerate(lines) if line.strip() == CELLS[2])
+    source = next(i for i, line in enumerate(lines) if line.strip() == CELLS[3])
     assert re.fullmatch(r" *\^+ *", lines[source + 1]), lines
     assert "Traceback" not in error.inner_text()
 

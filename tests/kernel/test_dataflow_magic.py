@@ -7,12 +7,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kernel_harness import drain, execute, install_spec, result_data, running_kernel
+from kernel_harness import collect_iopub, drain, execute, install_spec, result_data, running_kernel, shell_reply
+from svg_reader import svg_blocks
 
 pytestmark = pytest.mark.timeout(120)
 
 D = "\u2020"
 MERMAID = "text/vnd.mermaid"
+SVG = "image/svg+xml"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +76,13 @@ def test_a_fragment_argument_shows_its_listing_and_diagram(kc: Any) -> None:
         "agent.default  --+            +--> agent.seen",
         "local.x        ..+",
     ])
-    assert result_data(outputs) == {MERMAID: diagram, "text/plain": graph}
+    # JupyterLab draws the SVG in a trusted notebook and the Mermaid diagram in an untrusted one.
+    data = result_data(outputs)
+    assert set(data) == {SVG, MERMAID, "text/plain"}
+    assert (data[MERMAID], data["text/plain"]) == (diagram, graph)
+    assert svg_blocks(data[SVG]) == [(
+        [("conv.userInput", False), ("agent.default", False), ("local.x", True)], "var",
+        [("local.x", ""), ("agent.seen", "")])]
 
 
 def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
@@ -100,6 +108,28 @@ def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
         "",
         "local.n ..+--> [functions.double.commands.return]",
     ]
+    assert svg_blocks(result_data(outputs)[SVG]) == [
+        ([], "functions.main.commands[0].call", [("agent.answer", "on success"), ("agent.problem", "on failure")]),
+        ([("local.n", True)], "functions.double.commands.return", []),
+    ]
+
+
+def test_a_secret_value_in_a_path_is_masked_in_every_form(kc: Any) -> None:
+    """Redaction comes before escaping: once escaped (``k&lt;3y&amp;9``, Mermaid's ``k#lt;3y#amp;9``) the
+    value would no longer be found."""
+    secret = "k<3y&9"
+    msg_id = kc.execute("%secret DATAFLOW_TOKEN", allow_stdin=True)
+    assert kc.get_stdin_msg(timeout=10)["msg_type"] == "input_request"
+    kc.input(secret)
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    collect_iopub(kc, msg_id)
+    reply, outputs = execute(kc, "%dataflow " + json.dumps({"var": {"x": f"{D}conv.cfg['{secret}']"}}))
+    assert reply["status"] == "ok", outputs
+    shown = json.dumps([m["content"] for m in outputs])
+    assert "3y" not in shown, shown
+    data = result_data(outputs)
+    assert svg_blocks(data[SVG]) == [([("conv.cfg['***']", False)], "var", [("local.x", "")])]
+    assert "conv.cfg['***']" in data[MERMAID] and "conv.cfg['***']" in data["text/plain"]
 
 
 def test_the_cell_form_reads_the_body(kc: Any) -> None:

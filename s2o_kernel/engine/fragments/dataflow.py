@@ -12,9 +12,10 @@ The fragment parser records one :class:`Access` per path a field reads or writes
 
 Paths are written in the reference notation without the dagger: ``local.total``, ``agent.cart['items'][0]``,
 ``sys.inputs.city``, ``result``. A :class:`Dataflow` is plain data (it crosses the worker's pipe as
-:meth:`Dataflow.to_dict`) and draws itself as text (:meth:`Dataflow.text`) and as a Mermaid flowchart
-(:meth:`Dataflow.mermaid`): data paths on the left and right, the commands that read and write them
-in between.
+:meth:`Dataflow.to_dict`) and draws itself as a text listing (:meth:`Dataflow.text`), as a graph in text
+(:meth:`Dataflow.graph`), as SVG (:meth:`Dataflow.svg`, drawn by :mod:`.dataflow_svg`) and as a Mermaid
+flowchart (:meth:`Dataflow.mermaid`): data paths on the left and right, the commands that read and write
+them in between.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..references import Ref
+from . import dataflow_svg
 
 #: How an access came about (see the module doc).
 VIAS = ("reference", "expression", "var", "loop", "outputPath")
@@ -32,6 +34,8 @@ VIAS = ("reference", "expression", "var", "loop", "outputPath")
 WHENS = ("", "on success", "on failure")
 #: The first line of :meth:`Dataflow.graph`: how to read it.
 GRAPH_LEGEND = "data flow: paths read --> [command] --> paths written (..+ read by an expression)"
+#: What :meth:`Dataflow.graph` and :meth:`Dataflow.svg` say of a fragment that reads and writes no path.
+NO_FLOW = "data flow: none (the fragment reads and writes no path)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,24 +111,48 @@ class Dataflow:
         per command and way; the read paths of all blocks share one column width. Deterministic: the
         same fragment gives the same text.
         """
-        blocks = []
+        blocks = self._blocks()
+        if not blocks:
+            return NO_FLOW
+        width = max((len(data) for _, reads, _ in blocks for data, _ in reads), default=0)
+        lines = [GRAPH_LEGEND]
+        for command, reads, writes in blocks:
+            lines.append("")
+            lines.extend(_graph_block(f"[{command}]", reads, writes, width))
+        return "\n".join(lines)
+
+    def svg(self, label: dataflow_svg.Label = str) -> str:
+        """The flowchart as an SVG document (the ``image/svg+xml`` of ``%dataflow``'s result), laid out
+        like :meth:`graph`: one block per command in document order, top to bottom, its reads in rounded
+        boxes on the left, the command in a box, its writes on the right; a read by an expression is a
+        dashed arrow, an ``outputPath``'s alternatives are labelled ``on success`` / ``on failure``. A
+        fragment with no path gets a small SVG saying :data:`NO_FLOW`.
+
+        Every label goes through ``label`` before it is XML-escaped: the kernel passes its redactor, so a
+        secret value (even one with ``<`` or ``&`` in it) never reaches the document. No script, event
+        handler, ``<foreignObject>`` or reference of any kind; deterministic. The structure, sizes and
+        safety rules are in :mod:`.dataflow_svg`.
+        """
+        blocks = self._blocks()
+        return dataflow_svg.draw(blocks, label) if blocks else dataflow_svg.message(NO_FLOW, label)
+
+    def _blocks(self) -> list[dataflow_svg.Block]:
+        """One block per command in document order, for :meth:`graph` and :meth:`svg`: the command's label,
+        its reads as ``(path, by an expression)`` and its writes as ``(path, when)``, each path once per
+        command and way."""
+        blocks: list[dataflow_svg.Block] = []
         for command in self.commands():
             mine = [a for a in self.accesses if a.command == command]
             reads = list(dict.fromkeys((a.data, a.via == "expression") for a in mine if a.mode == "read"))
             writes = list(dict.fromkeys((a.data, a.when) for a in mine if a.mode == "write"))
-            blocks.append((f"[{command or '(the fragment)'}]", reads, writes))
-        if not blocks:
-            return "data flow: none (the fragment reads and writes no path)"
-        width = max((len(data) for _, reads, _ in blocks for data, _ in reads), default=0)
-        lines = [GRAPH_LEGEND]
-        for box, reads, writes in blocks:
-            lines.append("")
-            lines.extend(_graph_block(box, reads, writes, width))
-        return "\n".join(lines)
+            blocks.append((command or "(the fragment)", reads, writes))
+        return blocks
 
-    def mermaid(self) -> str:
+    def mermaid(self, label: dataflow_svg.Label = str) -> str:
         """A Mermaid flowchart (``flowchart LR``): sources → commands → destinations; an expression's reads
-        are dotted arrows, an ``outputPath``'s alternatives are labelled ``on success`` / ``on failure``."""
+        are dotted arrows, an ``outputPath``'s alternatives are labelled ``on success`` / ``on failure``.
+        Every label goes through ``label`` (the kernel's redactor) before it is quoted, as in :meth:`svg`:
+        quoting turns ``<`` into ``#lt;``, after which a secret with ``<`` in it would no longer be found."""
         ids: dict[str, str] = {}
 
         def node(key: str, prefix: str) -> str:
@@ -134,14 +162,14 @@ class Dataflow:
 
         lines = ["flowchart LR"]
         for data in dict.fromkeys([*self.reads, *self.writes]):
-            lines.append(f'  {node("d:" + data, "d")}(["{_label(data)}"])')
+            lines.append(f'  {node("d:" + data, "d")}(["{_label(label(data))}"])')
         for command in self.commands():
-            lines.append(f'  {node("c:" + command, "c")}["{_label(command or "(the fragment)")}"]')
+            lines.append(f'  {node("c:" + command, "c")}["{_label(label(command or "(the fragment)"))}"]')
         seen: set[str] = set()
         for a in self.accesses:
             d, c = ids["d:" + a.data], ids["c:" + a.command]
             dotted = a.via == "expression"
-            arrow = f"-- {_label(a.when)} -->" if a.when else ("-.->" if dotted else "-->")
+            arrow = f"-- {_label(label(a.when))} -->" if a.when else ("-.->" if dotted else "-->")
             edge = f"  {d} {arrow} {c}" if a.mode == "read" else f"  {c} {arrow} {d}"
             if edge not in seen:
                 seen.add(edge)
