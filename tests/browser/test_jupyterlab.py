@@ -8,18 +8,18 @@ kernel, runs all cells from the Run menu and reads the page:
 1. ``1 + 1`` shows as the plain text ``2``: a ``text/plain`` rendering, and no JSON tree viewer
    (``.jp-RenderedJSON``, the DOM of JupyterLab's ``application/json`` renderer) anywhere;
 2. rows (a list of dicts with the same keys) show as an html ``<table>`` of their keys and values;
-3. ``%dataflow`` shows its listing as text and its diagram drawn by JupyterLab's Mermaid renderer,
-   not the SVG of the same bundle: JupyterLab registers ``text/vnd.mermaid`` at rank 61, ahead of
-   ``image/svg+xml`` at 80 (docs/design.md, ``%dataflow``). The notebook is then saved (Ctrl+S): the
-   saved ``image/svg+xml`` is Mermaid's drawing, not the kernel's; and the kernel's SVG, shown alone in
-   the browser as an image, draws at its own size (``build/artefacts/dataflow-svg.png``);
+3. ``%dataflow`` shows its listing as text and its diagram as the kernel's SVG (JupyterLab's SVG
+   renderer: the bundle holds no Mermaid source, docs/design.md ``%dataflow``). The notebook is then
+   saved (Ctrl+S): the saved ``image/svg+xml`` is the kernel's, byte for byte; and the kernel's SVG,
+   shown alone in the browser as an image, draws at its own size (``build/artefacts/dataflow-svg.png``);
 4. ``price.__class__`` shows the error: its ename (``underscore``) and the source line with a caret
    under it.
 
-A second test runs a cell past 2 s, sees its progress line while it runs, saves the notebook from
-JupyterLab (Ctrl+S) and runs ``pytest --nbval`` on the saved file: what JupyterLab keeps of the
-cleared progress line (``data: {}``) must not fail a headless rerun, which shows no progress
-(README, "Regression tests with nbval").
+A second test runs a cell past 2 s, sees its progress line while it runs, then a ``%dataflow`` cell,
+saves the notebook from JupyterLab (Ctrl+S) and runs ``pytest --nbval`` on the saved file: what
+JupyterLab keeps of the cleared progress line (``data: {}``) must not fail a headless rerun, which
+shows no progress, nor may what it keeps of a ``%dataflow`` result (README, "Regression tests with
+nbval").
 
 The screenshot lands in ``build/artefacts/jupyterlab.png`` (kept by CI as an artefact), also when the
 test fails. Nothing started for the test outlives it: every process carries the run's marker, and a
@@ -81,7 +81,7 @@ ALL_CELLS_RAN = """(count) => {
 
 #: The notebook of the progress test: a cell that runs past 2 s, then a quick one.
 PROGRESS_NOTEBOOK = "progress-test.ipynb"
-PROGRESS_CELLS = ["await slow_answer(3.5)", "1 + 1"]
+PROGRESS_CELLS = ["await slow_answer(3.5)", "1 + 1", CELLS[2]]  # the last: %dataflow
 #: Seconds to wait for JupyterLab's save to reach the disk.
 SAVE_TIMEOUT = 30.0
 
@@ -199,17 +199,15 @@ def test_jupyterlab_shows_text_a_table_and_the_error(run_id: str, tmp_path: Path
 def _check_saved_svg(page: Page, saved: dict[str, object]) -> None:
     """What JupyterLab saved of the ``%dataflow`` result, and the kernel's SVG drawn by the browser.
 
-    JupyterLab's Mermaid renderer puts its own drawing in the output as ``image/svg+xml`` (replacing the
-    kernel's) and its version in the metadata, and that is what it saves (docs/design.md, ``%dataflow``).
-    The kernel's SVG, alone in the page as an ``<img>`` (as nbconvert's HTML shows it), draws at its own
-    width and height; pictured in ``build/artefacts/dataflow-svg.png``.
+    JupyterLab saves the kernel's SVG as it came (its SVG renderer changes nothing in the output), so a
+    headless rerun compares equal. The kernel's SVG, alone in the page as an ``<img>`` (as nbconvert's
+    HTML shows it), draws at its own width and height; pictured in ``build/artefacts/dataflow-svg.png``.
     """
     [result] = [o for o in saved["cells"][2]["outputs"] if o["output_type"] == "execute_result"]  # type: ignore[index]
     fragment = json.loads(CELLS[2].removeprefix("%dataflow "))
     ours = Session(Engine(bare_settings({}))).dataflow(fragment).svg()
-    stored = "".join(result["data"]["image/svg+xml"])
-    assert stored != ours and "text/vnd.mermaid" in result["metadata"], result["metadata"]
-    assert "".join(result["data"]["text/vnd.mermaid"]).startswith("flowchart LR")
+    assert "".join(result["data"]["image/svg+xml"]) == ours
+    assert set(result["data"]) == {"image/svg+xml", "text/plain"}, result["data"].keys()
     root = ET.fromstring(ours)
     size = [int(root.get("width", "")), int(root.get("height", ""))]
     source = "data:image/svg+xml;base64," + base64.b64encode(ours.encode()).decode()
@@ -246,13 +244,13 @@ def _check_page(page: Page) -> None:
         ["tea", "3"], ["cake", "5"],
     ]
 
-    # (3) %dataflow: the listing as text, then the diagram, which JupyterLab draws from the Mermaid source
-    # (rank 61) rather than the SVG (rank 80).
+    # (3) %dataflow: the listing as text, then the diagram, drawn by JupyterLab's SVG renderer.
     listing, diagram = outputs[2].nth(0), outputs[2].nth(1)
     assert listing.get_attribute("data-mime-type") == "text/plain"
     assert listing.inner_text().startswith("reads:  agent.default, conv.userInput, local.x")
-    assert "jp-RenderedMermaid" in (diagram.get_attribute("class") or "").split()  # not jp-RenderedSVG
-    diagram.locator("figure img").wait_for()  # Mermaid draws its own svg, shown as an image
+    assert diagram.get_attribute("data-mime-type") == "image/svg+xml"
+    assert "jp-RenderedSVG" in (diagram.get_attribute("class") or "").split()
+    diagram.locator("img").wait_for()  # JupyterLab shows an SVG as an image
 
     # (4) the error: ename and message, the source line, a caret under it; no engine frames.
     error = outputs[3]
@@ -282,7 +280,8 @@ def _saved(path: Path, count: int) -> dict[str, object]:
 def test_a_notebook_saved_from_jupyterlab_after_a_long_run_passes_nbval(run_id: str, tmp_path: Path) -> None:
     """The progress line of a cell past 2 s shows in JupyterLab while it runs and is gone when it ends;
     JupyterLab saves it as an empty bundle, and nbval, rerunning the saved notebook headless (no
-    progress), finds nothing to compare there: the notebook passes as saved."""
+    progress), finds nothing to compare there; a ``%dataflow`` result is saved as the kernel sent it:
+    the notebook passes as saved."""
     executable = _chromium()
     base = tmp_path / "lab"
     with running_lab(base, run_id) as lab, _browser_page(executable, tmp_path / "profile") as page:

@@ -153,9 +153,9 @@ def test_progress_shows_again_after_an_answered_ask(console_env: dict[str, str],
         term.kill()
 
 
-def test_dataflow_prints_a_text_graph_not_mermaid_source(console_env: dict[str, str], tmp_path: Path) -> None:
+def test_dataflow_prints_a_text_graph_not_svg(console_env: dict[str, str], tmp_path: Path) -> None:
     """``%dataflow`` in a terminal: the listing, then ``Out`` with the graph drawn in text (the notebook's
-    Mermaid diagram stays in the bundle, which the console does not print)."""
+    SVG stays in the bundle, which the console does not print)."""
     term = _console(console_env, tmp_path)
     try:
         term.send('%dataflow {"var": {"x": "\u2020conv.userInput || \u2020agent.default", "agent.seen": "{ x }"}}\r')
@@ -166,6 +166,6 @@ def test_dataflow_prints_a_text_graph_not_mermaid_source(console_env: dict[str, 
                               "agent.default  --+            +--> agent.seen\n"
                               "local.x        ..+\n"))
         term.expect(r"In \[2\]: ")
-        assert "flowchart" not in term.text
+        assert "<svg" not in term.text
     finally:
         term.kill()

@@ -13,7 +13,6 @@ from svg_reader import svg_blocks
 pytestmark = pytest.mark.timeout(120)
 
 D = "\u2020"
-MERMAID = "text/vnd.mermaid"
 SVG = "image/svg+xml"
 
 
@@ -55,20 +54,7 @@ def test_a_fragment_argument_shows_its_listing_and_diagram(kc: Any) -> None:
         "  <- local.x  (expression, agent.seen)",
         "  -> agent.seen  (var, agent.seen)",
     ])}]
-    diagram = "\n".join([
-        "flowchart LR",
-        '  d0(["agent.default"])',
-        '  d1(["conv.userInput"])',
-        '  d2(["local.x"])',
-        '  d3(["agent.seen"])',
-        '  c4["var"]',
-        "  d1 --> c4",
-        "  d0 --> c4",
-        "  c4 --> d2",
-        "  d2 -.-> c4",
-        "  c4 --> d3",
-    ])
-    # A notebook draws the Mermaid diagram; a terminal (jupyter console) prints the text/plain graph.
+    # A notebook draws the SVG; a terminal (jupyter console) prints the text/plain graph.
     graph = "\n".join([
         "data flow: paths read --> [command] --> paths written (..+ read by an expression)",
         "",
@@ -76,10 +62,11 @@ def test_a_fragment_argument_shows_its_listing_and_diagram(kc: Any) -> None:
         "agent.default  --+            +--> agent.seen",
         "local.x        ..+",
     ])
-    # JupyterLab draws the SVG in a trusted notebook and the Mermaid diagram in an untrusted one.
+    # JupyterLab draws the SVG in a trusted notebook and shows the text graph in an untrusted one; no
+    # Mermaid source, which JupyterLab would draw first and save as its own image/svg+xml (docs/design.md).
     data = result_data(outputs)
-    assert set(data) == {SVG, MERMAID, "text/plain"}
-    assert (data[MERMAID], data["text/plain"]) == (diagram, graph)
+    assert set(data) == {SVG, "text/plain"}
+    assert data["text/plain"] == graph
     assert svg_blocks(data[SVG]) == [(
         [("conv.userInput", False), ("agent.default", False), ("local.x", True)], "var",
         [("local.x", ""), ("agent.seen", "")])]
@@ -101,7 +88,6 @@ def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
     listing = _displays(outputs)[0]["text/plain"]
     assert listing.startswith("reads:  local.n\nwrites: agent.answer, agent.problem\n")
     assert "  -> agent.problem  (outputPath, on failure)" in listing
-    assert "-- on success -->" in result_data(outputs)[MERMAID]
     assert result_data(outputs)["text/plain"].splitlines()[2:] == [
         "[functions.main.commands[0].call] --+-- on success --> agent.answer",
         "                                    +-- on failure --> agent.problem",
@@ -115,8 +101,7 @@ def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
 
 
 def test_a_secret_value_in_a_path_is_masked_in_every_form(kc: Any) -> None:
-    """Redaction comes before escaping: once escaped (``k&lt;3y&amp;9``, Mermaid's ``k#lt;3y#amp;9``) the
-    value would no longer be found."""
+    """Redaction comes before escaping: once escaped (``k&lt;3y&amp;9``) the value would no longer be found."""
     secret = "k<3y&9"
     msg_id = kc.execute("%secret DATAFLOW_TOKEN", allow_stdin=True)
     assert kc.get_stdin_msg(timeout=10)["msg_type"] == "input_request"
@@ -129,7 +114,7 @@ def test_a_secret_value_in_a_path_is_masked_in_every_form(kc: Any) -> None:
     assert "3y" not in shown, shown
     data = result_data(outputs)
     assert svg_blocks(data[SVG]) == [([("conv.cfg['***']", False)], "var", [("local.x", "")])]
-    assert "conv.cfg['***']" in data[MERMAID] and "conv.cfg['***']" in data["text/plain"]
+    assert "conv.cfg['***']" in data["text/plain"]
 
 
 def test_the_cell_form_reads_the_body(kc: Any) -> None:

@@ -13,9 +13,8 @@ The fragment parser records one :class:`Access` per path a field reads or writes
 Paths are written in the reference notation without the dagger: ``local.total``, ``agent.cart['items'][0]``,
 ``sys.inputs.city``, ``result``. A :class:`Dataflow` is plain data (it crosses the worker's pipe as
 :meth:`Dataflow.to_dict`) and draws itself as a text listing (:meth:`Dataflow.text`), as a graph in text
-(:meth:`Dataflow.graph`), as SVG (:meth:`Dataflow.svg`, drawn by :mod:`.dataflow_svg`) and as a Mermaid
-flowchart (:meth:`Dataflow.mermaid`): data paths on the left and right, the commands that read and write
-them in between.
+(:meth:`Dataflow.graph`) and as SVG (:meth:`Dataflow.svg`, drawn by :mod:`.dataflow_svg`): data paths on
+the left and right, the commands that read and write them in between.
 """
 
 from __future__ import annotations
@@ -106,7 +105,7 @@ class Dataflow:
             agent.default  --+            +--> agent.seen
             local.x        ..+
 
-        ``..+`` is a read by an expression (the Mermaid diagram's dotted arrow); an ``outputPath``'s
+        ``..+`` is a read by an expression (the SVG's dashed arrow); an ``outputPath``'s
         alternatives are ``+-- on success --> path`` and ``+-- on failure --> path``. Each path shows once
         per command and way; the read paths of all blocks share one column width. Deterministic: the
         same fragment gives the same text.
@@ -148,34 +147,6 @@ class Dataflow:
             blocks.append((command or "(the fragment)", reads, writes))
         return blocks
 
-    def mermaid(self, label: dataflow_svg.Label = str) -> str:
-        """A Mermaid flowchart (``flowchart LR``): sources → commands → destinations; an expression's reads
-        are dotted arrows, an ``outputPath``'s alternatives are labelled ``on success`` / ``on failure``.
-        Every label goes through ``label`` (the kernel's redactor) before it is quoted, as in :meth:`svg`:
-        quoting turns ``<`` into ``#lt;``, after which a secret with ``<`` in it would no longer be found."""
-        ids: dict[str, str] = {}
-
-        def node(key: str, prefix: str) -> str:
-            if key not in ids:
-                ids[key] = f"{prefix}{len(ids)}"
-            return ids[key]
-
-        lines = ["flowchart LR"]
-        for data in dict.fromkeys([*self.reads, *self.writes]):
-            lines.append(f'  {node("d:" + data, "d")}(["{_label(label(data))}"])')
-        for command in self.commands():
-            lines.append(f'  {node("c:" + command, "c")}["{_label(label(command or "(the fragment)"))}"]')
-        seen: set[str] = set()
-        for a in self.accesses:
-            d, c = ids["d:" + a.data], ids["c:" + a.command]
-            dotted = a.via == "expression"
-            arrow = f"-- {_label(label(a.when))} -->" if a.when else ("-.->" if dotted else "-->")
-            edge = f"  {d} {arrow} {c}" if a.mode == "read" else f"  {c} {arrow} {d}"
-            if edge not in seen:
-                seen.add(edge)
-                lines.append(edge)
-        return "\n".join(lines)
-
 
 def _graph_block(box: str, reads: list[tuple[str, bool]], writes: list[tuple[str, str]], width: int) -> list[str]:
     """The lines of one command in :meth:`Dataflow.graph`: ``reads`` as ``(path, by an expression)``,
@@ -192,11 +163,6 @@ def _graph_block(box: str, reads: list[tuple[str, bool]], writes: list[tuple[str
             right = (" --" if i == 0 else "   ") + (f"+-- {when} --> " if when else "+--> ") + data
         lines.append((left + (box if i == 0 else " " * len(box)) + right).rstrip())
     return lines
-
-
-def _label(text: str) -> str:
-    """``text`` safe inside a quoted Mermaid label (quotes and angle brackets as entities)."""
-    return (text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;"))
 
 
 def ref_path(scope: str, items: tuple[Any, ...]) -> str:
