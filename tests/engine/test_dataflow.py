@@ -96,19 +96,24 @@ def test_the_text_and_the_diagram_show_sources_commands_and_destinations() -> No
     ])
 
 
+#: Four commands: a path read twice by one command (drawn once per command and way), an expression's
+#: read, an outputPath's two alternatives, a command that only writes and one that only reads.
+GRAPH_ACCESSES = [
+    Access("read", "conv.a", "[0].var", "[0].var.x", "reference"),
+    Access("read", "conv.a", "[0].var", "[0].var.y", "reference"),
+    Access("write", "local.x", "[0].var", "[0].var.x", "var"),
+    Access("read", "local.x", "[1].call", "[1].call.args.v", "expression"),
+    Access("read", "sys.inputs.longer", "[1].call", "[1].call.args.w", "reference"),
+    Access("write", "agent.ok", "[1].call", "[1].call.outputPath", "outputPath", "on success"),
+    Access("write", "agent.err", "[1].call", "[1].call.outputPath", "outputPath", "on failure"),
+    Access("write", "agent.log", "[2].var", "[2].var.agent.log", "var"),
+    Access("read", "result", "[3].return", "[3].return", "expression"),
+]
+
+
 def test_the_graph_draws_each_command_between_what_it_reads_and_writes() -> None:
     """The ``text/plain`` of ``%dataflow``'s result: a readable graph in a terminal (docs/design.md)."""
-    flow = Dataflow([
-        Access("read", "conv.a", "[0].var", "[0].var.x", "reference"),
-        Access("read", "conv.a", "[0].var", "[0].var.y", "reference"),  # once per command and way
-        Access("write", "local.x", "[0].var", "[0].var.x", "var"),
-        Access("read", "local.x", "[1].call", "[1].call.args.v", "expression"),
-        Access("read", "sys.inputs.longer", "[1].call", "[1].call.args.w", "reference"),
-        Access("write", "agent.ok", "[1].call", "[1].call.outputPath", "outputPath", "on success"),
-        Access("write", "agent.err", "[1].call", "[1].call.outputPath", "outputPath", "on failure"),
-        Access("write", "agent.log", "[2].var", "[2].var.agent.log", "var"),
-        Access("read", "result", "[3].return", "[3].return", "expression"),
-    ])
+    flow = Dataflow(list(GRAPH_ACCESSES))
     assert flow.graph() == "\n".join([
         "data flow: paths read --> [command] --> paths written (..+ read by an expression)",
         "",
@@ -124,19 +129,8 @@ def test_the_graph_draws_each_command_between_what_it_reads_and_writes() -> None
     assert Dataflow().graph() == "data flow: none (the fragment reads and writes no path)"
 
 
-#: The fragment of the graph test above, and what each of its blocks shows, read off its accesses.
-FLOW = Dataflow([
-    Access("read", "conv.a", "[0].var", "[0].var.x", "reference"),
-    Access("read", "conv.a", "[0].var", "[0].var.y", "reference"),
-    Access("write", "local.x", "[0].var", "[0].var.x", "var"),
-    Access("read", "local.x", "[1].call", "[1].call.args.v", "expression"),
-    Access("read", "sys.inputs.longer", "[1].call", "[1].call.args.w", "reference"),
-    Access("write", "agent.ok", "[1].call", "[1].call.outputPath", "outputPath", "on success"),
-    Access("write", "agent.err", "[1].call", "[1].call.outputPath", "outputPath", "on failure"),
-    Access("write", "agent.log", "[2].var", "[2].var.agent.log", "var"),
-    Access("read", "result", "[3].return", "[3].return", "expression"),
-    Access("read", "agent.x['<a&b>']", "[3].return", "[3].return.y", "reference"),
-])
+#: The accesses of the graph test above and one more, and what each of its blocks shows, read off them.
+FLOW = Dataflow([*GRAPH_ACCESSES, Access("read", "agent.x['<a&b>']", "[3].return", "[3].return.y", "reference")])
 #: Per block: reads as (path, dashed), the command, writes as (path, label on the arrow).
 FLOW_BLOCKS = [
     ([("conv.a", False)], "[0].var", [("local.x", "")]),
