@@ -87,11 +87,13 @@ HOSTS: dict[str, Callable[..., Any]] = {"wait_long": wait_long, "unwind_slowly":
 @pytest.fixture(autouse=True)
 def _python_sigint_handler() -> Any:
     """These tests send SIGINT to the main thread (``signal.pthread_kill``) and need Python's handler in
-    force at the OS level. In a full run (all tests in order, seen on 2026-12-02) the signal stopped
-    reaching it by the time this module ran, while ``signal.getsignal`` still named
-    ``default_int_handler``: something earlier changes SIGINT's disposition below Python's ``signal``
-    module (not yet identified; the same tests pass alone and after the modules before them). Setting
-    the handler again re-installs Python's own at the OS level."""
+    force at the OS level. In full runs of 2026-12-02 the signal seemed not to reach it (the runs went on
+    to their limit) while ``signal.getsignal`` still named ``default_int_handler``. A later full run that
+    read SIGINT's disposition from ``/proc/self/status`` after every test found it never changed; the
+    likelier cause, found after, is that Python runs a signal's handler only when the main thread gets
+    the interpreter lock, which a fragment's loop turning the event loop every few microseconds kept
+    from it for seconds (fixed: ``commands/loops.YIELD_INTERVAL``). Setting the handler again is kept as
+    a harmless guarantee that Python's own is installed."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)

@@ -22,10 +22,19 @@ from ..scopes import HANDLING, check_target_name
 from ..values import PLAIN_TYPES, runtime_error
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 
-#: A loop hands the event loop to parallel branches (and a pending cancellation) every this many passes:
-#: often enough to interleave, rarely enough that a pass costs no event-loop turn (about 5 µs;
-#: ``docs/performance.md``). A pass that never yields is still stopped by the run's watchdog.
+#: A loop hands the event loop to parallel branches (and a pending cancellation) at most every this many
+#: passes, so that a pass costs no event-loop turn (about 5 µs; ``docs/performance.md``), ...
 YIELD_EVERY = 32
+#: ... and at most every this many seconds. A turn of the event loop releases the interpreter lock for
+#: its ``select`` and takes it back at once; a thread waiting for the lock (the session's caller, a
+#: ``Session.interrupt`` from a timer, the worker's reporter and its SIGINT handler, the kernel's own
+#: threads in-process) asks for it only after waiting CPython's switch interval (5 ms) with no other
+#: thread taking it, so a loop that turned the event loop every few microseconds starved every other
+#: thread of the process for seconds (a 10 ms ticker ran once in 3 s; an interrupt from a timer was
+#: lost in 6–17 runs out of 40–60, the run going on to its time limit; docs/design.md). Turns at least
+#: this far apart leave the switch interval room to hand the lock over. A pass that never yields is
+#: still stopped by the run's watchdog.
+YIELD_INTERVAL = 0.01
 
 if TYPE_CHECKING:
     from ..fragments.fastpath import Step
@@ -105,7 +114,7 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
         await for_steps(it, cmd, iterator, fastpath.steps(it, body))
         return
     session = it.session
-    count = 0
+    count, turned = 0, monotonic()
     while True:
         item = next_item(iterator, cmd)
         if item is _DONE:
@@ -117,8 +126,9 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
         begin_pass(it, cmd, count)
         if not await pass_async(it, body):
             break
-        if not count % YIELD_EVERY:
+        if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
             await asyncio.sleep(0)  # let parallel branches and cancellation in
+            turned = monotonic()
 
 
 async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], steps: list[Step]) -> None:
@@ -130,7 +140,7 @@ async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], step
     item_name, index_name = m.item, m.index
     named = accepted(item_name) and (not index_name or accepted(index_name))
     passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, session.progress
-    count = 0
+    count, turned = 0, monotonic()
     while True:
         try:  # next_item, inline
             item = next(iterator)
@@ -161,8 +171,9 @@ async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], step
             break
         except Continue:
             pass
-        if not count % YIELD_EVERY:
+        if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
             await asyncio.sleep(0)
+            turned = monotonic()
 
 
 #: What :func:`next_item` returns after the last item.
@@ -202,7 +213,7 @@ async def run_while(it: Interpreter, cmd: Command) -> None:
     namespace, view = it.session.namespace(), HANDLING.get()
     execution, engine, truth_of = it.execution, it.execution.engine, it.truth_of
     passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, it.session.progress
-    count = 0
+    count, turned = 0, monotonic()
     while True:
         if test is not None and execution.engine is engine:
             value = test(namespace, view)
@@ -226,8 +237,9 @@ async def run_while(it: Interpreter, cmd: Command) -> None:
                 pass
         elif not await pass_async(it, body):
             break
-        if not count % YIELD_EVERY:
+        if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
             await asyncio.sleep(0)
+            turned = monotonic()
 
 
 def begin_pass(it: Interpreter, cmd: Command, count: int) -> None:
