@@ -52,8 +52,8 @@ def handle(call: MagicCall) -> None:
             raise S2OError("magic", "%dataflow needs a fragment, or a fragment cell run before it: "
                            "%dataflow {\"var\": {\"x\": \"\u2020conv.a || \u2020agent.b\"}}")
     flow = call.ctx.require_session().dataflow(fragment)
-    call.ctx.emit_display({"text/plain": call.ctx.redact(flow.text())})
     redact = call.ctx.redact
+    call.ctx.emit_display({"text/plain": redact(flow.text())})
     call.ctx.emit_result({SVG: flow.svg(label=redact), "text/plain": redact(flow.graph())})
 
 
