@@ -199,3 +199,46 @@ def test_reset_disposes_the_pool_and_the_next_call_opens_it_again(db: dict[str, 
     s.reset()
     assert not gateway._pools
     assert len(_value(s, {"db": {"profile": "main", "sql": "SELECT id FROM items"}})) == 5
+
+
+def test_a_session_that_is_gone_leaves_no_thread_and_no_connection(db: dict[str, str]) -> None:
+    """A session dropped without ``reset`` (a library user's, a test's) ends its gateway's loop thread
+    and closes its pool: no driver thread (aiosqlite has one per connection) and no connection outlives
+    it, and none is left for the garbage collector to close from another loop."""
+    import gc
+    import threading
+    import time
+
+    before = set(threading.enumerate())
+    others = _backends(db["url"]) if db["dialect"] == "postgresql" else 0
+    session = _session(db)
+    if db["dialect"] == "postgresql":
+        assert _backends(db["url"]) > others  # the pool's
+    assert len(_value(session, {"db": {"profile": "main", "sql": "SELECT id FROM items"}})) == 5
+    started = {t for t in set(threading.enumerate()) - before if t.name != "s2o-watchdog"}  # the process's own
+    assert any(t.name == "s2o-session-loop" for t in started), started
+    del session
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(t.is_alive() for t in started) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [t.name for t in started if t.is_alive()] == []
+    if db["dialect"] == "postgresql":  # and the server has no connection of it left
+        assert _backends(db["url"]) <= others
+
+
+def _backends(url: str) -> int:
+    """How many other connections the PostgreSQL server at ``url`` holds to its database."""
+    import asyncio
+
+    import asyncpg
+
+    async def count() -> int:
+        conn = await asyncpg.connect(url)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM pg_stat_activity "
+                                           "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+        finally:
+            await conn.close()
+
+    return asyncio.run(count())

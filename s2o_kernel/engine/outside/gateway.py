@@ -22,7 +22,9 @@ For each call it
 
 An exception a handler does not turn into a coded error becomes ``<kind>-failed`` (``unexpected`` for a
 kind without such a code), with its type and masked text. :meth:`Gateway.close` disposes every pool and
-ends the loop thread (``%reset``, shutdown, settings changes); the next call opens them anew.
+ends the loop thread (``%reset``, shutdown, settings changes); the next call opens them anew. A gateway
+that is garbage-collected unclosed (its session dropped) does the same without waiting (:func:`_release`):
+no loop thread, driver thread or connection outlives the session that made it.
 ``answer`` (an :data:`~.call.AnswerFn`) is what ``ask`` uses to ask a person; the kernel sets it per cell.
 """
 
@@ -34,6 +36,7 @@ import contextlib
 import dataclasses
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -81,6 +84,22 @@ def _wait_uninterrupted(ended: threading.Event, seconds: float) -> None:
             pass
 
 
+def _release(loop: LoopThread, pools: dict[tuple[str, str], tuple[Any, Closer]]) -> None:
+    """Close ``pools`` on ``loop`` and then stop it, without waiting: a collected gateway's finalizer,
+    which may run in any thread, the loop's own included. Each pool gets :data:`CLOSE_GRACE` seconds."""
+
+    async def close_then_stop() -> None:
+        try:
+            for _, closer in list(pools.values()):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(closer(), CLOSE_GRACE)
+        finally:
+            loop.stop()
+
+    with contextlib.suppress(RuntimeError):  # the loop is closed already
+        loop.loop.call_soon_threadsafe(lambda: loop.loop.create_task(close_then_stop()))
+
+
 class Gateway:
     """Serves outside calls with the profiles and secrets of ``settings`` (see the module doc).
 
@@ -101,6 +120,7 @@ class Gateway:
         self._pools: dict[tuple[str, str], tuple[Any, Closer]] = {}
         self._credentials: dict[tuple[str, str], dict[str, Any]] = {}
         self._evaluator: Any = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     # -- the profile and its evaluated fields ----------------------------------------------------
     def profile(self, kind: str, name: str | None, path: str) -> Any:
@@ -164,6 +184,9 @@ class Gateway:
         with self._lock:
             if self._loop is None or self._loop.loop.is_closed():
                 self._loop = LoopThread()
+                if self._finalizer is not None:
+                    self._finalizer.detach()
+                self._finalizer = weakref.finalize(self, _release, self._loop, self._pools)
             return self._loop.loop
 
     async def call(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
@@ -235,6 +258,9 @@ class Gateway:
         """Dispose every pooled client and engine and end the loop thread; the next call starts anew."""
         with self._lock:
             loop, self._loop = self._loop, None
+            if self._finalizer is not None:
+                self._finalizer.detach()
+                self._finalizer = None
         pools, self._pools = self._pools, {}
         self._credentials, self._evaluator = {}, None
         if loop is None:
