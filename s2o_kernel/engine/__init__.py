@@ -24,7 +24,7 @@ from .commands.var import parse_target
 from .engine import Compiled, Engine, Validation
 from .errors import ErrorGroup, S2OError
 from .fragments.dataflow import Access, Dataflow
-from .fragments.parser import fragment_kind
+from .fragments.kind import fragment_hint, fragment_kind
 from .outside.ask import ask_each
 from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
@@ -48,6 +48,7 @@ __all__ = [
     "ask_each",
     "bare_settings",
     "default_settings",
+    "fragment_hint",
     "fragment_kind",
     "fragment_words",
     "load_settings",

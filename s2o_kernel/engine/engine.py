@@ -14,7 +14,7 @@ import inspect
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from . import limits, reach, rewrites, rules
 from .allowlist import Allowlist, load_allowlist
@@ -117,6 +117,20 @@ def time_limit_text(name: str, seconds: float) -> str:
     return f"the run took longer than the time limit ({name} = {seconds:g} s)"
 
 
+def memory_limit_setting(limit: int) -> str:
+    """``limits.memory = 1 GiB``: the setting that caps a contained evaluation at ``limit`` bytes (SPEC 6)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit >= size:
+            return f"limits.memory = {limit / size:g} {unit}"
+    return f"limits.memory = {limit} bytes"
+
+
+def memory_limit_text(limit: int) -> str:
+    """The ``memory-limit`` message of a contained evaluation whose cap is ``limit`` bytes:
+    ``the evaluation ran out of memory (limits.memory = 1 GiB)``."""
+    return f"the evaluation ran out of memory ({memory_limit_setting(limit)})"
+
+
 class Engine:
     """Settings made ready to run: the loaded allowlist, the compile rules and a compile cache.
 
@@ -216,6 +230,17 @@ class Engine:
     def time_limit_text(self) -> str:
         """The ``timedOut`` message: ``the run took longer than the time limit (limits.time = 30 s)``."""
         return time_limit_text(self.limit_names["time"], self.settings.limits.time)
+
+    #: True in the containment worker, whose address space is capped at ``limits.memory`` (SPEC 12), so a
+    #: ``MemoryError`` there is that cap; set by the worker for its process.
+    memory_capped: ClassVar[bool] = False
+
+    def out_of_memory_text(self) -> str:
+        """The ``memory-limit`` message: it names ``limits.memory`` where that is the cap (:attr:`memory_capped`);
+        in-process the machine ran out, which no setting bounds."""
+        if self.memory_capped:
+            return memory_limit_text(self.settings.limits.memory)
+        return "the evaluation ran out of memory"
 
     def _make_builtins(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self.allowlist.names)

@@ -355,7 +355,7 @@ class Execution:
                             + ("no command has produced a result yet" if exc.name == "result"
                                else "exc exists only inside an onError block"))
         if isinstance(exc, MemoryError):
-            return S2OError("memory-limit", "the evaluation ran out of memory")
+            return S2OError("memory-limit", self.engine.out_of_memory_text())
         if isinstance(exc, RecursionError):
             return S2OError("runtime", "RecursionError: the value is nested too deeply", python_type="RecursionError")
         if isinstance(exc, Exception):

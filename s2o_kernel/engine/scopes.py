@@ -272,6 +272,14 @@ def reveal(value: Any) -> Any:
     return value
 
 
+def masked_text(value: Any) -> str | None:
+    """What a text display shows of a :class:`SecretText`: its text with each secret as ``***`` (its
+    ``repr`` without the quotes); ``None`` for any other value. For sinks that show text (``output``)."""
+    if type(value) is SecretText:
+        return str(object.__getattribute__(value, "_masked"))
+    return None
+
+
 class SecretStore:
     """``sys.secret``: reachable only as ``sys.secret['LITERAL']`` (validated)."""
 

@@ -379,7 +379,8 @@ class Session:
         """
         from .fragments import bounds
         from .fragments.interpreter import run_program
-        from .fragments.parser import fragment_kind, parse_fragment
+        from .fragments.kind import fragment_kind
+        from .fragments.parser import parse_fragment
 
         start = time.monotonic()
         self.progress = RunProgress()

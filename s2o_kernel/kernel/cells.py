@@ -9,7 +9,8 @@ precedence:
 * ``%%name ...`` (cell magic, body = the following lines) or ``%name ...``
   (line magic, argument = the rest of the cell, so a JSON argument may span
   lines);
-* ``name?`` / ``?name`` → help on a name (IPython's ``?``), shown in the pager;
+* ``name?`` / ``?name`` → help on a name (IPython's ``?``), shown in the pager; ``%magic?`` (or
+  ``%%magic?``, ``??``) alone → that magic's help, as ``%help magic``;
 * ``exit``, ``quit``, ``exit()`` or ``quit()`` → end the console, as in IPython (the runner
   evaluates it instead when a local variable has that name);
 * JSON: a string literal → a dynamic string; a fragment (command object, list
@@ -119,6 +120,8 @@ def _magic_cell(text: str, code: str) -> Cell:
     m = _MAGIC_RE.match(first.strip())
     assert m is not None  # the pattern matches any single line
     percent, name, arg = m.groups()
+    if name.endswith("?") and not arg.strip() and not rest.strip():  # %limits? / %%allowlist??: its help
+        return Cell(LINE_MAGIC, text, magic="help", arg=name.rstrip("?"))
     if percent == "%%":
         return Cell(CELL_MAGIC, text, magic=name, arg=arg.strip(), body=rest,
                     raw_body=_raw_body_after_magic_line(code))  # fmt: skip

@@ -13,7 +13,7 @@ and checked, statically by mypy and at run time by ``tests/kernel/test_contract.
   ``on_print`` (text printed by evaluated code, handed to the cell as it comes), ``on_progress``
   (how far a run past two seconds has got) and ``close()`` (stops the worker; the kernel calls it
   on shutdown).
-* :class:`EngineFunctions`: the two pure engine functions the cell runner uses; the module
+* :class:`EngineFunctions`: the pure engine functions the cell runner uses; the module
   ``s2o_kernel.engine`` is one.
 * :data:`Prompt`: the front end's password prompt, as the kernel hands it to ``%secret``.
 * :class:`Answering`: the door of a session's outside calls (its ``outside``) as far as ``ask``
@@ -184,6 +184,11 @@ class EngineFunctions(Protocol):
 
     def fragment_kind(self, obj: Any) -> str | None:
         """``"command"``, ``"commands"``, ``"function"``, ``"agent"``, or ``None`` for other JSON (SPEC 7, 9)."""
+        ...
+
+    def fragment_hint(self, obj: Any) -> str | None:
+        """Why JSON that is not a fragment looks like a misspelled one (``'vars' is not a command (did you
+        mean 'var'?)``), or ``None``."""
         ...
 
     def as_json(self, value: Any) -> Any:

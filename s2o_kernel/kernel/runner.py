@@ -8,7 +8,7 @@ error triple when the cell failed. It never raises: every exception,
 ``KeyboardInterrupt`` included, becomes ``Outcome.error``.
 
 The engine is reached only through the session (:class:`~.contract.SessionLike`)
-and two pure functions (:class:`~.contract.EngineFunctions`) handed in as ``api``,
+and the pure functions of :class:`~.contract.EngineFunctions` handed in as ``api``,
 so the runner is unit-tested with a stand-in session. The runner is the
 :class:`~.magics.MagicContext` the magics work with.
 """
@@ -114,7 +114,7 @@ class CellRunner:
 
     ``session``: the engine session, or ``None`` when the engine could not
     start (every cell then reports ``startup_error``). ``api``: the engine's
-    ``fragment_kind`` and ``as_json``. ``pending_error``: an error to report
+    ``fragment_kind``, ``fragment_hint`` and ``as_json``. ``pending_error``: an error to report
     once, on the first cell (settings that failed to load).
     ``startup_warnings``: warnings of the settings loaded at start (e.g. a
     blocking allowlist entry), shown once on the first cell. A contained
@@ -222,6 +222,15 @@ class CellRunner:
             return None
         try:
             return self.api.fragment_kind(obj)
+        except Exception:  # an evaluated value of any type may be asked about
+            return None
+
+    def fragment_hint(self, obj: Any) -> str | None:
+        """Why ``obj`` looks like a misspelled fragment (the engine's ``fragment_hint``), or ``None``."""
+        if self.api is None:
+            return None
+        try:
+            return self.api.fragment_hint(obj)
         except Exception:  # an evaluated value of any type may be asked about
             return None
 
@@ -404,6 +413,14 @@ class CellRunner:
                 "note: this cell looks like a fragment but is not valid JSON "
                 f"({cell.json_error}), so it was read as an expression and did not run.\n",
             )
+        elif isinstance(value, (dict, list)) and cells.looks_like_json(cell.text):
+            hint = self.fragment_hint(value)  # JSON, but a misspelled fragment: it showed back, ran nothing
+            if hint:
+                self.emit_stream(
+                    "stderr",
+                    f"note: this cell is JSON but not a fragment ({hint}), so it was read as an "
+                    "expression and did not run; %%fragment reads it as a fragment.\n",
+                )
         self.show_value(value)
 
     @staticmethod

@@ -548,6 +548,7 @@ def test_contained_memory_bomb(contained: Any, rules: str, cell: str) -> None:
     try:
         reply, outputs = execute(kc, cell)
         assert (reply["status"], reply["ename"]) == ("error", "memory-limit")
+        assert "limits.memory = 100 MiB" in reply["evalue"]  # the cap it ran into, as timedOut names its limit
         assert km.is_alive()
         reply, outputs = execute(kc, "len(kept3) + len(agent.a)")
         assert result_data(outputs)["text/plain"] == "3"

@@ -3,7 +3,9 @@
 A string is short for ``{"text": …}``. An image part is base64 text with a ``mime`` type:
 ``image/png`` (the default) or ``image/jpeg``, the only image types SPEC 9 allows; any other
 ``mime``, or a ``mime`` beside a text or html part, is refused at validation (code ``fragment``,
-path ``….mime``). Parts are dicts of text fields::
+path ``….mime``). A text or html value that is not a string shows as its ``repr``, or ``str`` for
+html; text made with a secret (an f-string's ``SecretText``) as its text with the secret as ``***``.
+Parts are dicts of text fields::
 
     {"type": "text", "text": TEXT}
     {"type": "html", "html": TEXT}                 sanitised by the kernel, not here (SPEC 9)
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import S2OError
 from ..fragments.tree import join
+from ..scopes import masked_text
 from ..values import runtime_error
 from .spec import CommandSpec, FieldsModel
 
@@ -190,6 +193,9 @@ def _content(m: OutputFields) -> tuple[str, Any]:
 def _part(cmd: Command, kind: str, value: Any) -> dict[str, Any]:
     """The output part of ``kind`` whose evaluated content is ``value`` (see the module doc)."""
     path = f"{cmd.path}.{kind}"
+    masked = masked_text(value)  # text made with a secret shows as text, the secret as ***
+    if masked is not None and kind in ("text", "html"):
+        return {"type": kind, kind: masked}
     if kind == "text":
         return {"type": "text", "text": value if isinstance(value, str) else _text(repr, value, path)}
     if kind == "html":

@@ -1,6 +1,6 @@
 """Parsing a fragment: JSON made of commands, checked whole before anything runs (SPEC 7).
 
-:func:`fragment_kind` tells a fragment from other JSON. :func:`parse_fragment` turns a fragment into a
+:func:`~.kind.fragment_kind` tells a fragment from other JSON. :func:`parse_fragment` turns a fragment into a
 tree of :class:`~.tree.Command` objects and reports every problem at once, each with its JSON path
 (``functions.main.commands[2].var.total``), line and column:
 
@@ -32,6 +32,7 @@ from ..rules import RESERVED_NAMES
 from .bounds import parse_bounds
 from .dataflow import Access, Dataflow, expression_reads
 from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
+from .kind import describe_misses, fragment_kind, misspelled, unknown_commands
 from .tree import ARG_TYPES, Command, Function, Program, all_sync, join
 from .wiring import targets
 
@@ -69,39 +70,6 @@ def json_type(value: Any) -> str:
         if isinstance(value, t):
             return name
     return type(value).__name__
-
-
-def _is_command(obj: Any) -> bool:
-    names = registry.COMMAND_NAMES
-    return (isinstance(obj, dict) and bool(obj)
-            and any(k in names for k in obj) and all(k in names or k == "onError" for k in obj))
-
-
-def fragment_kind(obj: Any) -> str | None:
-    """``"command"``, ``"commands"``, ``"function"``, ``"agent"`` or ``None`` for other JSON (SPEC 7, 9)."""
-    if _is_command(obj):
-        return "command"
-    if isinstance(obj, list) and obj and all(_is_command(x) for x in obj):
-        return "commands"
-    if isinstance(obj, dict) and isinstance(obj.get("functions"), dict):
-        return "agent"
-    if isinstance(obj, dict) and "commands" in obj and set(obj) <= {"args", "commands", "onError"}:
-        return "function"
-    return None
-
-
-_FRAGMENT_KEYS = ("onError", "functions", "args", "commands")
-
-
-def _unknown_commands(obj: Any) -> list[str]:
-    """Keys of a would-be command object that are not commands (to name them in the message)."""
-    items = obj if isinstance(obj, list) else [obj]
-    found: list[str] = []
-    for item in items:
-        if isinstance(item, dict):
-            found.extend(k for k in item if k not in registry.COMMAND_NAMES and k not in _FRAGMENT_KEYS
-                         and k not in found)
-    return found[:5]
 
 
 class Parser:
@@ -373,8 +341,10 @@ def _check_whole(engine: Engine, fragment: Any) -> str:
         raise S2OError("fragment", f"a fragment is parsed JSON, and this is a {type(fragment).__name__} "
                        "(JSON text?); pass the parsed value: run_fragment(json.loads(text))", stage="validate")
     if kind is None:
-        unknown = _unknown_commands(fragment)
-        hint = f" (unknown command {', '.join(repr(k) for k in unknown)}; commands are " \
+        misses = misspelled(fragment)
+        unknown = unknown_commands(fragment)
+        hint = f" ({describe_misses(misses)})" if misses else \
+            f" (unknown command {', '.join(repr(k) for k in unknown)}; commands are " \
             f"{', '.join(sorted(registry.COMMAND_NAMES))})" if unknown else ""
         raise S2OError("fragment", "this JSON is not a fragment: expected a command object, a list of commands, "
                        f"a function object or an agent definition{hint}", stage="validate")

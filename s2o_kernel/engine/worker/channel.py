@@ -89,11 +89,11 @@ class Channel:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def death(status: int | None, partial: bool) -> tuple[str, str]:
+def death(status: int | None, partial: bool, cap: str = "") -> tuple[str, str]:
     """Code and message for a worker that ended during a request with exit ``status``
-    (``partial``: in the middle of a message)."""
+    (``partial``: in the middle of a message); ``cap`` names its memory cap (``limits.memory = 1 GiB``)."""
     if status in (-signal.SIGKILL, -signal.SIGSEGV):
-        return "memory-limit", "the evaluation worker ended during the run (out of memory?)"
+        return "memory-limit", f"the evaluation worker ended during the run (out of memory?{' ' + cap if cap else ''})"
     if partial:
         return wire.FAULT_CODE, f"the evaluation worker ended in the middle of a message (exit status {status})"
     return "unexpected", f"the evaluation worker ended during the run (exit status {status})"

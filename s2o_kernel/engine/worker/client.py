@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..commands.output import OutputBudget, text_bytes, text_limit_error
-from ..engine import Validation, time_limit_text
+from ..engine import Validation, memory_limit_setting, time_limit_text
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
@@ -62,8 +62,8 @@ KILL_GRACE = 1.0
 #: Seconds an interrupted worker has to answer before it is killed.
 INTERRUPT_GRACE = 1.0
 #: ``details["restarted"]`` of an error after which the worker was restarted.
-RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables "
-             "and every JSON-serialisable local")
+RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables and "
+             "every JSON local; locals that are not JSON (a set, a function, a granted object) are gone (SPEC 12)")
 #: Seconds a new worker has to start and load the settings.
 START_TIMEOUT = 30.0
 #: Message of an interrupted run (the kernel shows it as its evalue).
@@ -342,7 +342,7 @@ class IsolatedSession:
             code = "timedOut"
             message = time_limit_text(*(self._time_limit or ("limits.time", self._settings.limits.time)))
         elif isinstance(exc, EOFError):
-            code, message = death(status, partial)
+            code, message = death(status, partial, memory_limit_setting(self._settings.limits.memory))
         elif isinstance(exc, S2OError) and exc.code == wire.FAULT_CODE:
             code, message = exc.code, exc.message
         else:

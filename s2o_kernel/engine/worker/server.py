@@ -249,6 +249,7 @@ class Worker:
         from ..settings import bare_settings
 
         settings = bare_settings(req["settings"])
+        Engine.memory_capped = True  # the parent caps this process at limits.memory (SPEC 12)
         state = req.get("state") or {}
         self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
                                conv=state.get("conv"))
@@ -347,6 +348,12 @@ class PrintEvents:
         return False
 
 
+def _memory_text(worker: Worker) -> str:
+    """The ``memory-limit`` message, naming the cap this worker runs under (SPEC 6, 12)."""
+    session = worker.session
+    return session.engine.out_of_memory_text() if session is not None else "the evaluation ran out of memory"
+
+
 def answer(worker: Worker, line: bytes) -> bytes:
     """The encoded reply to one request line; never raises (every failure becomes an error reply)."""
     try:
@@ -359,7 +366,7 @@ def answer(worker: Worker, line: bytes) -> bytes:
     except S2OError as exc:
         return wire.encode_error_reply(request_id, exc)
     except MemoryError:
-        return wire.encode_error_reply(request_id, S2OError("memory-limit", "the evaluation ran out of memory"))
+        return wire.encode_error_reply(request_id, S2OError("memory-limit", _memory_text(worker)))
     except KeyboardInterrupt:
         return wire.encode_error_reply(
             request_id, S2OError("stopped", "the run was interrupted; the session keeps its variables"))

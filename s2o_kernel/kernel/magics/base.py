@@ -59,6 +59,10 @@ class MagicContext(Protocol):
         """The kind of fragment ``obj`` is (SPEC 7), or ``None``."""
         ...
 
+    def fragment_hint(self, obj: Any) -> str | None:
+        """Why ``obj``, JSON that is not a fragment, looks like a misspelled one, or ``None``."""
+        ...
+
     def emit_result(self, data: dict[str, Any], metadata: dict[str, Any] | None = None) -> None:
         """Show ``data`` (a mime bundle) as the cell's result."""
         ...

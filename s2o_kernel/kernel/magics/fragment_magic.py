@@ -6,9 +6,22 @@
 
 from __future__ import annotations
 
-from s2o_kernel.engine import S2OError
+from typing import Any
+
+from s2o_kernel.engine import S2OError, fragment_words
 from s2o_kernel.kernel.cells import parse_json_argument
 from s2o_kernel.kernel.magics.base import Magic, MagicCall
+
+
+def _unknown_keys(obj: Any) -> str | None:
+    """``unknown keys 'a', 'b'``: the keys of ``obj`` (an object, or the objects of a list) that no
+    fragment uses (:func:`~s2o_kernel.engine.fragment_words`), or ``None``."""
+    words = fragment_words()
+    keys: list[str] = []
+    for item in obj if isinstance(obj, list) else [obj]:
+        if isinstance(item, dict):
+            keys.extend(repr(k) for k in item if k not in words and repr(k) not in keys)
+    return f"unknown key{'s' if len(keys) > 1 else ''} {', '.join(keys[:5])}" if keys else None
 
 
 def handle(call: MagicCall) -> None:
@@ -21,10 +34,12 @@ def handle(call: MagicCall) -> None:
         raise S2OError("magic", "%%fragment needs a JSON fragment in the cell body.")
     obj = parse_json_argument(call.text, "The %%fragment body")
     if call.ctx.fragment_kind(obj) is None:
+        hint = call.ctx.fragment_hint(obj) or _unknown_keys(obj)
         raise S2OError(
             "fragment",
             "The %%fragment body is JSON but not a fragment: expected a command object, "
-            "a list of command objects, a function object or an agent definition.",
+            "a list of command objects, a function object or an agent definition"
+            + (f" ({hint})." if hint else "."),
             stage="validate",
         )
     call.ctx.show_run(call.ctx.run_fragment(obj))

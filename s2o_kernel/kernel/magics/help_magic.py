@@ -18,7 +18,7 @@ Each cell is one of:
   "Hello {name}"          a JSON string: a dynamic string, shown as the value it becomes
   { price * quantity }    a cell wrapped in braces: the dynamic-string form of its body
   {"var": {"x": 1}}       a JSON fragment: commands, a function or an agent definition
-  %name / %%name          a magic (%lsmagic lists them, %help NAME explains one)
+  %name / %%name          a magic (%lsmagic lists them, %help NAME or %NAME? explains one)
   name?                   help on a granted name or a variable
 
 Lines starting with # are comments in every kind of cell, so nbval markers

@@ -19,12 +19,19 @@ def _listed(names: Iterable[str]) -> str:
 
 
 def _fragment(call: MagicCall, text: str) -> Any:
-    """``text`` as a fragment when it is JSON that is one (SPEC 7), else ``None`` (an expression)."""
+    """``text`` as a fragment when it is JSON that is one (SPEC 7), else ``None`` (an expression); JSON
+    that looks like a misspelled fragment gets a note on stderr (it is validated as an expression)."""
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return obj if call.ctx.fragment_kind(obj) is not None else None
+    if call.ctx.fragment_kind(obj) is not None:
+        return obj
+    hint = call.ctx.fragment_hint(obj)
+    if hint:
+        call.ctx.emit_stream("stderr", f"note: this is JSON but not a fragment ({hint}), so it is validated as "
+                             "an expression.\n")
+    return None
 
 
 def handle(call: MagicCall) -> None:

@@ -1,0 +1,111 @@
+"""Telling a fragment from other JSON, and naming why JSON that looks like one is not (SPEC 7, 9).
+
+:func:`fragment_kind` is the rule of SPEC 9: a command object, a non-empty list of command objects, a
+function object or an agent definition is a fragment; any other JSON is read as an expression (a dict
+or a list). That reading hides a spelling mistake: ``{"vars": {"i": 0}}`` or ``[{"var": …}, {"retrun":
+…}]`` is a dict or a list, shown back, and nothing runs. :func:`misspelled` finds those: JSON every key
+of which is a command name, ``onError`` or a near miss of one (a different case, the same letters in
+another order, or ``difflib``'s ratio of at least :data:`CUTOFF`), with at least one near miss. It names
+each (``'vars'`` → ``'var'``) so the kernel can say so (:func:`fragment_hint`), and the engine's
+``fragment`` error for JSON that is not a fragment carries the same hint.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from .. import commands as registry
+
+#: Keys a fragment may have beside command names (function objects, agent definitions).
+FRAGMENT_KEYS = ("onError", "functions", "args", "commands")
+#: ``difflib.SequenceMatcher`` ratio from which a key is a near miss of a command name or ``onError``
+#: (``vars``/``var`` 0.86, ``retrun``/``return`` 0.83, ``onEror``/``onError`` 0.92; ``tasks``/``ask`` 0.75
+#: is not one).
+CUTOFF = 0.8
+#: At most this many near misses are named.
+MAX_NAMED = 5
+
+
+def _is_command(obj: Any) -> bool:
+    names = registry.COMMAND_NAMES
+    return (isinstance(obj, dict) and bool(obj)
+            and any(k in names for k in obj) and all(k in names or k == "onError" for k in obj))
+
+
+def fragment_kind(obj: Any) -> str | None:
+    """``"command"``, ``"commands"``, ``"function"``, ``"agent"`` or ``None`` for other JSON (SPEC 7, 9)."""
+    if _is_command(obj):
+        return "command"
+    if isinstance(obj, list) and obj and all(_is_command(x) for x in obj):
+        return "commands"
+    if isinstance(obj, dict) and isinstance(obj.get("functions"), dict):
+        return "agent"
+    if isinstance(obj, dict) and "commands" in obj and set(obj) <= {"args", "commands", "onError"}:
+        return "function"
+    return None
+
+
+def unknown_commands(obj: Any) -> list[str]:
+    """Keys of a would-be command object (or of the objects of a list) that are neither commands nor
+    fragment keys, in order, at most :data:`MAX_NAMED` (to name them in a message)."""
+    items = obj if isinstance(obj, list) else [obj]
+    found: list[str] = []
+    for item in items:
+        if isinstance(item, dict):
+            found.extend(k for k in item if isinstance(k, str) and k not in registry.COMMAND_NAMES
+                         and k not in FRAGMENT_KEYS and k not in found)
+    return found[:MAX_NAMED]
+
+
+def near_miss(key: str) -> str | None:
+    """The command name (or ``onError``) ``key`` is a near miss of, or ``None``.
+
+    ``Var`` → ``var``, ``fro`` → ``for``, ``vars`` → ``var``, ``retrun`` → ``return``, ``onEror`` →
+    ``onError``; a name
+    that is itself a command or ``onError`` is no miss.
+    """
+    words = [*sorted(registry.COMMAND_NAMES), "onError"]
+    if key in words:
+        return None
+    for word in words:
+        if key.lower() == word.lower() or (len(key) > 2 and sorted(key.lower()) == sorted(word.lower())):
+            return word  # another case, or the same letters in another order (``fro``)
+    close = difflib.get_close_matches(key, words, n=1, cutoff=CUTOFF)
+    return close[0] if close else None
+
+
+def misspelled(obj: Any) -> list[tuple[str, str]]:
+    """``[(key, meant)]`` when ``obj`` is not a fragment but would be a command object or a list of them
+    with the keys spelled right (see the module doc); ``[]`` otherwise. Never raises."""
+    if fragment_kind(obj) is not None:
+        return []
+    items = obj if isinstance(obj, list) else [obj]
+    if not items or not all(isinstance(item, dict) and item for item in items):
+        return []
+    found: list[tuple[str, str]] = []
+    for item in items:
+        for key in item:
+            if not isinstance(key, str):
+                return []
+            if key in registry.COMMAND_NAMES or key == "onError":
+                continue
+            meant = near_miss(key)
+            if meant is None:
+                return []  # a key that is nothing like a command: data, not a misspelled fragment
+            if (key, meant) not in found:
+                found.append((key, meant))
+    return found[:MAX_NAMED]
+
+
+def describe_misses(misses: list[tuple[str, str]]) -> str:
+    """``'vars' is not a command (did you mean 'var'?)``, joined with ``;`` for several."""
+    return "; ".join(f"{key!r} is not {'a field' if meant == 'onError' else 'a command'} (did you mean {meant!r}?)"
+                     for key, meant in misses)
+
+
+def fragment_hint(obj: Any) -> str | None:
+    """Why ``obj``, JSON that is not a fragment, looks like a misspelled one (``'vars' is not a command
+    (did you mean 'var'?)``), or ``None`` when it does not (:func:`misspelled`)."""
+    misses = misspelled(obj)
+    return describe_misses(misses) if misses else None

@@ -1,0 +1,101 @@
+"""A new user's first mistakes, through a real kernel (a new-user trial of the kernel, 2026-12-02).
+
+Each finding of that trial is a test here: a misspelled fragment that shows back as a dict and runs
+nothing gets a note naming the near miss (SPEC 9 still reads it as an expression); ``%name?`` is the
+magic's help, as in IPython; the shared demo database cannot be changed by a cell (its profile is
+read-only); text made with a secret shows as text with the secret as ``***``, not as a repr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kernel_harness import execute, result_data, running_kernel
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def kc(kernels_dir: Path, kernel_cwd: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A client of a kernel (contained, the default) with its own data folder and one secret."""
+    config = tmp_path_factory.mktemp("config") / "s2o.toml"
+    config.write_text('[secrets]\nK = "hunter2-first-steps"\n', encoding="utf-8")
+    env = {"S2O_DATA_DIR": str(tmp_path_factory.mktemp("data")), "S2O_CONFIG": str(config)}
+    with running_kernel(kernels_dir, kernel_cwd, env=env) as (_km, client):
+        yield client
+
+
+def stderr(outputs: list[dict[str, Any]]) -> str:
+    return "".join(m["content"]["text"] for m in outputs
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+
+
+@pytest.mark.parametrize(("cell", "miss"), [
+    ('{"vars": {"first_i": 0}}', "'vars' is not a command (did you mean 'var'?)"),
+    ('[{"var": {"first_i": 0}}, {"retrun": "{ first_i }"}]', "'retrun' is not a command (did you mean 'return'?)"),
+    ('{"var": {"first_i": 0}, "onEror": {"log": "x"}}', "'onEror' is not a field (did you mean 'onError'?)"),
+    ('{"Var": {"first_i": 0}}', "'Var' is not a command (did you mean 'var'?)"),
+])
+def test_a_misspelled_fragment_is_shown_back_with_a_note_and_runs_nothing(kc: Any, cell: str, miss: str) -> None:
+    reply, outputs = execute(kc, cell)
+    assert reply["status"] == "ok", reply
+    assert result_data(outputs)["text/plain"].startswith(("{", "["))  # SPEC 9: an expression, shown back
+    note = stderr(outputs)
+    assert miss in note and "did not run" in note and "%%fragment" in note, note
+    reply, _ = execute(kc, "first_i")
+    assert (reply["status"], reply["ename"]) == ("error", "unknown-name")  # nothing ran
+
+
+@pytest.mark.parametrize("cell", ['{"name": "x", "logs": [1]}', '{"price": 3}', "[1, 2]", '{"var": 1, "total": 2}'])
+def test_data_that_is_no_near_miss_gets_no_note(kc: Any, cell: str) -> None:
+    reply, outputs = execute(kc, cell)
+    assert reply["status"] == "ok", reply
+    assert stderr(outputs) == ""
+
+
+def test_validate_and_fragment_magics_name_the_near_miss(kc: Any) -> None:
+    reply, outputs = execute(kc, '%validate {"vars": {"i": 0}}')
+    assert reply["status"] == "ok", reply
+    assert "'vars' is not a command (did you mean 'var'?)" in stderr(outputs)
+    reply, _ = execute(kc, '%%fragment\n{"vars": {"i": 0}}')
+    assert (reply["status"], reply["ename"]) == ("error", "fragment")
+    assert "did you mean 'var'?" in reply["evalue"], reply
+    reply, _ = execute(kc, '%%fragment\n{"shout": 1, "var": {"i": 0}}')
+    assert "unknown key 'shout'" in reply["evalue"], reply
+
+
+@pytest.mark.parametrize("cell", ["%limits?", "%limits??", "%%allowlist?"])
+def test_a_magic_name_with_a_question_mark_is_its_help(kc: Any, cell: str) -> None:
+    name = cell.strip("%?")
+    _, wanted = execute(kc, f"%help {name}")
+    reply, outputs = execute(kc, cell)
+    assert reply["status"] == "ok", reply
+    assert result_data(outputs) == result_data(wanted)
+    assert f"%{name}" in result_data(outputs)["text/plain"]
+
+
+def test_the_demo_database_is_read_only_so_no_cell_changes_it_for_later_kernels(kc: Any) -> None:
+    count = '[{"db": {"profile": "demo", "sql": "SELECT count(*) AS n FROM orders"}}, {"return": "{ result[0][\'n\'] }"}]'
+    reply, outputs = execute(kc, count)
+    assert reply["status"] == "ok", reply
+    before = result_data(outputs)["text/plain"]
+    assert int(before) > 0
+    for sql in ("DELETE FROM orders", "DROP TABLE orders", "PRAGMA query_only = OFF"):
+        reply, _ = execute(kc, f'{{"db": {{"profile": "demo", "sql": "{sql}"}}}}')
+        assert (reply["status"], reply["ename"]) == ("error", "callFailed"), (sql, reply)  # SPEC 7.1
+        assert any(code in reply["traceback"][-1] for code in ("db-read-only", "db-failed")), (sql, reply)
+    reply, outputs = execute(kc, count)
+    assert result_data(outputs)["text/plain"] == before
+
+
+def test_text_made_with_a_secret_shows_as_text_with_the_secret_masked(kc: Any) -> None:
+    reply, outputs = execute(kc, '{"output": "{ f\'k={sys.secret[\\"K\\"]}\' }"}')
+    assert reply["status"] == "ok", reply
+    shown = [m["content"]["data"]["text/plain"] for m in outputs if m["msg_type"] == "display_data"]
+    assert shown == ["k=***"]
+    reply, outputs = execute(kc, '{"output": {"html": "{ f\'<b>{sys.secret[\\"K\\"]}</b>\' }"}}')
+    html = [m["content"]["data"] for m in outputs if m["msg_type"] == "display_data"]
+    assert html == [{"text/html": "<b>***</b>", "text/plain": "***"}]
