@@ -293,9 +293,10 @@ class Execution:
 
     def interrupt_async(self) -> None:
         """Cancel the coroutine running on the loop thread; the watchdog interrupts it if the cancel has not
-        reached it :data:`INTERRUPT_GRACE` seconds later (an expression that never awaits)."""
+        reached it :data:`INTERRUPT_GRACE` seconds later (an expression that never awaits). Once per run: a
+        second call would re-arm the watchdog after the first cancel withdrew it."""
         run = self._pending
-        if run is not None and not run.ended.is_set():
+        if run is not None and not run.ended.is_set() and run.cancelled_at is None:
             token = self._token
             if token is not None:  # asked before the cancel, which withdraws it once delivered
                 WATCHDOG.interrupt_soon(token, INTERRUPT_GRACE)

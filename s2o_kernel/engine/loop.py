@@ -146,7 +146,8 @@ class Submitted:
 
     def cancel(self) -> None:
         """Cancel the task from any thread: it ends at its next ``await`` (code that never awaits is the
-        watchdog's to interrupt)."""
+        watchdog's to interrupt). Only the first cancel is delivered: a second one (a second interrupt)
+        would land in the task's unwinding, its ``finally`` blocks that await, and cut them short."""
         if self.cancelled_at is None:
             self.cancelled_at = time.monotonic()
         if not self.ended.is_set():
@@ -154,6 +155,8 @@ class Submitted:
                 self.loop.call_soon_threadsafe(self._cancel)
 
     def _cancel(self) -> None:  # on the loop thread: so the task is at an await, where the cancel lands
+        if self._cancel_asked:  # delivered once (see cancel)
+            return
         self._cancel_asked = True
         if self._task is not None:
             self._task.cancel()

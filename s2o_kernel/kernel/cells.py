@@ -18,7 +18,8 @@ precedence:
 * a cell wrapped whole in braces ``{ ... }`` → the dynamic-string form: the
   whole cell text is handed to the engine as a dynamic string (``{ x * 2 }``
   means ``x * 2``; ``{"a": 1}`` means the dict);
-* otherwise one expression.
+* otherwise one expression; a trailing ``;`` (``x * 2;``) hides its result, as in IPython (the
+  expression still runs; an agent's expression has no ``;``, so this is the kernel's, like ``%``).
 
 Comment stripping is line-based: a line inside a triple-quoted string literal
 that starts with ``#`` is removed too (a documented limitation).
@@ -82,7 +83,9 @@ class Cell:
     the following lines without comments and ``raw_body`` the following lines
     exactly as written (comments included). For fragments ``data`` is the
     parsed JSON. ``json_error`` keeps why a JSON-looking cell was not JSON
-    (to hint at it if the expression reading fails too).
+    (to hint at it if the expression reading fails too). ``quiet``: an
+    expression written with a trailing ``;`` (not in ``text``), whose result is
+    not shown.
     """
 
     kind: str
@@ -93,6 +96,7 @@ class Cell:
     raw_body: str = ""
     data: Any = None
     json_error: str | None = None
+    quiet: bool = False
 
 
 def _raw_body_after_magic_line(code: str) -> str:
@@ -171,6 +175,8 @@ def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:
         json_error = found
     if text.startswith("{") and text.endswith("}"):
         return Cell(DYNAMIC, text, json_error=json_error)
+    if text.endswith(";") and text[:-1].strip():  # IPython's quiet cell: run it, show no result
+        return Cell(EXPRESSION, text[:-1].rstrip(), json_error=json_error, quiet=True)
     return Cell(EXPRESSION, text, json_error=json_error)
 
 

@@ -1,5 +1,9 @@
 """Completion, inspection and is_complete (pure functions; never raise).
 
+Completion offers magic names after ``%``, file names after the file magics (``%run``, ``%config``,
+``%state save|load``: the kernel's working directory), members after ``name.``, and otherwise names
+(allowlist, locals, namespaces, fragment words).
+
 Offsets are Unicode code points (protocol 5.2+); out-of-range cursor
 positions are clamped. Every completion reply carries
 ``metadata._jupyter_types_experimental`` aligned with ``matches``.
@@ -22,6 +26,10 @@ from s2o_kernel.kernel.contract import SessionLike
 _IDENT_CHARS = re.compile(r"[A-Za-z0-9_.]")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MAGIC_PREFIX = re.compile(r"^(\s*)(%%?)([A-Za-z0-9_-]*)$")
+#: The line magics that take a file, up to the file's partial path (``%run age``, ``%state load s``).
+_FILE_ARG = re.compile(r"^\s*%(?:run|config|state\s+(?:save|load))\s+(?:\S+\s+)*?(?P<partial>[^\s'\"]*)$")
+#: At most this many file names are offered.
+MAX_FILES = 200
 
 #: Words offered inside a JSON fragment: the command names and field names the engine accepts
 #: (SPEC 7), from its command registry; commands it refuses (``api``, ``db``, ``llm``, ``ask`` need
@@ -109,6 +117,9 @@ def complete(
         magic = _complete_magic(code, pos, list(line_magics), list(cell_magics))
         if magic is not None:
             return magic
+        files = _complete_file(code, pos)
+        if files is not None:
+            return files
         token, start = token_before(code, pos)
         if token[:1].isdigit() or session is None:
             return empty_reply(pos)
@@ -128,6 +139,32 @@ def _complete_magic(code: str, pos: int, line_magics: list[str], cell_magics: li
     names = cell_magics if percent == "%%" else line_magics
     hits = [(percent + n, "magic") for n in sorted(names) if n.startswith(partial)]
     return _reply(hits, pos - len(percent) - len(partial), pos)
+
+
+def _complete_file(code: str, pos: int) -> dict[str, Any] | None:
+    """File and folder names for the path argument of ``%run``, ``%config`` and ``%state save|load``, relative to
+    the kernel's working directory as those magics read them (folders end with ``/``; names starting with
+    ``.`` only after a ``.``); ``None`` elsewhere."""
+    import os
+
+    m = _FILE_ARG.match(_line_prefix(code, pos))
+    if not m or not _is_first_code_line(code, pos):
+        return None
+    partial = m.group("partial")
+    folder, _, stem = partial.rpartition("/")
+    where = os.path.expanduser(folder + "/" if folder else "") or "."
+    hits: list[tuple[str, str]] = []
+    try:
+        with os.scandir(where) as entries:
+            for entry in entries:
+                if entry.name.startswith(stem) and (stem.startswith(".") or not entry.name.startswith(".")):
+                    is_dir = entry.is_dir()
+                    hits.append((f"{folder}/" * bool(folder) + entry.name + "/" * is_dir, "path"))
+                    if len(hits) >= MAX_FILES:
+                        break
+    except OSError:
+        return empty_reply(pos)
+    return _reply(_sorted(hits), pos - len(partial), pos)
 
 
 def _complete_member(session: SessionLike, token: str, start: int, pos: int) -> dict[str, Any]:
@@ -325,6 +362,8 @@ def _is_complete(code: str) -> dict[str, str]:
     if text.startswith("%"):
         return _line_magic_status(text)
     if not looks_like_json(text):
+        if text.endswith(";") and text[:-1].strip():  # ``x;``: the expression, its result hidden (cells.py)
+            return _expression_status(text[:-1].rstrip())
         return _expression_status(text)
     return _json_or_expression_status(text)
 

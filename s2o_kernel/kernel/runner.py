@@ -404,6 +404,8 @@ class CellRunner:
             self._show_expression_value(self._with_json_hint(session.evaluate, cell), cell)
 
     def _show_expression_value(self, value: Any, cell: cells.Cell) -> None:
+        if cell.quiet:  # ``x;``: run, show no result (IPython)
+            return
         # A fragment with a JSON mistake that Python still reads (a trailing
         # comma, a comment at the end of a line) would silently show as a
         # dict instead of running: say so.

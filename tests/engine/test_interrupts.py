@@ -220,6 +220,39 @@ def test_a_second_interrupt_while_the_run_unwinds_is_still_stopped_and_waits_for
 
 
 @pytest.mark.parametrize("way", ["fragment", "evaluate", "evaluate_async"])
+def test_a_second_interrupt_never_cancels_the_unwinding_again(way):
+    """``Session.interrupt`` twice (a person pressing stop twice; and the window a second SIGINT found in
+    ``_stop_and_wait`` before it noted its cancel, 15-25 % of runs of the test above): the run is
+    cancelled once. The second cancel was delivered too, into the run's ``finally`` blocks, which it cut
+    short (the run then reported ended with its unwinding undone), and the watchdog's exception it
+    re-armed was never withdrawn."""
+    s = session()
+
+    def twice() -> None:
+        if STARTED.wait(10):
+            s.interrupt()
+            if UNWINDING.wait(5):
+                s.interrupt()
+                time.sleep(0.3)  # past INTERRUPT_GRACE's worth of the second one's watchdog, had it armed it
+            RELEASE.set()
+
+    threading.Thread(target=twice).start()
+    if way == "fragment":
+        outcome = s.run_fragment({"var": {"x": "{ unwind_slowly() }"}}).code
+    else:
+        try:
+            if way == "evaluate":
+                s.evaluate("unwind_slowly()")
+            else:
+                asyncio.run(s.evaluate_async("unwind_slowly()"))
+            outcome = "value"
+        except S2OError as exc:
+            outcome = exc.code
+    assert (outcome, UNWOUND.is_set()) == ("stopped", True)
+    assert s.evaluate("len([1])") == 1
+
+
+@pytest.mark.parametrize("way", ["fragment", "evaluate", "evaluate_async"])
 def test_a_run_that_swallows_its_cancel_is_stopped_and_runs_no_more(way):
     """Host code that swallows ``CancelledError`` (the cancel reached it, so the watchdog's exception is
     not sent): the run is still reported ``stopped`` (it went on and reported ``success`` 30 s later),

@@ -99,3 +99,37 @@ def test_text_made_with_a_secret_shows_as_text_with_the_secret_masked(kc: Any) -
     reply, outputs = execute(kc, '{"output": {"html": "{ f\'<b>{sys.secret[\\"K\\"]}</b>\' }"}}')
     html = [m["content"]["data"] for m in outputs if m["msg_type"] == "display_data"]
     assert html == [{"text/html": "<b>***</b>", "text/plain": "***"}]
+
+
+def test_a_trailing_semicolon_runs_the_expression_and_hides_its_result(kc: Any) -> None:
+    reply, outputs = execute(kc, "1 + 1;")
+    assert reply["status"] == "ok", reply
+    assert [m for m in outputs if m["msg_type"] == "execute_result"] == []
+    reply, outputs = execute(kc, 'print("quiet");')
+    assert reply["status"] == "ok", reply
+    assert [m["content"]["text"] for m in outputs if m["msg_type"] == "stream"] == ["quiet\n"]
+    reply, _ = execute(kc, "no_such_name;")  # it still runs: its error shows
+    assert (reply["status"], reply["ename"]) == ("error", "unknown-name")
+    reply, _ = execute(kc, "1 + 1;;")  # one ; is IPython's; the rest is the expression's
+    assert (reply["status"], reply["ename"]) == ("error", "syntax")
+    msg_id = kc.is_complete("1 + 1;")
+    assert kc.get_shell_msg(timeout=30)["content"]["status"] == "complete", msg_id
+
+
+def test_file_magics_complete_file_names_from_the_kernels_folder(kc: Any, kernel_cwd: Path) -> None:
+    (kernel_cwd / "examples").mkdir(exist_ok=True)
+    (kernel_cwd / "examples" / "agent.json").write_text("{}", encoding="utf-8")
+    (kernel_cwd / "example.toml").write_text("", encoding="utf-8")
+    (kernel_cwd / ".example-hidden").write_text("", encoding="utf-8")
+
+    def matches(code: str) -> tuple[list[str], int]:
+        kc.complete(code, len(code))
+        reply = kc.get_shell_msg(timeout=30)["content"]
+        return reply["matches"], reply["cursor_start"]
+
+    assert matches("%run exa") == (["example.toml", "examples/"], 5)
+    assert matches("%run examples/a") == (["examples/agent.json"], 5)
+    assert matches('%run --inputs {"a": 1} examples/') == (["examples/agent.json"], 23)
+    assert matches("%state load example.t") == (["example.toml"], 12)
+    assert matches("%config .example-") == ([".example-hidden"], 8)
+    assert matches("%limits exa")[0] == []  # not a file magic

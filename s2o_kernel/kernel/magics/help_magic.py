@@ -15,6 +15,7 @@ s2o kernel: Search2o agent expressions and fragments.
 
 Each cell is one of:
   price * quantity        an expression: one Python expression, allowlisted names only
+                          (a trailing ; hides its result, as in IPython)
   "Hello {name}"          a JSON string: a dynamic string, shown as the value it becomes
   { price * quantity }    a cell wrapped in braces: the dynamic-string form of its body
   {"var": {"x": 1}}       a JSON fragment: commands, a function or an agent definition
