@@ -76,7 +76,7 @@ class Execution:
         self.globals: dict[str, Any] = {}
         self._loop_thread: LoopThread | None = None
         self._pending: Submitted | None = None
-        self._deadline = Armed(0, 0.0)  # reused by every time limit armed in the calling thread
+        self._deadline = Armed(0, 0.0, refire=True)  # reused by every time limit armed in the calling thread
         self._armed = WATCHDOG.armed
         self._token: Any = None
         self.engine = engine
@@ -462,15 +462,20 @@ class Execution:
                 pass
 
     def _retire(self) -> None:
-        """The run did not end after its cancel (host code swallows ``CancelledError``): its deadline is
-        disarmed and its loop thread retired (:meth:`.LoopThread.retire`), so nothing of it runs on; the
+        """The run did not end after its cancel (host code swallows ``CancelledError``, or an expression that
+        never awaits dropped the watchdog's exception): its loop thread is retired
+        (:meth:`.LoopThread.retire`), so nothing of it runs on, and its deadline abandoned
+        (:meth:`.Watchdog.abandon`: interrupted again until the expression stops and the thread ends); the
         next run gets a new loop thread."""
         token, self._token = self._token, None
+        loop_thread, self._loop_thread = self._loop_thread, None
+        if loop_thread is not None:
+            loop_thread.retire()
         if token is not None:
-            WATCHDOG.disarm(token)
-        if self._loop_thread is not None:
-            self._loop_thread.retire()
-            self._loop_thread = None
+            if loop_thread is not None:
+                WATCHDOG.abandon(token, loop_thread.thread)
+            else:
+                WATCHDOG.disarm(token)
 
     def _unknown_names(self, compiled: Compiled) -> None:
         errors = []

@@ -32,6 +32,8 @@ from typing import Any
 
 #: How often the watchdog checks deadlines, in seconds.
 TICK = 0.02
+#: Seconds between two sendings of a fired exception that the thread has not taken yet (see :class:`Armed`).
+REFIRE = 0.1
 
 
 class RunTimeout(BaseException):
@@ -55,16 +57,28 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
 
 
 class Armed:
-    """One deadline: the thread it is for, when, whether it fired, and its key in :attr:`Watchdog.armed`."""
+    """One deadline: the thread it is for, when, whether it fired, and its key in :attr:`Watchdog.armed`.
 
-    __slots__ = ("deadline", "fired", "key", "kind", "thread_id")
+    ``refire``: once fired, the exception is sent again every :data:`REFIRE` seconds until the thread
+    settles the deadline (:meth:`Watchdog.settle`). One sending can be lost: it arrives at whatever Python
+    code the thread runs next, and that may be a finalizer or an unraisable hook, where an exception is
+    printed and dropped (an un-awaited coroutine's warning, ``warnings._warn_unawaited_coroutine``, runs in
+    the thread that frees it). On for a session's evaluations in the calling thread, whose code between
+    the exception's arrival and the settle is the engine's own ``finally`` (microseconds); off for a run on
+    the event loop, where a second exception could land in the loop's own code while the run unwinds,
+    until the run is given up (:meth:`Watchdog.abandon`).
+    """
 
-    def __init__(self, thread_id: int, deadline: float) -> None:
+    __slots__ = ("deadline", "fired", "key", "kind", "refire", "settled", "thread_id")
+
+    def __init__(self, thread_id: int, deadline: float, *, refire: bool = False) -> None:
         self.thread_id = thread_id
         self.deadline = deadline
         self.fired = False
         self.kind: type[BaseException] = RunTimeout
         self.key = id(self)
+        self.refire = refire
+        self.settled = False  # set by Watchdog.settle (read by abandon; a reused entry never resets it)
 
 
 class Watchdog:
@@ -96,6 +110,9 @@ class Watchdog:
         #: key -> (when, entry): interrupts asked for with :meth:`interrupt_soon`, fired by the watchdog's
         #: thread on that very entry only (a key is an ``id``, reused once its entry is freed)
         self.interrupting: dict[int, tuple[float, Armed]] = {}
+        #: key -> (when, entry, thread): fired entries that are sent their exception again at ``when`` until
+        #: settled (``Armed.refire``); ``thread``, when given, must still be alive (an abandoned run's)
+        self.refiring: dict[int, tuple[float, Armed, threading.Thread | None]] = {}
 
     def arm(self, seconds: float, thread_id: int | None = None) -> Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
@@ -124,6 +141,9 @@ class Watchdog:
         clear it if it has not been delivered yet, and return whether it fired. Idempotent."""
         with self._fire_lock:
             fired = token.fired
+            token.settled = True
+            if self.refiring.get(token.key, (0.0, None))[1] is token:
+                del self.refiring[token.key]  # under the lock: no sending after this
         if fired:
             _raise_in_thread(token.thread_id, None)  # clear it if it was not delivered yet
         return fired
@@ -138,6 +158,33 @@ class Watchdog:
             entry.kind = kind
             entry.fired = True
             _raise_in_thread(entry.thread_id, kind)
+            if entry.refire:
+                self.refiring[key] = (time.monotonic() + REFIRE, entry, None)
+
+    def abandon(self, token: Armed, thread: threading.Thread) -> None:
+        """Give up on the run of ``token`` in ``thread`` (a retired event loop's): fire it now with
+        :class:`RunInterrupt` if it has not fired, and send its exception again every :data:`REFIRE` seconds
+        until it is settled or ``thread`` has ended, so an expression that never awaits and whose exception
+        was dropped does not run on for good. Its loop is retired: an exception landing in the loop's own
+        code there harms no run."""
+        self.interrupting.pop(token.key, None)
+        self._fire(token.key, RunInterrupt, only=token)
+        with self._fire_lock:
+            if token.fired and not token.settled:
+                self.refiring[token.key] = (time.monotonic() + REFIRE, token, thread)
+
+    def _refire(self, now: float) -> None:
+        for key, (when, entry, thread) in list(self.refiring.items()):
+            if when > now:
+                continue
+            with self._fire_lock:
+                if self.refiring.get(key, (0.0, None))[1] is not entry:
+                    continue  # settled meanwhile
+                if thread is not None and not thread.is_alive():
+                    del self.refiring[key]  # its thread ended (and its id may be another thread's soon)
+                    continue
+                self.refiring[key] = (now + REFIRE, entry, thread)
+                _raise_in_thread(entry.thread_id, entry.kind)
 
     def interrupt(self, token: Armed) -> None:
         """Fire ``token`` now with :class:`RunInterrupt` (used when the user interrupts)."""
@@ -174,6 +221,8 @@ class Watchdog:
             if when <= now:
                 self.interrupting.pop(key, None)
                 self._fire(key, RunInterrupt, only=asked)  # nothing when that run has ended and disarmed it
+        if self.refiring:
+            self._refire(now)
 
 
 #: The process-wide watchdog.
