@@ -76,23 +76,18 @@ class Compiled:
     is_coroutine_code: bool
     top_call: bool
 
-    simple: bool = False  # no call, comprehension or await: one eval, no limit bookkeeping
-    #: Unguarded code whose only calls run no bytecode when these ``(name, exact types)`` hold
-    #: (:func:`.limits.unwatched_calls`): ``Execution.evaluate`` then runs it without the watchdog.
+    simple: bool = False  # nothing in it dispatches to a value's methods: one eval, no limit bookkeeping
+    #: Code that runs no bytecode when these ``(name, exact types)`` hold (:func:`.limits.unwatched`; ``()``:
+    #: whatever the names hold, then it is ``simple``): ``Execution.evaluate`` then runs it without the
+    #: watchdog. ``None``: always under the time limit.
     unwatched: tuple[tuple[str, frozenset[type]], ...] | None = None
-    #: ``unwatched`` as the hot path reads it: its first name and types, and the other pairs.
-    unwatched_name: str = ""
-    unwatched_kinds: frozenset[type] | None = None
-    unwatched_rest: tuple[tuple[str, frozenset[type]], ...] = ()
     #: Where the whole-expression call starts (line, col), for ``top_call``: an error raised while it
     #: is awaited for you has no frame of the expression to take a position from. ``None`` otherwise.
     call_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        self.simple = not (self.may_run_long or self.may_hold_objects or self.is_coroutine_code)
-        if self.unwatched:
-            (self.unwatched_name, self.unwatched_kinds), *rest = self.unwatched
-            self.unwatched_rest = tuple(rest)
+        self.simple = self.unwatched == () and not (self.may_run_long or self.may_hold_objects
+                                                    or self.is_coroutine_code)
 
 
 def _validation_of(checked: rules.Checked) -> Validation:
@@ -154,6 +149,13 @@ class Engine:
         self.guarded = not unsafe_ok and (guard or any(reach.is_host_object(o) for o in self.allowlist.names.values()))
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
+        #: Hidden names bound to the engine's own helpers, which :func:`.limits.unwatched` may let run
+        #: without the watchdog on exact builtin values: the f-string's test and helper, and each operator
+        #: rewritten to a bounded operator (not one rewritten to an allowlist function: any code).
+        self.unwatched_helpers = frozenset(
+            {rewrites.FSTRING_HELPER, rewrites.TYPE_HELPER, rewrites.PLAIN_TEXT}
+            | {helper for helper in map(rewrites.operator_helper_name, self.settings.rules.operators)
+               if any(self.builtins.get(helper) is bounded for bounded in BOUNDED_OPERATORS.values())})
         limits = self.settings.limits
         rules_cfg = self.settings.rules
         self.rule_context = rules.RuleContext(
@@ -347,8 +349,10 @@ class Engine:
         if self.guarded:
             reach.guard_tree(checked.tree)
         unwatched = None
-        if not self.guarded and checked.may_run_long and not checked.is_async:
-            unwatched = limits.unwatched_calls(checked.tree)
+        if not checked.is_async:
+            unwatched = limits.unwatched(checked.tree, self.unwatched_helpers)
+            if self.guarded and unwatched:  # a guarded engine's calls are never run unwatched
+                unwatched = None
         try:
             code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except SyntaxError as exc:

@@ -60,13 +60,6 @@ def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
     return found
 
 
-def _all_of_types(g: dict[str, Any], pairs: tuple[tuple[str, frozenset[type]], ...]) -> bool:
-    """Whether every name of ``pairs`` holds in ``g`` a value of exactly one of its types (``Compiled.unwatched``;
-    a function of its own: a generator expression in ``Execution.evaluate`` would make ``g`` a cell, which
-    every evaluation would pay for)."""
-    return all(type(g.get(name)) in kinds for name, kinds in pairs)
-
-
 async def _noop() -> None:
     return None
 
@@ -83,7 +76,7 @@ class Execution:
         self.globals: dict[str, Any] = {}
         self._loop_thread: LoopThread | None = None
         self._pending: Submitted | None = None
-        self._deadline = Armed(0, 0.0)  # reused by every time limit armed in the calling thread
+        self._deadline = Armed(0, 0.0, refire=True)  # reused by every time limit armed in the calling thread
         self._armed = WATCHDOG.armed
         self._token: Any = None
         self.engine = engine
@@ -98,7 +91,7 @@ class Execution:
     def engine(self, engine: Engine) -> None:
         self._engine = engine
         self._compiled = engine.compiled  # the hot path's lookup, source -> Compiled
-        self._simple = engine.simple  # source -> code of expressions with no call, comprehension or await
+        self._simple = engine.simple  # source -> code of expressions that dispatch nothing (Compiled.simple)
         self._limit = engine.settings.limits.time
 
     # -- in the calling thread ---------------------------------------------------------------
@@ -110,12 +103,13 @@ class Execution:
 
         The hot path (an expression already compiled by this engine) is one dict lookup and an
         ``eval`` of the cached code; with the time limit armed (inline, see
-        :class:`~.limits.Watchdog`) when the expression has a call or a comprehension, unless its only
-        calls are C methods of values of the exact types ``Compiled.unwatched`` asks for
-        (:func:`~.limits.unwatched_calls`), tested here first.
+        :class:`~.limits.Watchdog`) unless nothing in the expression dispatches to a value's methods
+        (``Compiled.simple``: names, constants, lists of them), or the names it operates on hold values of
+        the exact types ``Compiled.unwatched`` asks for (:func:`~.limits.unwatched`), tested here first:
+        an operator or a subscript runs its operands' dunders, Python code for many values.
         """
         code = self._simple.get(source)
-        if code is not None:  # no call, comprehension or await: nothing to bound, nothing to check
+        if code is not None:  # nothing dispatches to a value's methods: nothing to bound, nothing to check
             try:
                 return eval(code, self.globals)
             except BaseException as exc:
@@ -123,11 +117,13 @@ class Execution:
         compiled = self._compiled.get(source)
         if compiled is None or compiled.is_coroutine_code:
             return self.evaluate_at(source, time.monotonic())
-        kinds = compiled.unwatched_kinds
-        if kinds is not None:  # only C methods of exact str/int/float/bool values: no bytecode to stop
+        unwatched = compiled.unwatched
+        if unwatched:  # only C code once these names hold exact str/int/float/bool values: no bytecode to stop
             g = self.globals
-            if type(g.get(compiled.unwatched_name)) in kinds and (
-                    not compiled.unwatched_rest or _all_of_types(g, compiled.unwatched_rest)):
+            for name, kinds in unwatched:  # a loop, not all(...): a generator would make g a cell
+                if type(g.get(name)) not in kinds:
+                    break
+            else:
                 try:
                     value = eval(compiled.code, g)
                 except BaseException as exc:
@@ -135,7 +131,7 @@ class Execution:
                 if type(value) in PLAIN_RESULTS:
                     return value
                 return self._settled(compiled, value)
-        # calls or comprehensions: under the time limit, armed inline (the protocol of _eval_limited)
+        # anything else: under the time limit, armed inline (the protocol of _eval_limited)
         entry = self._deadline
         entry.thread_id = get_ident()
         entry.deadline = monotonic() + self._limit
@@ -369,7 +365,7 @@ class Execution:
         g = self.globals
         if not compiled.local_names <= g.keys():
             self._unknown_names(compiled)
-        if not compiled.may_run_long:
+        if compiled.simple:  # nothing in it dispatches to a value's methods: nothing to stop
             try:
                 return compiled, eval(compiled.code, g)
             except BaseException as exc:
@@ -467,15 +463,20 @@ class Execution:
                 pass
 
     def _retire(self) -> None:
-        """The run did not end after its cancel (host code swallows ``CancelledError``): its deadline is
-        disarmed and its loop thread retired (:meth:`.LoopThread.retire`), so nothing of it runs on; the
+        """The run did not end after its cancel (host code swallows ``CancelledError``, or an expression that
+        never awaits dropped the watchdog's exception): its loop thread is retired
+        (:meth:`.LoopThread.retire`), so nothing of it runs on, and its deadline abandoned
+        (:meth:`.Watchdog.abandon`: interrupted again until the expression stops and the thread ends); the
         next run gets a new loop thread."""
         token, self._token = self._token, None
+        loop_thread, self._loop_thread = self._loop_thread, None
+        if loop_thread is not None:
+            loop_thread.retire()
         if token is not None:
-            WATCHDOG.disarm(token)
-        if self._loop_thread is not None:
-            self._loop_thread.retire()
-            self._loop_thread = None
+            if loop_thread is not None:
+                WATCHDOG.abandon(token, loop_thread.thread)
+            else:
+                WATCHDOG.disarm(token)
 
     def _unknown_names(self, compiled: Compiled) -> None:
         errors = []

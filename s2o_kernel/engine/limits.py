@@ -15,9 +15,11 @@ bytecode (``max(itertools.count())``): that is the containment worker's job
 Both exceptions derive from ``BaseException`` so host code's ``except
 Exception`` cannot swallow them.
 
-:func:`unwatched_calls` decides which expressions need no watchdog at all: those whose only calls are
-C methods of exact ``str``, ``int``, ``float`` or ``bool`` values (``name.upper()``), which run no
-bytecode for the watchdog's exception to land in (``docs/performance.md``, "Method calls").
+:func:`unwatched` decides which expressions need no watchdog at all: those that run no bytecode for the
+watchdog's exception to land in, once the names they operate on hold exact ``str``, ``int``, ``float`` or
+``bool`` values (``a + b``, ``name.upper()``; ``docs/performance.md``, "Method calls"). Any other
+expression, even one with no call, runs under the time limit: operators, subscripts and attribute reads
+run the operands' own dunders, Python code for many values of the standard library.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ import ast
 import ctypes
 import threading
 import time
+from typing import Any
 
 #: How often the watchdog checks deadlines, in seconds.
 TICK = 0.02
+#: Seconds between two sendings of a fired exception that the thread has not taken yet (see :class:`Armed`).
+REFIRE = 0.1
 
 
 class RunTimeout(BaseException):
@@ -52,16 +57,28 @@ def _raise_in_thread(thread_id: int, exc_type: type[BaseException] | None) -> No
 
 
 class Armed:
-    """One deadline: the thread it is for, when, whether it fired, and its key in :attr:`Watchdog.armed`."""
+    """One deadline: the thread it is for, when, whether it fired, and its key in :attr:`Watchdog.armed`.
 
-    __slots__ = ("deadline", "fired", "key", "kind", "thread_id")
+    ``refire``: once fired, the exception is sent again every :data:`REFIRE` seconds until the thread
+    settles the deadline (:meth:`Watchdog.settle`). One sending can be lost: it arrives at whatever Python
+    code the thread runs next, and that may be a finalizer or an unraisable hook, where an exception is
+    printed and dropped (an un-awaited coroutine's warning, ``warnings._warn_unawaited_coroutine``, runs in
+    the thread that frees it). On for a session's evaluations in the calling thread, whose code between
+    the exception's arrival and the settle is the engine's own ``finally`` (microseconds); off for a run on
+    the event loop, where a second exception could land in the loop's own code while the run unwinds,
+    until the run is given up (:meth:`Watchdog.abandon`).
+    """
 
-    def __init__(self, thread_id: int, deadline: float) -> None:
+    __slots__ = ("deadline", "fired", "key", "kind", "refire", "settled", "thread_id")
+
+    def __init__(self, thread_id: int, deadline: float, *, refire: bool = False) -> None:
         self.thread_id = thread_id
         self.deadline = deadline
         self.fired = False
         self.kind: type[BaseException] = RunTimeout
         self.key = id(self)
+        self.refire = refire
+        self.settled = False  # set by Watchdog.settle (read by abandon; a reused entry never resets it)
 
 
 class Watchdog:
@@ -93,6 +110,9 @@ class Watchdog:
         #: key -> (when, entry): interrupts asked for with :meth:`interrupt_soon`, fired by the watchdog's
         #: thread on that very entry only (a key is an ``id``, reused once its entry is freed)
         self.interrupting: dict[int, tuple[float, Armed]] = {}
+        #: key -> (when, entry, thread): fired entries that are sent their exception again at ``when`` until
+        #: settled (``Armed.refire``); ``thread``, when given, must still be alive (an abandoned run's)
+        self.refiring: dict[int, tuple[float, Armed, threading.Thread | None]] = {}
 
     def arm(self, seconds: float, thread_id: int | None = None) -> Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
@@ -121,6 +141,9 @@ class Watchdog:
         clear it if it has not been delivered yet, and return whether it fired. Idempotent."""
         with self._fire_lock:
             fired = token.fired
+            token.settled = True
+            if self.refiring.get(token.key, (0.0, None))[1] is token:
+                del self.refiring[token.key]  # under the lock: no sending after this
         if fired:
             _raise_in_thread(token.thread_id, None)  # clear it if it was not delivered yet
         return fired
@@ -135,6 +158,33 @@ class Watchdog:
             entry.kind = kind
             entry.fired = True
             _raise_in_thread(entry.thread_id, kind)
+            if entry.refire:
+                self.refiring[key] = (time.monotonic() + REFIRE, entry, None)
+
+    def abandon(self, token: Armed, thread: threading.Thread) -> None:
+        """Give up on the run of ``token`` in ``thread`` (a retired event loop's): fire it now with
+        :class:`RunInterrupt` if it has not fired, and send its exception again every :data:`REFIRE` seconds
+        until it is settled or ``thread`` has ended, so an expression that never awaits and whose exception
+        was dropped does not run on for good. Its loop is retired: an exception landing in the loop's own
+        code there harms no run."""
+        self.interrupting.pop(token.key, None)
+        self._fire(token.key, RunInterrupt, only=token)
+        with self._fire_lock:
+            if token.fired and not token.settled:
+                self.refiring[token.key] = (time.monotonic() + REFIRE, token, thread)
+
+    def _refire(self, now: float) -> None:
+        for key, (when, entry, thread) in list(self.refiring.items()):
+            if when > now:
+                continue
+            with self._fire_lock:
+                if self.refiring.get(key, (0.0, None))[1] is not entry:
+                    continue  # settled meanwhile
+                if thread is not None and not thread.is_alive():
+                    del self.refiring[key]  # its thread ended (and its id may be another thread's soon)
+                    continue
+                self.refiring[key] = (now + REFIRE, entry, thread)
+                _raise_in_thread(entry.thread_id, entry.kind)
 
     def interrupt(self, token: Armed) -> None:
         """Fire ``token`` now with :class:`RunInterrupt` (used when the user interrupts)."""
@@ -171,6 +221,8 @@ class Watchdog:
             if when <= now:
                 self.interrupting.pop(key, None)
                 self._fire(key, RunInterrupt, only=asked)  # nothing when that run has ended and disarmed it
+        if self.refiring:
+            self._refire(now)
 
 
 #: The process-wide watchdog.
@@ -210,60 +262,151 @@ STR_RESULTS = frozenset({"capitalize", "casefold", "lower", "lstrip", "removepre
 #: Exact types a name given as an argument must have; constants may also be ``None``.
 ARGUMENT_TYPES = frozenset({str, int, float, bool})
 _CONSTANT_TYPES = ARGUMENT_TYPES | {type(None)}
+#: Exact types a name must have where its value is operated on (an operand, iterated, hashed, formatted,
+#: tested for truth, its attribute read): their dunders are C and read nothing given but exact builtins.
+#: Not ``None``: a name the allowlist gives is not in the globals the test reads, which say ``None`` for it.
+OPERAND_TYPES = ARGUMENT_TYPES
+#: Exact types a name must have where it is only subscripted and the item is not operated on
+#: (``row['name']``, ``xs[0]``): the lookup hashes and compares the given key, an exact scalar, in C (a
+#: stored key's own ``__eq__`` runs only on a hash collision, once per colliding key the dict was built with).
+SUBSCRIBED_TYPES = OPERAND_TYPES | {list, tuple, dict}
 
-#: Nodes after which an expression is never unwatched: they loop, await or define code.
-_WATCHED_NODES = (ast.Await, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
-                  ast.Yield, ast.YieldFrom, ast.NamedExpr)
+#: Pairs of ``(name, exact types)``: what :func:`unwatched` asks of the names an expression reads.
+Needs = tuple[tuple[str, frozenset[type]], ...]
 
 
-def unwatched_calls(tree: ast.AST) -> tuple[tuple[str, frozenset[type]], ...] | None:
-    """What must hold at run time for the compiled (rewritten, unguarded) ``tree`` to need no watchdog:
-    ``(name, exact types)`` pairs, one per name a call reads, or ``None`` when no test could do.
+def unwatched(tree: ast.AST, helpers: frozenset[str] = frozenset()) -> Needs | None:
+    """What must hold at run time for the compiled (rewritten) ``tree`` to run no bytecode the watchdog could
+    stop, so it needs no watchdog: ``()`` when nothing in it dispatches to any value's methods (names,
+    constants, lists and tuples of them), else ``(name, exact types)`` pairs, one per name whose value it
+    operates on, or ``None`` when no test of names could do (then the time limit is armed).
 
-    ``tree`` qualifies when it has at least one call, and every call is ``name.method(args)`` with
-    ``method`` in :data:`UNWATCHED_METHODS` for some type (``name`` may also be such a call of a method of
-    :data:`STR_RESULTS`, itself qualifying: ``name.strip().lower()``), no ``*``/``**``, and every argument a
-    constant (``str``, ``int``, ``float``, ``bool``, ``None``) or a name; no comprehension, ``await``,
-    lambda or walrus, and no hidden name (a helper the rules' rewrites put in: a bounded operator, the
-    f-string test, a sized method, a guard). The pairs then ask each receiver to be exactly of a type
-    the method is listed for, and each argument name exactly ``str``, ``int``, ``float`` or ``bool``.
-    The rest of the expression (operators, subscripts, comparisons) is what an expression with no call
-    already runs unwatched (``Engine.simple``)."""
-    needs: dict[str, frozenset[type]] = {}
-    calls = 0
-    for node in ast.walk(tree):
-        if isinstance(node, _WATCHED_NODES) or (isinstance(node, ast.Name) and node.id.startswith("_")):
-            return None
-        if isinstance(node, ast.Call):
-            if not _call_needs(node, needs):
-                return None
-            calls += 1
-    if not calls or not all(needs.values()):
+    A name whose value is operated on (an operand of an operator or comparison, tested for truth, iterated
+    by ``*``, hashed in a set or as a dict key, formatted, its attribute read) must be exactly ``str``,
+    ``int``, ``float`` or ``bool`` (:data:`OPERAND_TYPES`): then every operation runs C code over exact
+    builtin values, and so does every operation on what those give (a value *carried* to the result, an
+    ``if``'s branch or a list item, is not operated on). A name only subscripted for an item that is not
+    operated on may also be an exact ``list``, ``tuple`` or ``dict`` (:data:`SUBSCRIBED_TYPES`). A call
+    must be ``name.method(args)`` with ``method`` in :data:`UNWATCHED_METHODS` for the receiver's type
+    (``name`` may also be such a call of a method of :data:`STR_RESULTS`: ``name.strip().lower()``), no
+    ``*``/``**``, every argument a constant (``str``, ``int``, ``float``, ``bool``, ``None``) or a name of
+    :data:`ARGUMENT_TYPES`; or a call of one of ``helpers``, hidden names the engine binds to its own
+    bounded helpers (bounded operators, the f-string's helper and test), with operated-on arguments. Any
+    other hidden name, call, comprehension, ``await``, lambda or walrus: ``None``.
+
+    Before, the rest of an expression (operators, subscripts, comparisons) was taken to run no Python
+    code; it runs the operands' dunders, Python code for values of standard-library classes
+    (``Counter.__add__``, ``IPv4Network.__iter__``) and for ``agent.x`` (a copy)."""
+    walk = _Walk(helpers)
+    if not walk.value(getattr(tree, "body", tree), False) or not all(walk.needs.values()):
         return None
-    return tuple(needs.items())
+    return tuple(walk.needs.items())
 
 
-def _call_needs(node: ast.Call, needs: dict[str, frozenset[type]]) -> bool:
-    """Add to ``needs`` what the call ``node`` asks of the names it reads (:func:`unwatched_calls`);
-    ``False`` when it cannot qualify."""
-    func = node.func
-    if not isinstance(func, ast.Attribute):
-        return False
-    kinds = _RECEIVERS.get(func.attr)
-    if kinds is None or any(kw.arg is None for kw in node.keywords):
-        return False
-    receiver = func.value
-    while isinstance(receiver, ast.Call):  # a chain: each link's result is a str if its receiver is one
-        link = receiver.func
-        if str not in kinds or not (isinstance(link, ast.Attribute) and link.attr in STR_RESULTS):
+#: Nodes whose every operand is operated on, by the fields that hold them.
+_OPERATED: dict[type, tuple[str, ...]] = {
+    ast.BinOp: ("left", "right"), ast.UnaryOp: ("operand",), ast.Compare: ("left", "comparators"),
+    ast.Attribute: ("value",), ast.Starred: ("value",), ast.Set: ("elts",), ast.Slice: ("lower", "upper", "step"),
+    ast.JoinedStr: ("values",), ast.FormattedValue: ("value", "format_spec"),
+}
+#: Every type a listed method is listed for.
+_RECEIVERS_ANY = frozenset(UNWATCHED_METHODS)
+
+
+def _hidden(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id.startswith("_")
+
+
+class _Walk:
+    """One run of :func:`unwatched`: what it asks of names so far (``needs``), and the helpers it allows."""
+
+    def __init__(self, helpers: frozenset[str]) -> None:
+        self.needs: dict[str, frozenset[type]] = {}
+        self.helpers = helpers
+        self.kinds: dict[type, Any] = {
+            ast.Constant: lambda node, used: True,
+            ast.Name: self.name, ast.List: self.display, ast.Tuple: self.display, ast.Dict: self.dict,
+            ast.IfExp: self.if_exp, ast.BoolOp: self.bool_op, ast.Subscript: self.subscript,
+            ast.Call: lambda node, used: self.call(node, _RECEIVERS_ANY),
+        }
+
+    def need(self, name: str, kinds: frozenset[type]) -> None:
+        self.needs[name] = self.needs.get(name, kinds) & kinds
+
+    def value(self, node: ast.AST, used: bool) -> bool:
+        """Whether ``node`` qualifies; ``used``: its value is operated on (then it must be made of exact
+        builtin values, and every name it operates on is tested)."""
+        kind = self.kinds.get(type(node))
+        if kind is not None:
+            return bool(kind(node, used))
+        fields = _OPERATED.get(type(node))
+        if fields is None:  # a comprehension, await, lambda, walrus, or a node kind not listed: armed
             return False
-        kinds, receiver = frozenset({str}), link.value  # the link's own call is checked by the walk too
-    if not isinstance(receiver, ast.Name):
-        return False
-    needs[receiver.id] = needs.get(receiver.id, kinds) & kinds
-    for arg in [*node.args, *(kw.value for kw in node.keywords)]:
-        if isinstance(arg, ast.Name):
-            needs[arg.id] = needs.get(arg.id, ARGUMENT_TYPES) & ARGUMENT_TYPES
-        elif not (isinstance(arg, ast.Constant) and type(arg.value) in _CONSTANT_TYPES):
+        return all(self.value(n, True) for n in _children(node, fields))
+
+    def name(self, node: ast.Name, used: bool) -> bool:
+        if node.id.startswith("_"):
+            return node.id in self.helpers
+        if used:
+            self.need(node.id, OPERAND_TYPES)
+        return True
+
+    def display(self, node: ast.List | ast.Tuple, used: bool) -> bool:  # items carried, or operated on with it
+        return all(self.value(e, used) for e in node.elts)
+
+    def dict(self, node: ast.Dict, used: bool) -> bool:  # keys are hashed; a ``**`` mapping is read
+        return all(self.value(v, True) if k is None else self.value(k, True) and self.value(v, used)
+                   for k, v in zip(node.keys, node.values, strict=True))
+
+    def if_exp(self, node: ast.IfExp, used: bool) -> bool:
+        return self.value(node.test, True) and self.value(node.body, used) and self.value(node.orelse, used)
+
+    def bool_op(self, node: ast.BoolOp, used: bool) -> bool:  # the last operand is carried, not tested
+        return all(self.value(n, True) for n in node.values[:-1]) and self.value(node.values[-1], used)
+
+    def subscript(self, node: ast.Subscript, used: bool) -> bool:
+        if isinstance(node.value, ast.Name) and not _hidden(node.value) and not used:
+            self.need(node.value.id, SUBSCRIBED_TYPES)
+        elif not self.value(node.value, True):
             return False
-    return True
+        return self.value(node.slice, True)
+
+    def call(self, node: ast.Call, within: frozenset[type]) -> bool:
+        """Whether the call ``node`` qualifies, its receiver being of one of ``within``."""
+        func = node.func
+        if isinstance(func, ast.Name):  # a hidden helper of the engine's own, on operated-on values
+            return (func.id in self.helpers and not node.keywords
+                    and all(not isinstance(a, ast.Starred) and self.value(a, True) for a in node.args))
+        if not isinstance(func, ast.Attribute) or any(kw.arg is None for kw in node.keywords):
+            return False
+        kinds = _RECEIVERS.get(func.attr, frozenset()) & within
+        return bool(kinds) and self.receiver(func.value, kinds) and self.arguments(node)
+
+    def receiver(self, node: ast.AST, kinds: frozenset[type]) -> bool:
+        if isinstance(node, ast.Call):  # a chain: the link's result is a str if its receiver is one
+            link = node.func
+            return (str in kinds and isinstance(link, ast.Attribute) and link.attr in STR_RESULTS
+                    and self.call(node, frozenset({str})))
+        if isinstance(node, ast.Name) and not _hidden(node):
+            self.need(node.id, kinds)
+            return True
+        return False
+
+    def arguments(self, node: ast.Call) -> bool:
+        for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+            if isinstance(arg, ast.Name) and not _hidden(arg):
+                self.need(arg.id, ARGUMENT_TYPES)
+            elif not (isinstance(arg, ast.Constant) and type(arg.value) in _CONSTANT_TYPES):
+                return False
+        return True
+
+
+def _children(node: ast.AST, fields: tuple[str, ...]) -> list[ast.AST]:
+    out: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name)
+        if isinstance(value, list):
+            out.extend(value)
+        elif value is not None:
+            out.append(value)
+    return out

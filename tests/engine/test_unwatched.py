@@ -1,11 +1,14 @@
 """Expressions run without the watchdog (issue 12; ``docs/performance.md``, "Method calls").
 
-``Execution.evaluate`` runs a cached expression without arming the time limit when its only calls are
-C methods of values of exact builtin types (``name.upper()``; :func:`s2o_kernel.engine.limits.unwatched_calls`),
-tested at run time by the values' exact types. These tests check the other side: everything that does
-not qualify — at compile time (a call of a function, a bounded or sized helper, a method not listed, an
-argument that calls, a guarded engine) or at run time (a subclass, a secret, a host object, a name not
-set) — still runs under the time limit; and what does qualify gives exactly what the armed path gives.
+``Execution.evaluate`` runs a cached expression without arming the time limit when it runs no bytecode:
+nothing in it dispatches to a value's methods (``name``, ``[a, b]``), or the names it operates on hold
+exact builtin scalars and its only calls are C methods of them or the engine's bounded helpers
+(``name.upper()``, ``a + b``; :func:`s2o_kernel.engine.limits.unwatched`), tested at run time by the
+values' exact types. These tests check the other side: everything that does not qualify — at compile
+time (a call of a function, a sized helper, a method not listed, an argument that calls, a guarded
+engine) or at run time (a subclass, a secret, a host object, a container operated on, a name not set)
+— still runs under the time limit; and what does qualify gives exactly what the armed path gives.
+``tests/security/test_operators_watched.py`` stops payloads that the call-free path used to run unwatched.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from s2o_kernel.engine.denylist import FORMAT_ATTRIBUTES
 from s2o_kernel.engine.execution import Execution
 
 STR, INT = frozenset({str}), frozenset({int, bool})
-ARG = limits.ARGUMENT_TYPES
+ARG = OP = limits.OPERAND_TYPES
+SUB = limits.SUBSCRIBED_TYPES
 
 
 def needs(source: str, **settings: Any) -> Any:
@@ -41,8 +45,15 @@ def needs(source: str, **settings: Any) -> Any:
     ("text.split(sep=None, maxsplit=n)", (("text", STR), ("n", ARG))),
     ("n.bit_length() + 1", (("n", INT),)),
     ("x.as_integer_ratio()", (("x", frozenset({int, bool, float})),)),
-    ("name.upper() if flag else other", (("name", STR),)),
+    ("name.upper() if flag else other", (("flag", OP), ("name", STR))),  # the test is tested for truth
     ("name.startswith(p) and name.endswith(p)", (("name", STR), ("p", ARG))),
+    # bounded operators and f-strings: the engine's own helpers, on operated-on names
+    ("name.upper() * 2", (("name", STR),)), ("n.bit_length() ** 2", (("n", INT),)),
+    ("n.bit_length() % 3", (("n", INT),)), ("f'{name!r:>{w}}'", (("name", OP), ("w", OP))),
+    # no call: every name operated on is tested, a name only carried is not
+    ("a + b", (("a", OP), ("b", OP))), ("x if flag else y", (("flag", OP),)), ("[*a]", (("a", OP),)),
+    ("row['name']", (("row", SUB),)), ("xs[0] + 1", (("xs", OP),)), ("agent.x", (("agent", OP),)),
+    ("{a}", (("a", OP),)), ("{'k': a}", ()), ("[a, (b, 1)]", ()), ("name", ()),
 ])
 def test_method_calls_of_builtin_values_qualify(source, expected):
     assert needs(source) == expected
@@ -58,10 +69,9 @@ def test_method_calls_of_builtin_values_qualify(source, expected):
     "name.split()[0].upper()", "d['k'].upper()", "agent.name.upper()", "sys.inputs.get('q')",
     "name.count(str(x))", "name.count(x.y)", "name.count(d['k'])", "name.count(*xs)", "name.strip(**kw)",
     "name.count([1][0])", "name.count(b'x')",
-    "name.upper() * 2", "n.bit_length() ** 2", "n.bit_length() % 3",  # bounded operators: helper calls
-    "f'{name}'.upper()", "f'{name!r:>{w}}'",  # f-strings: the helper or its type test
+    "f'{name}'.upper()",  # a method of an f-string's value: its type is not known
     "[c.upper() for c in name]", "(c.upper() for c in name)", "{k: k.upper() for k in name}",
-    "name.upper() + str(1)", "name",  # a second call; no call at all (the simple path)
+    "[x for x in name]", "name.upper() + str(1)",  # a second call
 ])
 def test_anything_else_does_not_qualify(source):
     assert needs(source) is None
@@ -85,9 +95,9 @@ def test_a_guarded_engine_never_runs_unwatched_even_if_its_guards_missed_a_call(
 def test_a_hidden_name_never_qualifies():
     """A name the rules' rewrites put in (a helper) disqualifies the whole expression, whatever it calls."""
     tree = ast.parse("__s2o_x.upper()", mode="eval")
-    assert limits.unwatched_calls(tree) is None
-    assert limits.unwatched_calls(ast.parse("name.count(__s2o_x)", mode="eval")) is None
-    assert limits.unwatched_calls(ast.parse("name.upper() + __s2o_x", mode="eval")) is None
+    assert limits.unwatched(tree) is None
+    assert limits.unwatched(ast.parse("name.count(__s2o_x)", mode="eval")) is None
+    assert limits.unwatched(ast.parse("name.upper() + __s2o_x", mode="eval")) is None
 
 
 def test_the_methods_listed_are_c_methods_never_bounded_or_refused():
@@ -157,6 +167,19 @@ class Count(int):
     ({"name": ["ab"]}, "name.count('ab')", True),
     ({}, "name.upper()", True),  # not set: unknown-name, as before
     ({"name": None}, "name.upper()", True),
+    # no call: operands, subscripts and attribute reads run the values' dunders
+    ({"a": 1, "b": "x"}, "a == b", False),
+    ({"name": "ab"}, "name", False),  # dispatches nothing: the simple path
+    ({"name": Shouty("ab")}, "name", False),
+    ({"name": Shouty("ab")}, "name + 'c'", True),
+    ({"xs": [1], "d": {"k": 1}}, "(xs[0], d['k'])", False),
+    ({"xs": [1], "d": {"k": 1}}, "xs[0] and d['k']", True),  # the first item is tested for truth
+    ({"xs": [1]}, "xs[0] + 1", True),  # the item is an operand: its type is not known
+    ({"xs": [1]}, "xs == xs", True),  # a list compares its items with their own __eq__
+    ({"xs": [1]}, "[*xs]", True),
+    ({"a": 1}, "f'{a}'", False),
+    ({"a": [1]}, "f'{a}'", True),
+    ({"a": None}, "a is None", True),  # None: the test cannot tell it from an allowlist name
 ])
 def test_only_exact_builtin_values_skip_the_time_limit(locals_, source, armed):
     s = Session(Engine(bare_settings({"allowlist": "len", "allow_unsafe_entries": True})), locals=locals_)
@@ -225,7 +248,7 @@ def test_unwatched_and_armed_evaluations_give_the_same_outcome(source, locals_, 
     hot = outcome_of(s, source)
     compiled = s.engine.compiled.get(source)
     if compiled is not None:
-        monkeypatch.setattr(compiled, "unwatched_kinds", None)
+        monkeypatch.setattr(compiled, "unwatched", None)
     armed = outcome_of(s, source)
     assert first == hot == armed
 
@@ -251,5 +274,5 @@ def test_the_hot_path_takes_the_unwatched_branch(monkeypatch):
     assert armed_when_hot(s, "name.upper()") == (False, "AB")
     assert Execution.evaluate is type(s.execution).evaluate
     compiled = s.engine.compiled["name.upper()"]
-    monkeypatch.setattr(compiled, "unwatched_kinds", None)
+    monkeypatch.setattr(compiled, "unwatched", None)
     assert armed_when_hot(s, "name.upper()") == (True, "AB")
