@@ -464,10 +464,9 @@ class Execution:
 
     def _retire(self) -> None:
         """The run did not end after its cancel (host code swallows ``CancelledError``, or an expression that
-        never awaits dropped the watchdog's exception): its loop thread is retired
-        (:meth:`.LoopThread.retire`), so nothing of it runs on, and its deadline abandoned
-        (:meth:`.Watchdog.abandon`: interrupted again until the expression stops and the thread ends); the
-        next run gets a new loop thread."""
+        never awaits dropped the watchdog's exception): its loop thread is retired (:meth:`.LoopThread.retire`),
+        so nothing of it runs on, and its deadline abandoned (:meth:`.Watchdog.abandon`: interrupted again
+        until the expression stops and the thread ends); the next run gets a new loop thread."""
         token, self._token = self._token, None
         loop_thread, self._loop_thread = self._loop_thread, None
         if loop_thread is not None:
