@@ -18,8 +18,11 @@ precedence:
 * a cell wrapped whole in braces ``{ ... }`` → the dynamic-string form: the
   whole cell text is handed to the engine as a dynamic string (``{ x * 2 }``
   means ``x * 2``; ``{"a": 1}`` means the dict);
-* otherwise one expression; a trailing ``;`` (``x * 2;``) hides its result, as in IPython (the
-  expression still runs; an agent's expression has no ``;``, so this is the kernel's, like ``%``).
+* otherwise one expression.
+
+A trailing ``;`` on any of the last three (``x * 2;``, ``{"var": {"x": 1}};``) hides the result, as in
+IPython: the cell runs as without it and shows no ``execute_result`` (``Cell.quiet``; an agent's
+expression has no ``;``, so this is the kernel's convention, like ``%``).
 
 Comment stripping is line-based: a line inside a triple-quoted string literal
 that starts with ``#`` is removed too (a documented limitation).
@@ -27,6 +30,7 @@ that starts with ``#`` is removed too (a documented limitation).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -83,8 +87,8 @@ class Cell:
     the following lines without comments and ``raw_body`` the following lines
     exactly as written (comments included). For fragments ``data`` is the
     parsed JSON. ``json_error`` keeps why a JSON-looking cell was not JSON
-    (to hint at it if the expression reading fails too). ``quiet``: an
-    expression written with a trailing ``;`` (not in ``text``), whose result is
+    (to hint at it if the expression reading fails too). ``quiet``: a
+    value cell written with a trailing ``;`` (not in ``text``), whose result is
     not shown.
     """
 
@@ -167,6 +171,13 @@ def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:
     m = _HELP_RE.match(text)
     if m:
         return Cell(HELP, text, arg=m.group("pre") or m.group("post"))
+    if text.endswith(";") and text[:-1].strip():  # IPython's quiet cell: run it, show no result
+        return dataclasses.replace(_value_cell(text[:-1].rstrip(), fragment_kind), quiet=True)
+    return _value_cell(text, fragment_kind)
+
+
+def _value_cell(text: str, fragment_kind: FragmentKind | None) -> Cell:
+    """A cell that gives a value: JSON (a dynamic string or a fragment), the ``{ … }`` form, an expression."""
     json_error: str | None = None
     if looks_like_json(text):
         found = _json_cell(text, fragment_kind)
@@ -175,8 +186,6 @@ def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:
         json_error = found
     if text.startswith("{") and text.endswith("}"):
         return Cell(DYNAMIC, text, json_error=json_error)
-    if text.endswith(";") and text[:-1].strip():  # IPython's quiet cell: run it, show no result
-        return Cell(EXPRESSION, text[:-1].rstrip(), json_error=json_error, quiet=True)
     return Cell(EXPRESSION, text, json_error=json_error)
 
 

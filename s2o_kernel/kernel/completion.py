@@ -361,9 +361,9 @@ def _is_complete(code: str) -> dict[str, str]:
         return _cell_magic_status(text)
     if text.startswith("%"):
         return _line_magic_status(text)
+    if text.endswith(";") and text[:-1].strip():  # ``x;``: the cell without it, its result hidden (cells.py)
+        text = text[:-1].rstrip()
     if not looks_like_json(text):
-        if text.endswith(";") and text[:-1].strip():  # ``x;``: the expression, its result hidden (cells.py)
-            return _expression_status(text[:-1].rstrip())
         return _expression_status(text)
     return _json_or_expression_status(text)
 

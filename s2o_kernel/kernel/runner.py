@@ -337,19 +337,20 @@ class CellRunner:
 
         return session.run_fragment(data, on_output=on_output, inputs=inputs, function=function)
 
-    def show_run(self, run: RunResult) -> None:
+    def show_run(self, run: RunResult, *, quiet: bool = False) -> None:
         """Show a fragment's RunResult: output parts it kept (none when they went to the sink),
         log lines, then value or error.
 
-        On ``success`` the value is the cell's result (none for ``None``).
-        Otherwise the cell fails with :func:`run_error`.
+        On ``success`` the value is the cell's result (none for ``None``, nor when ``quiet``: a cell
+        written with a trailing ``;``). Otherwise the cell fails with :func:`run_error`.
         """
         for part in run.outputs:
             self.emit_display(output_part_bundle(part, redact=self.redact))
         if run.logs:
             self.emit_stream("stderr", "".join(f"{line}\n" for line in run.logs))
         if run.code == "success" and run.error is None:
-            self.show_value(run.value)
+            if not quiet:
+                self.show_value(run.value)
             return
         raise run_error(run)
 
@@ -397,15 +398,13 @@ class CellRunner:
         if kind == cells.HELP:
             self.show_help(cell.arg)
         elif kind == cells.FRAGMENT:
-            self.show_run(self.run_fragment(cell.data))
+            self.show_run(self.run_fragment(cell.data), quiet=cell.quiet)
         elif kind == cells.DYNAMIC:
             self._show_expression_value(self._with_json_hint(session.evaluate_dynamic, cell), cell)
         else:
             self._show_expression_value(self._with_json_hint(session.evaluate, cell), cell)
 
     def _show_expression_value(self, value: Any, cell: cells.Cell) -> None:
-        if cell.quiet:  # ``x;``: run, show no result (IPython)
-            return
         # A fragment with a JSON mistake that Python still reads (a trailing
         # comma, a comment at the end of a line) would silently show as a
         # dict instead of running: say so.
@@ -423,7 +422,8 @@ class CellRunner:
                     f"note: this cell is JSON but not a fragment ({hint}), so it was read as an "
                     "expression and did not run; %%fragment reads it as a fragment.\n",
                 )
-        self.show_value(value)
+        if not cell.quiet:  # ``x;``: run, show no result (IPython)
+            self.show_value(value)
 
     @staticmethod
     def _with_json_hint(evaluate: Callable[[str], Any], cell: cells.Cell) -> Any:

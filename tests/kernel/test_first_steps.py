@@ -110,10 +110,16 @@ def test_a_trailing_semicolon_runs_the_expression_and_hides_its_result(kc: Any) 
     assert [m["content"]["text"] for m in outputs if m["msg_type"] == "stream"] == ["quiet\n"]
     reply, _ = execute(kc, "no_such_name;")  # it still runs: its error shows
     assert (reply["status"], reply["ename"]) == ("error", "unknown-name")
+    reply, outputs = execute(kc, '{"var": {"quiet_x": 41}, "return": "{ quiet_x + 1 }"};')  # a fragment runs
+    assert reply["status"] == "ok" and [m for m in outputs if m["msg_type"] == "execute_result"] == []
+    assert result_data(execute(kc, "quiet_x")[1])["text/plain"] == "41"
+    reply, outputs = execute(kc, '{"vars": {"quiet_y": 1}};')  # a near miss is still noted
+    assert "did you mean 'var'?" in stderr(outputs)
     reply, _ = execute(kc, "1 + 1;;")  # one ; is IPython's; the rest is the expression's
     assert (reply["status"], reply["ename"]) == ("error", "syntax")
-    msg_id = kc.is_complete("1 + 1;")
-    assert kc.get_shell_msg(timeout=30)["content"]["status"] == "complete", msg_id
+    for cell in ("1 + 1;", '{"var": {"a": 1}};'):
+        msg_id = kc.is_complete(cell)
+        assert kc.get_shell_msg(timeout=30)["content"]["status"] == "complete", (cell, msg_id)
 
 
 def test_file_magics_complete_file_names_from_the_kernels_folder(kc: Any, kernel_cwd: Path) -> None:
