@@ -30,8 +30,10 @@ from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
 from .settings import Settings, bare_settings, default_settings, load_settings, make_settings, read_toml
 from .worker import IsolatedSession
+from .written import WRITTEN_LIMIT, too_large_text, written_size
 
 __all__ = [
+    "WRITTEN_LIMIT",
     "Access",
     "Compiled",
     "Dataflow",
@@ -55,4 +57,6 @@ __all__ = [
     "make_settings",
     "parse_target",
     "read_toml",
+    "too_large_text",
+    "written_size",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import rules
 from .errors import S2OError
+from .written import WRITTEN_LIMIT, written_size
 
 #: Scalar JSON types, exact (float is checked to be finite on its own).
 _EXACT_SCALARS = frozenset({str, int, bool, type(None)})
@@ -80,10 +81,13 @@ def as_json(value: Any, *, reveal_secrets: bool = False) -> Any:
     Dict keys must be strings; floats must be finite. Secrets are not JSON,
     unless ``reveal_secrets`` (the conformance runner's comparisons) asks for
     the text of :class:`SecretText` values. Used by the kernel for
-    ``application/json`` and by the conformance runner.
+    ``application/json`` and by the conformance runner. A value of more than ``WRITTEN_LIMIT`` items
+    written out (:func:`~.written.written_size`) is not JSON.
     """
     if reveal_secrets and type(value) is SecretText:
         return reveal(value)
+    if isinstance(value, (list, tuple, dict)) and written_size(value) > WRITTEN_LIMIT:
+        return None  # its JSON would not end (a list holding itself twice, 60 deep): not JSON here
     return _to_json(value, 0)
 
 

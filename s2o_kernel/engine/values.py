@@ -163,6 +163,16 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
     return _other_parts(v, t)
 
 
+def parts_of(v: Any) -> Iterable[Any] | None:
+    """The values ``v`` holds as :func:`check_value` opens it (by exact type, through the base type's
+    accessors), or ``None`` when it is not opened or cannot be (a lazy iterator that will not open, a
+    raised exception). For :func:`.written.written_size`. Never raises."""
+    try:
+        return _parts(v, type(v), "a value")
+    except Exception:
+        return None
+
+
 def _subclass_parts(v: Any, t: type) -> Iterable[Any] | None:
     """What a subclass of a built-in container holds, read through the base type (its overrides never run)."""
     flags = _type_flags(t)

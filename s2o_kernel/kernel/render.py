@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from s2o_kernel.engine import ErrorGroup, S2OError
+from s2o_kernel.engine import WRITTEN_LIMIT, ErrorGroup, S2OError, too_large_text, written_size
 from s2o_kernel.kernel.pretty import pretty_text, rows_table, without_addresses
 
 Redactor = Callable[[str], str]
@@ -296,9 +296,12 @@ def value_bundle(
     * ``application/json``: the JSON form, only when ``with_json`` (``%display json``) and the value
       is JSON.
 
-    Never raises: a repr that fails shows a placeholder, an ``as_json`` that fails counts as "not JSON".
+    Never raises: a repr that fails shows a placeholder, an ``as_json`` that fails counts as "not JSON";
+    a value of more than ``WRITTEN_LIMIT`` items written out (``written_size``) shows only a placeholder.
     """
     red = redact or _identity
+    if written_size(value) > WRITTEN_LIMIT:  # its repr would not end (a list holding itself twice, 60 deep)
+        return {"text/plain": too_large_text(value)}
     data: dict[str, Any] = {"text/plain": pretty_text(without_addresses(_safe_redact(red, safe_repr(value))))}
     js = None
     if as_json is not None:

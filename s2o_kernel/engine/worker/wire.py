@@ -60,6 +60,7 @@ from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
 from ..outside.call import OutsideCall
 from ..scopes import RemoteValue, as_json
 from ..session import RunResult
+from ..written import WRITTEN_LIMIT, too_large_text, written_size
 from .framing import MAX_MESSAGE
 
 #: Longest ``repr`` sent back for a value, in characters.
@@ -202,7 +203,10 @@ def encode_error(exc: S2OError) -> JSONDict:
 
 
 def encode_value(value: Any) -> JSONDict:
-    """``DISPLAY`` of a value, never raising: its ``repr`` (cut at :data:`MAX_REPR`) and JSON form."""
+    """``DISPLAY`` of a value, never raising: its ``repr`` (cut at :data:`MAX_REPR`) and JSON form; for a
+    value too large to write out (:func:`~..written.written_size`), a placeholder and no JSON."""
+    if written_size(value) > WRITTEN_LIMIT:
+        return {"repr": too_large_text(value), "json": None}
     try:
         text = repr(value)
     except Exception as exc:  # e.g. an int too large to convert to text
