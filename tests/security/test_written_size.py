@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 from kernel_harness import MODES, execute, install_spec, result_data, running_kernel
 
-from s2o_kernel.engine import WRITTEN_LIMIT, Engine, Session, as_json, default_settings, written_size
+from s2o_kernel.engine import (
+    WRITTEN_LIMIT,
+    Engine,
+    Session,
+    as_json,
+    default_settings,
+    too_large_text,
+    written_size,
+)
 from s2o_kernel.engine.worker.wire import encode_value
 from s2o_kernel.kernel.render import value_bundle
 
@@ -102,6 +110,10 @@ def test_a_session_keeps_such_a_value_and_says_it_is_not_json() -> None:
     assert s.run_fragment(DOUBLE).code == "success"
     assert s.evaluate("len(x)") == 2
     assert as_json(s.locals["x"]) is None
+    parts: list[Any] = []
+    run = s.run_fragment({"output": "{ x }"}, on_output=parts.append)  # the part's text, written by the engine
+    assert run.code == "success", run.error
+    assert parts == [{"type": "text", "text": too_large_text(s.locals["x"])}]
 
 
 @pytest.fixture(scope="module", params=list(MODES))

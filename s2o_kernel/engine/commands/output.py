@@ -33,6 +33,7 @@ from ..errors import S2OError
 from ..fragments.tree import join
 from ..scopes import masked_text
 from ..values import runtime_error
+from ..written import WRITTEN_LIMIT, too_large_text, written_size
 from .spec import CommandSpec, FieldsModel
 
 if TYPE_CHECKING:
@@ -196,6 +197,8 @@ def _part(cmd: Command, kind: str, value: Any) -> dict[str, Any]:
     masked = masked_text(value)  # text made with a secret shows as text, the secret as ***
     if masked is not None and kind in ("text", "html"):
         return {"type": kind, kind: masked}
+    if kind != "image" and written_size(value) > WRITTEN_LIMIT:  # its text would never end (written.py)
+        return {"type": kind, kind: too_large_text(value)}
     if kind == "text":
         return {"type": "text", "text": value if isinstance(value, str) else _text(repr, value, path)}
     if kind == "html":
