@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from s2o_kernel.engine import RunResult, S2OError
 from s2o_kernel.kernel import cells
@@ -35,6 +35,8 @@ from s2o_kernel.kernel.render import (
     terminal_text,
     value_bundle,
 )
+
+_T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
 
@@ -216,32 +218,27 @@ class CellRunner:
         """``text`` with the session's secret values replaced by ``***``."""
         return text if self.session is None else self.session.redact(text)
 
-    def fragment_kind(self, obj: Any) -> str | None:
-        """The kind of fragment ``obj`` is, or ``None`` (also for a value the engine cannot judge)."""
+    def _call_engine(self, ask: Callable[[EngineFunctions], _T]) -> _T | None:
+        """``ask(api)`` (one of the engine's pure functions on a value), or ``None`` without an engine or
+        when it raises: an evaluated value of any type may be asked about."""
         if self.api is None:
             return None
         try:
-            return self.api.fragment_kind(obj)
-        except Exception:  # an evaluated value of any type may be asked about
+            return ask(self.api)
+        except Exception:
             return None
+
+    def fragment_kind(self, obj: Any) -> str | None:
+        """The kind of fragment ``obj`` is, or ``None`` (also for a value the engine cannot judge)."""
+        return self._call_engine(lambda api: api.fragment_kind(obj))
 
     def fragment_hint(self, obj: Any) -> str | None:
         """Why ``obj`` looks like a misspelled fragment (the engine's ``fragment_hint``), or ``None``."""
-        if self.api is None:
-            return None
-        try:
-            return self.api.fragment_hint(obj)
-        except Exception:  # an evaluated value of any type may be asked about
-            return None
+        return self._call_engine(lambda api: api.fragment_hint(obj))
 
     def as_json(self, value: Any) -> Any:
         """``value`` as JSON, or ``None`` (also for a value the engine cannot convert)."""
-        if self.api is None:
-            return None
-        try:
-            return self.api.as_json(value)
-        except Exception:  # an evaluated value of any type may be converted
-            return None
+        return self._call_engine(lambda api: api.as_json(value))
 
     def require_session(self) -> SessionLike:
         """The session; ``unexpected`` (naming the start-up problem) when the engine did not start."""

@@ -13,9 +13,8 @@ and ``agent.x``'s copy. Chained in one expression, each ran for seconds past ``l
 
 from __future__ import annotations
 
-import threading
-
 import pytest
+from interrupting import assert_interrupt_stops
 from kernel_harness import MODES, execute, install_spec, result_data, running_kernel
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
@@ -75,15 +74,7 @@ def test_operators_on_python_classes_stop_at_the_time_limit(source):
 def test_an_interrupt_stops_an_operator_chain():
     s = session(limit=60)
     source = " and ".join(["c == c"] * 400)
-    for _ in range(2):
-        timer = threading.Timer(0.3, s.interrupt)
-        timer.start()
-        try:
-            with pytest.raises(S2OError) as err:
-                s.evaluate(source)
-        finally:
-            timer.cancel()
-        assert err.value.code == "stopped", err.value
+    assert_interrupt_stops(s, source)
     assert s.evaluate("name") == "ab"
 
 

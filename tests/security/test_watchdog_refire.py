@@ -18,6 +18,7 @@ import time
 import warnings
 
 import pytest
+from interrupting import assert_interrupt_stops
 
 from s2o_kernel.engine import Engine, S2OError, Session, default_settings
 
@@ -55,15 +56,7 @@ def test_a_cell_whose_time_limit_exception_is_swallowed_still_stops():
 @pytest.mark.usefixtures("quiet_hooks")
 def test_an_interrupt_whose_exception_is_swallowed_still_stops():
     s = session(60)
-    for _ in range(2):
-        timer = threading.Timer(0.3, s.interrupt)
-        timer.start()
-        try:
-            with pytest.raises(S2OError) as err:
-                s.evaluate(PAYLOAD)
-        finally:
-            timer.cancel()
-        assert err.value.code == "stopped", err.value
+    assert_interrupt_stops(s, PAYLOAD)
 
 
 def stray_loop_threads(s: Session) -> set[threading.Thread]:
