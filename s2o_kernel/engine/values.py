@@ -41,6 +41,7 @@ from typing import Any
 from .denylist import is_metaclass
 from .errors import S2OError
 from .guards import SafeAsyncIterator, SafeIterator
+from .written import too_large_text, too_large_to_write
 
 #: Most characters of text a message shows for one value.
 MAX_TEXT = 2_000
@@ -314,6 +315,8 @@ def cut(text: str, limit: int = MAX_TEXT) -> str:
 
 def safe_repr(value: Any, limit: int = MAX_TEXT) -> str:
     """A ``repr`` of ``value`` for a message: never raises, at most about ``limit`` characters."""
+    if too_large_to_write(value):  # the parts reprlib hands to repr() are then within the limit too
+        return cut(too_large_text(value), limit)
     try:
         return cut(_REPR.repr(value), limit)
     except Exception:  # a recursion or a failing repr inside a container
@@ -327,6 +330,8 @@ def safe_str(value: Any, limit: int = MAX_TEXT) -> str:
         return cut(value, limit)
     if t is int or t is bool or t is float or value is None:
         return cut(_int_text(value) if t is int else repr(value), limit)
+    if too_large_to_write(value):
+        return cut(too_large_text(value), limit)
     try:
         text = str(value)
     except Exception:
