@@ -25,7 +25,8 @@ exceptions (``args``, cause, context, attributes; an exception carrying a traceb
 the lazy iterators of the builtins and
 :mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
 ``__reduce__``, which reads without consuming; one that cannot be opened is refused). Instances of
-other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
+classes of the standard library (their ``__dict__``: ``collections.UserList``'s data; not :mod:`asyncio`'s).
+Instances of other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import collections
 import functools
 import itertools
 import reprlib
+import sys
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -205,7 +207,30 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
         return (v.maps,)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
-    return _subclass_parts(v, t)
+    parts = _subclass_parts(v, t)
+    return _stdlib_instance_parts(v, t) if parts is None else parts
+
+
+def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
+    """The attributes of an instance of a standard-library class (``collections.UserList``'s ``data``,
+    ``string.Template``'s ``template``, ``graphlib.TopologicalSorter``'s nodes): its own ``__dict__``, which
+    its ``repr`` may write and whose values it hands back. Not classes, not :mod:`asyncio`'s (their event
+    loop's tasks are the engine's), not the builtins' (functions, granted as such)."""
+    module = vars(type)["__module__"].__get__(t)
+    if type(module) is not str or isinstance(v, type):
+        return None
+    top = module.split(".")[0]
+    if top not in sys.stdlib_module_names or top in _NOT_OPENED_MODULES:
+        return None
+    try:
+        held = object.__getattribute__(v, "__dict__")
+    except AttributeError:
+        return None
+    return (held,) if type(held) is dict else None
+
+
+#: Standard-library modules whose instances are never opened (see :func:`_stdlib_instance_parts`).
+_NOT_OPENED_MODULES = frozenset({"builtins", "asyncio", "_asyncio", "concurrent", "threading", "types"})
 
 
 def _forbidden(v: Any, t: type, what_holds: str) -> None:
