@@ -10,12 +10,11 @@ the time limit's watchdog entry. Every expression runs through it, whoever asks:
 * :meth:`Execution.evaluate_async` — the same for a caller that is itself on an event loop;
 * :meth:`Execution.run_on_loop` — an expression inside a fragment run, already on the loop thread.
 
-They differ only in where awaiting happens. Errors are mapped in one place, :meth:`Execution.map_error`:
-Python exceptions become ``runtime`` (message starting with the exception's type name, secret values
-scrubbed, the failing operation's line and column), limits become ``timedOut`` / ``stopped`` /
-``memory-limit``. A name the expression reads that no one set is ``unknown-name`` for a cell (it is
-validated against the session's locals as it runs) and ``not-set`` inside a fragment (the fragment was
-validated as a whole, so the name was set on a path the run did not take); see ``docs/design.md``.
+They differ only in where awaiting happens. Errors are mapped in one place, :meth:`Execution.map_error`: Python
+exceptions become ``runtime`` (message starting with the exception's type name, secret values scrubbed, the
+failing operation's line and column), limits become ``timedOut`` / ``stopped`` / ``memory-limit``. A name
+the expression reads that no one set is ``unknown-name`` for a cell (validated against the session's locals
+as it runs) and ``not-set`` in a fragment (validated as a whole: set on a path the run did not take).
 """
 
 from __future__ import annotations
@@ -187,7 +186,10 @@ class Execution:
             if run.cancelled():  # the run was interrupted (Session.interrupt), not the caller's task
                 raise S2OError("stopped", INTERRUPTED, source=compiled.source) from None
             self.interrupt_async()  # the caller's task was cancelled: so is the run, which ends first
-            await asyncio.wait({run}, timeout=UNWIND_WAIT)
+            deadline = time.monotonic() + UNWIND_WAIT  # cancelled again meanwhile: the run is stopping already
+            while not run.done() and time.monotonic() < deadline:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({run}, timeout=max(deadline - time.monotonic(), 0.0))
             if not run.done():
                 self._retire()
             raise
@@ -440,10 +442,9 @@ class Execution:
             raise S2OError("stopped", INTERRUPTED, source=source) from None
 
     def _stop_and_wait(self) -> None:
-        """Cancel the run on the loop thread and wait (at most :data:`UNWIND_WAIT`) for its task to end; its
-        own outcome is not reported. A further interrupt meanwhile (a second SIGINT) changes nothing: the
-        run is stopping already (its ``finally`` blocks may await), and the caller never reports a run
-        that is still unwinding."""
+        """Cancel the run on the loop thread and wait (at most :data:`UNWIND_WAIT`) for its task to end; its own outcome
+        is not reported. A further interrupt meanwhile (a second SIGINT) changes nothing: the run is stopping
+        already (its ``finally`` blocks may await), and the caller never reports a run that is still unwinding."""
         run = self._pending
         if run is None:
             return
@@ -454,10 +455,9 @@ class Execution:
                 if not cancelled:
                     self.interrupt_async()
                     cancelled = True
-                if run.ended.wait(max(min(deadline, (run.cancelled_at or deadline) + UNWIND_WAIT)
-                                      - time.monotonic(), 0.0)):
-                    return
-                self._retire()
+                end = min(deadline, (run.cancelled_at or deadline) + UNWIND_WAIT)
+                if not run.ended.wait(max(end - time.monotonic(), 0.0)):
+                    self._retire()
                 return
             except KeyboardInterrupt:
                 pass

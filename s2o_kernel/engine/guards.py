@@ -31,6 +31,7 @@ from .bounded import BOUNDED_REPLACEMENTS, SIZED_METHODS, bounded_format, sized_
 from .denylist import OPAQUE_TYPES, is_metaclass, name_violation, type_name
 from .errors import S2OError
 from .scopes import Secret, SecretText, reveal
+from .written import too_large_text, too_large_to_write
 
 _MISSING = object()
 _OPAQUE = frozenset(OPAQUE_TYPES)  # none of these types can be subclassed: an exact match is complete
@@ -294,7 +295,7 @@ def guarded_print(*values: Any, sep: Any = None, end: Any = None, **others: Any)
     for what, value in (("sep", sep), ("end", end)):
         if value is not None and type(value) is not str:
             raise S2OError("runtime", f"TypeError: {what} must be None or a string, not {type_name(value)}")
-    print(*values, sep=sep, end=end)
+    print(*(too_large_text(v) if too_large_to_write(v) else v for v in values), sep=sep, end=end)
 
 
 #: Real object → guarded stand-in used when an allowlist grants it.

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .allowlist import Namespace, namespace_members
 from .denylist import name_violation
+from .written import too_large_text, too_large_to_write
 
 if TYPE_CHECKING:
     from .session import Session
@@ -105,5 +106,10 @@ def _kind(obj: Any) -> str:
 
 
 def _short_repr(value: Any, limit: int = 200) -> str:
-    text = repr(value)
+    if too_large_to_write(value):  # its repr would never end (written.py)
+        return too_large_text(value)
+    try:
+        text = repr(value)
+    except Exception as exc:  # an int too large to print, a failing __repr__
+        return f"<{type(value).__name__} object: repr failed with {type(exc).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

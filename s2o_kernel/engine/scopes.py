@@ -39,31 +39,54 @@ def check_json(value: Any, where: str) -> None:
     anything set can be saved (``%state save``). The message names the
     offending type and where it sits (``agent.cart[2]``).
     """
-    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    # Where an item sits is kept as a trail (its holder's trail, its index or key) and written out only for
+    # the message: one text per item made a value of a long key over a long list ({key: [0] * n}, a key of
+    # n characters) take n * n bytes (n = 60,000: 3.5 GB for a value of 0.5 MB).
+    stack: list[tuple[Any, Trail, int]] = [(value, None, 0)]
     while stack:
-        v, at, depth = stack.pop()
+        v, trail, depth = stack.pop()
         t = type(v)
         if t is float:
             if math.isfinite(v):
                 continue
-            raise S2OError("not-json", f"{at} is {v!r}; JSON numbers are finite")
+            raise S2OError("not-json", f"{place(where, trail)} is {v!r}; JSON numbers are finite")
         if t in _EXACT_SCALARS:
             continue
         if t is not list and t is not dict:
-            raise S2OError("not-json", f"{at} is a {t.__name__}; agent and conversation variables hold JSON only")
-        if isinstance(v, (list, dict)) and depth >= MAX_JSON_DEPTH:
+            raise S2OError("not-json", f"{place(where, trail)} is a {t.__name__}; agent and conversation variables "
+                           "hold JSON only")
+        if depth >= MAX_JSON_DEPTH:
             raise S2OError("too-deep", f"{where} nests deeper than {MAX_JSON_DEPTH} levels; agent and conversation "
                            "variables hold JSON nested at most that deep")
-        if isinstance(v, list):
-            stack.extend((item, f"{at}[{i}]", depth + 1) for i, item in enumerate(v))
+        if t is list:
+            stack.extend((item, (trail, i), depth + 1) for i, item in enumerate(v))
             continue
-        if isinstance(v, dict):
-            for k, item in v.items():
-                if not isinstance(k, str):
-                    raise S2OError("not-json", f"{at} has a key of type {type(k).__name__}; JSON keys are strings")
-                stack.append((item, f"{at}[{k!r}]", depth + 1))
-            continue
-        raise S2OError("not-json", f"{at} is a {type(v).__name__}; agent and conversation variables hold JSON only")
+        for k, item in v.items():
+            if not isinstance(k, str):
+                raise S2OError("not-json", f"{place(where, trail)} has a key of type {type(k).__name__}; JSON keys "
+                               "are strings")
+            stack.append((item, (trail, k), depth + 1))
+
+
+#: Where a JSON item sits below the value checked: ``None`` for the value itself, else its holder's trail
+#: and its index (``int``) or key (``str``).
+Trail = tuple[Any, int | str] | None
+#: Longest key written whole in a place (:func:`place`); a longer one is cut.
+PLACE_KEY = 60
+
+
+def place(where: str, trail: Trail) -> str:
+    """``where`` followed by the indexes and keys of ``trail`` (``agent.cart[2]['name']``), each key cut to
+    :data:`PLACE_KEY` characters."""
+    steps: list[str] = []
+    while trail is not None:
+        trail, step = trail
+        if type(step) is int:
+            steps.append(f"[{step}]")
+        else:
+            text = repr(step)
+            steps.append(f"[{text if len(text) <= PLACE_KEY else text[:PLACE_KEY] + '…'}]")
+    return where + "".join(reversed(steps))
 
 
 def copy_json(value: Any) -> Any:

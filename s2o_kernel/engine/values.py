@@ -25,7 +25,8 @@ exceptions (``args``, cause, context, attributes; an exception carrying a traceb
 the lazy iterators of the builtins and
 :mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
 ``__reduce__``, which reads without consuming; one that cannot be opened is refused). Instances of
-other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
+classes of the standard library (their ``__dict__``: ``collections.UserList``'s data; not :mod:`asyncio`'s).
+Instances of other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import collections
 import functools
 import itertools
 import reprlib
+import sys
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -41,6 +43,7 @@ from typing import Any
 from .denylist import is_metaclass
 from .errors import S2OError
 from .guards import SafeAsyncIterator, SafeIterator
+from .written import too_large_text, too_large_to_write
 
 #: Most characters of text a message shows for one value.
 MAX_TEXT = 2_000
@@ -204,7 +207,30 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
         return (v.maps,)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
-    return _subclass_parts(v, t)
+    parts = _subclass_parts(v, t)
+    return _stdlib_instance_parts(v, t) if parts is None else parts
+
+
+def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
+    """The attributes of an instance of a standard-library class (``collections.UserList``'s ``data``,
+    ``string.Template``'s ``template``, ``graphlib.TopologicalSorter``'s nodes): its own ``__dict__``, which
+    its ``repr`` may write and whose values it hands back. Not classes, not :mod:`asyncio`'s (their event
+    loop's tasks are the engine's), not the builtins' (functions, granted as such)."""
+    module = vars(type)["__module__"].__get__(t)
+    if type(module) is not str or isinstance(v, type):
+        return None
+    top = module.split(".")[0]
+    if top not in sys.stdlib_module_names or top in _NOT_OPENED_MODULES:
+        return None
+    try:
+        held = object.__getattribute__(v, "__dict__")
+    except AttributeError:
+        return None
+    return (held,) if type(held) is dict else None
+
+
+#: Standard-library modules whose instances are never opened (see :func:`_stdlib_instance_parts`).
+_NOT_OPENED_MODULES = frozenset({"builtins", "asyncio", "_asyncio", "concurrent", "threading", "types"})
 
 
 def _forbidden(v: Any, t: type, what_holds: str) -> None:
@@ -314,6 +340,8 @@ def cut(text: str, limit: int = MAX_TEXT) -> str:
 
 def safe_repr(value: Any, limit: int = MAX_TEXT) -> str:
     """A ``repr`` of ``value`` for a message: never raises, at most about ``limit`` characters."""
+    if too_large_to_write(value):  # the parts reprlib hands to repr() are then within the limit too
+        return cut(too_large_text(value), limit)
     try:
         return cut(_REPR.repr(value), limit)
     except Exception:  # a recursion or a failing repr inside a container
@@ -327,6 +355,8 @@ def safe_str(value: Any, limit: int = MAX_TEXT) -> str:
         return cut(value, limit)
     if t is int or t is bool or t is float or value is None:
         return cut(_int_text(value) if t is int else repr(value), limit)
+    if too_large_to_write(value):
+        return cut(too_large_text(value), limit)
     try:
         text = str(value)
     except Exception:

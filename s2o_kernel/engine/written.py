@@ -5,7 +5,9 @@ lists whose ``repr`` and JSON have 2**60 items, and writing either never ends (t
 result, the worker saving its state). :func:`written_size` counts the written-out items in time linear
 in the distinct containers; the engine and the kernel write a value only when it is within
 :data:`WRITTEN_LIMIT` (``scopes.as_json``, the worker's ``encode_value``, the kernel's ``value_bundle``),
-else it is not JSON and shows :func:`too_large_text`.
+else it is not JSON and shows :func:`too_large_text`. Every other writer of a value it did not make
+(``log``, ``fail``, ``ask``, ``print``, ``values.safe_repr``/``safe_str``, inspection, ``%vars``) asks
+:func:`too_large_to_write` first.
 """
 
 from __future__ import annotations
@@ -29,44 +31,40 @@ def written_size(value: Any, cap: int = WRITTEN_LIMIT) -> int:
     the count takes time linear in the distinct containers (iterative: any depth); a container of scalars
     only is counted at C speed. A cycle counts 1 (``repr`` writes ``[...]``; it is not JSON anyway).
     Parts are read as the values check reads them (a subclass's ``__iter__`` never runs)."""
-    top = _items(value)
-    if top is None:
+    if type(value) in _SCALARS:
         return 1
     sizes: dict[int, int] = {}
     pending: set[int] = set()
     alive: list[Any] = []  # keeps every object measured alive, so no id is reused meanwhile
-    stack: list[tuple[Any, list[Any], bool]] = [(value, top, False)]
+    # An entry is (container, None) to open, or (container, its items) to finish. A container is opened
+    # (its parts listed) once, when its first entry is popped: one held a million times is pushed a
+    # million times (one entry each, like its holders' items) but listed once (else: quadratic).
+    stack: list[tuple[Any, list[Any] | None]] = [(value, None)]
     while stack:
-        v, items, finished = stack.pop()
+        v, items = stack.pop()
         key = id(v)
-        if not finished and (key in sizes or key in pending):
-            continue
-        nested = not _scalars_only(items)
-        if finished or not nested:
-            total = 1 + len(items)
-            if nested:
-                total = 1
-                for item in items:
-                    total += sizes.get(id(item), 1)  # a scalar, an object not opened, or a cycle
-                    if total > cap:
-                        break
-            sizes[key] = min(total, cap + 1)
-            pending.discard(key)
-            continue
-        pending.add(key)
-        alive.append(v)
-        stack.append((v, items, True))
-        for item in items:
-            if type(item) in _SCALARS or id(item) in sizes:
+        if items is None:
+            if key in sizes or key in pending:  # measured, or an ancestor (a cycle: counts 1)
                 continue
-            inner = _items(item)
-            if inner is None:
-                continue
-            if _scalars_only(inner):  # a container of scalars (a row): sized here, never pushed
-                sizes[id(item)] = min(1 + len(inner), cap + 1)
-                alive.append(item)
+            alive.append(v)
+            opened = _items(v)
+            if opened is None or _scalars_only(opened):  # not opened, or a row: sized at C speed
+                sizes[key] = 1 if opened is None else min(1 + len(opened), cap + 1)
             else:
-                stack.append((item, inner, False))
+                pending.add(key)
+                stack.append((v, opened))
+                stack.extend((item, None) for item in opened
+                             if type(item) not in _SCALARS and id(item) not in sizes)
+            if sizes.get(key, 0) > cap:
+                return cap + 1
+            continue
+        total = 1
+        for item in items:
+            total += sizes.get(id(item), 1)  # a scalar, an object not opened, or a cycle
+            if total > cap:
+                return cap + 1  # every part of the value is written inside it: the value is past cap too
+        sizes[key] = total
+        pending.discard(key)
     return sizes.get(id(value), 1)
 
 
@@ -92,6 +90,13 @@ def _items(v: Any) -> list[Any] | None:
 
     parts = parts_of(v)
     return None if parts is None else list(parts)
+
+
+def too_large_to_write(value: Any, cap: int = WRITTEN_LIMIT) -> bool:
+    """Whether ``value`` has more than ``cap`` items written out (:func:`written_size`): its ``str``,
+    ``repr`` or JSON may then never end, so whatever writes a value it did not make checks this first
+    (a message, a log line, a ``fail`` text, a variable's summary)."""
+    return written_size(value, cap) > cap
 
 
 def too_large_text(value: Any, cap: int = WRITTEN_LIMIT) -> str:

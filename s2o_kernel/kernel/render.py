@@ -257,7 +257,9 @@ def _safe_redact(redact: Redactor, text: str) -> str:
 
 
 def safe_repr(value: Any) -> str:
-    """``repr(value)``, or a placeholder when repr itself fails."""
+    """``repr(value)``, or a placeholder when repr itself fails or would never end (``written_size``)."""
+    if written_size(value) > WRITTEN_LIMIT:
+        return too_large_text(value)
     try:
         text = repr(value)
     except Exception as exc:  # e.g. an int too large to convert to text

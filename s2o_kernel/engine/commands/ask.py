@@ -26,6 +26,7 @@ from ..dynamic import expression_of
 from ..errors import S2OError
 from ..outside.ask import check_answer
 from ..scopes import add_inputs
+from ..written import too_large_text, too_large_to_write
 from .spec import CommandSpec, FieldsModel
 
 if TYPE_CHECKING:
@@ -102,7 +103,9 @@ async def _questions(it: Interpreter, cmd: Command) -> tuple[str, list[dict[str,
             raise S2OError("runtime", "TypeError: options are a non-empty list of texts or numbers",
                            path=f"{path}.options")
         questions.append({"name": q.name, "type": q.type, **values})
-    return message if isinstance(message, str) else str(message), questions
+    if isinstance(message, str):
+        return message, questions
+    return too_large_text(message) if too_large_to_write(message) else str(message), questions
 
 
 async def run(it: Interpreter, cmd: Command) -> None:

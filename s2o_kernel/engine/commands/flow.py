@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import S2OError
 from ..fragments.tree import End, Fail, Return
 from ..values import cut, safe_repr
+from ..written import too_large_text, too_large_to_write
 from .spec import CommandSpec, parse_no_fields, parse_text
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ def fail_sync(it: Interpreter, cmd: Command) -> None:
 def failure(message: Any, path: str) -> Fail:
     """The :class:`~..fragments.tree.Fail` signal of a ``fail`` at ``path`` whose value is ``message``."""
     if not isinstance(message, str):
+        if too_large_to_write(message):  # its str would never end (written.py)
+            return Fail(S2OError("failCommand", too_large_text(message), path=path))
         try:
             message = str(message)
         except S2OError:  # a secret has no text

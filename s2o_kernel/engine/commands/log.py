@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..values import safe_repr
+from ..written import too_large_text, too_large_to_write
 from .spec import CommandSpec, parse_text
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ def line(text: Any) -> str:
     """The log line of a value: a string as it is, anything else as JSON, or its bounded ``repr``."""
     if isinstance(text, str):
         return text
+    if too_large_to_write(text):  # its JSON (or repr) would never end (written.py)
+        return too_large_text(text)
     try:
         return json.dumps(text, default=repr)
     except (ValueError, TypeError, RecursionError):  # an int too large to print, a value nested too deeply

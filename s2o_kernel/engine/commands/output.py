@@ -197,7 +197,9 @@ def _part(cmd: Command, kind: str, value: Any) -> dict[str, Any]:
     masked = masked_text(value)  # text made with a secret shows as text, the secret as ***
     if masked is not None and kind in ("text", "html"):
         return {"type": kind, kind: masked}
-    if kind != "image" and written_size(value) > WRITTEN_LIMIT:  # its text would never end (written.py)
+    if written_size(value) > WRITTEN_LIMIT:  # its text would never end (written.py)
+        if kind == "image":
+            raise S2OError("runtime", "ValueError: an image part must be base64 text", path=path)
         return {"type": kind, kind: too_large_text(value)}
     if kind == "text":
         return {"type": "text", "text": value if isinstance(value, str) else _text(repr, value, path)}
