@@ -13,6 +13,7 @@ each (``'vars'`` → ``'var'``) so the kernel can say so (:func:`fragment_hint`)
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Any
 
 from .. import commands as registry
@@ -58,15 +59,17 @@ def unknown_commands(obj: Any) -> list[str]:
     return found[:MAX_NAMED]
 
 
+@functools.lru_cache(maxsize=1024)
 def near_miss(key: str) -> str | None:
     """The command name (or ``onError``) ``key`` is a near miss of, or ``None``.
 
     ``Var`` → ``var``, ``fro`` → ``for``, ``vars`` → ``var``, ``retrun`` → ``return``, ``onEror`` →
-    ``onError``; a name
+    ``onError``; cached (a list of a million commands asks about one key a million times), and a key
+    far longer than any command is none (``difflib`` on a 10-million-character key took seconds); a name
     that is itself a command or ``onError`` is no miss.
     """
     words = [*sorted(registry.COMMAND_NAMES), "onError"]
-    if key in words:
+    if key in words or len(key) > 2 * max(map(len, words)):  # far longer than any word: no ratio reaches CUTOFF
         return None
     for word in words:
         if key.lower() == word.lower() or (len(key) > 2 and sorted(key.lower()) == sorted(word.lower())):
