@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from interrupting import make_stubborn
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
 from s2o_kernel.engine.execution import INTERRUPTED
@@ -61,17 +62,7 @@ async def unwind_slowly() -> str:
 TICKS = {"n": 0}
 
 
-async def stubborn() -> str:
-    """Host work that swallows every cancellation for up to 30 s (a retry loop catching too much)."""
-    STARTED.set()
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        try:
-            await asyncio.sleep(0.01)
-            TICKS["n"] += 1
-        except asyncio.CancelledError:
-            continue
-    return "late"
+stubborn = make_stubborn(STARTED, TICKS, 30)  # swallows every cancellation for 30 s
 
 
 def signal_started() -> int:

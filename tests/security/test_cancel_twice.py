@@ -15,23 +15,15 @@ import contextlib
 import threading
 import time
 
+from interrupting import make_stubborn
+
 from s2o_kernel.engine import Engine, Session, bare_settings
 
 STARTED = threading.Event()
 TICKS = {"n": 0}
 
 
-async def stubborn() -> str:
-    """Host work that swallows every cancellation for up to 20 s (a retry loop catching too much)."""
-    STARTED.set()
-    end = time.monotonic() + 20
-    while time.monotonic() < end:
-        try:
-            await asyncio.sleep(0.01)
-            TICKS["n"] += 1
-        except asyncio.CancelledError:
-            continue
-    return "late"
+stubborn = make_stubborn(STARTED, TICKS, 20)  # swallows every cancellation for 20 s
 
 
 def test_a_caller_cancelled_twice_still_ends_with_its_run() -> None:
