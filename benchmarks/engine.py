@@ -246,7 +246,6 @@ def _reopen(quick: bool) -> list[Figure]:
     def s2o(sources: list[str]) -> None:
         engine._cache.clear()
         engine.compiled.clear()
-        engine.simple.clear()
         for src in sources:
             with contextlib.suppress(Exception):  # a refusal costs its check too
                 engine.compile(src)

@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from . import limits, reach, rewrites, rules
+from . import functions, limits, reach, rewrites, rules
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
 from .guards import format_string, guard_kwargs, guarded_call, guarded_import
-from .parsing import quiet
+from .parsing import not_text, quiet
 from .settings import Settings
 
 #: File name given to compiled expressions (how run-time errors find their position).
@@ -84,6 +84,9 @@ class Compiled:
     #: Where the whole-expression call starts (line, col), for ``top_call``: an error raised while it
     #: is awaited for you has no frame of the expression to take a position from. ``None`` otherwise.
     call_at: tuple[int, int] | None = None
+    #: The code of its plain and (when ``unwatched`` asks anything) tested function (:mod:`.functions`),
+    #: made on first use by :meth:`Engine.functions_of`; ``()`` when it has none (it awaits).
+    functions: tuple[types.CodeType, types.CodeType | None] | tuple[()] | None = None
 
     def __post_init__(self) -> None:
         self.simple = self.unwatched == () and not (self.may_run_long or self.may_hold_objects
@@ -186,8 +189,6 @@ class Engine:
         self.compiled: dict[str, Compiled] = {}
         #: (source, locals, command fields) -> a check that passed (:meth:`check_remembered`)
         self._checks: dict[tuple[str, frozenset[str], frozenset[str]], rules.Checked] = {}
-        #: source -> code of the plain expressions that are ``Compiled.simple``: the hottest path's lookup
-        self.simple: dict[str, types.CodeType] = {}
 
     def compile_fingerprint(self) -> tuple[Any, ...]:
         """Everything a compiled expression depends on, as a hashable key of the process-wide cache.
@@ -251,8 +252,8 @@ class Engine:
         table["__import__"] = guarded_import
         table[rewrites.FSTRING_HELPER] = format_string
         table[rewrites.TYPE_HELPER] = type
+        table.update(functions.HIDDEN)
         table[rewrites.PLAIN_TEXT] = rewrites.PLAIN_TEXT_TYPES
-        table[rewrites.NUMBER] = rewrites.NUMBER_TYPES
         table[rewrites.KWARGS_GUARD] = guard_kwargs
         table[rewrites.SIZED_HELPER] = sized_attribute
         table[rewrites.CALL_GUARD] = guarded_call
@@ -317,6 +318,8 @@ class Engine:
         Raises :class:`S2OError` (an :class:`ErrorGroup` when there are
         several problems) with stage ``validate``.
         """
+        if type(source) is not str:  # before it is hashed as a key
+            raise not_text(source)
         key = (source, frozenset(command_fields) if command_fields is not None else None)
         hit = self._cache.get(key)
         if hit is None:
@@ -327,10 +330,7 @@ class Engine:
         if key[1] is None and isinstance(hit, Compiled) and source not in self.compiled:
             if len(self.compiled) >= CACHE_SIZE:
                 self.compiled.clear()
-                self.simple.clear()
             self.compiled[source] = hit
-            if hit.simple:
-                self.simple[source] = hit.code
         if isinstance(hit, rules.Checked):
             errors = hit.errors
             raise (errors[0] if len(errors) == 1 else ErrorGroup(errors))
@@ -341,18 +341,10 @@ class Engine:
             return self._compile_quietly(source, command_fields)
 
     def _compile_quietly(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
-        checked = self.check(source, command_fields=command_fields)
-        if checked.errors:
+        checked = self._checked(source, command_fields)
+        if checked.errors or checked.tree is None:
             return checked
-        if checked.tree is None:  # pragma: no cover - a tree without errors is always there
-            raise S2OError("unexpected", "the compile rules returned no tree", stage="validate", source=source)
-        if self.guarded:
-            reach.guard_tree(checked.tree)
-        unwatched = None
-        if not checked.is_async:
-            unwatched = limits.unwatched(checked.tree, self.unwatched_helpers)
-            if self.guarded and unwatched:  # a guarded engine's calls are never run unwatched
-                unwatched = None
+        unwatched = self._unwatched(checked)
         try:
             code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except SyntaxError as exc:
@@ -379,3 +371,46 @@ class Engine:
             call_at=checked.call_at if checked.top_call else None,
             unwatched=unwatched,
         )
+
+    def _checked(self, source: str, command_fields: frozenset[str] | None, *, function: bool = False) -> rules.Checked:
+        """:meth:`check` of ``source``, its tree guarded when this engine is (:func:`.reach.guard_tree`).
+        ``function``: for an expression function, where a global is read cheaply: every bounded ``*`` and
+        ``%`` gets the numeric fast path comprehensions get (:func:`.rewrites.operator_rewrite`)."""
+        if function:
+            checked = rules.check_expression(source, dataclasses.replace(self.rule_context, numeric_everywhere=True))
+        else:
+            checked = self.check(source, command_fields=command_fields)
+        if checked.errors:
+            return checked
+        if checked.tree is None:  # pragma: no cover - a tree without errors is always there
+            raise S2OError("unexpected", "the compile rules returned no tree", stage="validate", source=source)
+        if self.guarded:
+            reach.guard_tree(checked.tree)
+        return checked
+
+    def _unwatched(self, checked: rules.Checked) -> limits.Needs | None:
+        """What :func:`.limits.unwatched` asks of the names of ``checked``; ``None`` for an expression that
+        awaits, and for every call of a guarded engine."""
+        if checked.is_async:
+            return None
+        unwatched = limits.unwatched(checked.tree, self.unwatched_helpers) if checked.tree is not None else None
+        return None if self.guarded and unwatched else unwatched
+
+    def functions_of(self, compiled: Compiled) -> tuple[types.CodeType, types.CodeType | None] | None:
+        """The code of the plain and the tested function of ``compiled`` (a plain expression this engine, or
+        one of the same compile fingerprint, compiled), made once (:func:`.functions.function_codes`, the
+        source checked again: a compiled expression keeps no tree) and kept on it; ``None`` for one that
+        awaits or does not compile that way. Raises nothing."""
+        codes = compiled.functions
+        if codes is None:
+            codes = ()
+            if not compiled.is_coroutine_code:
+                with quiet():
+                    checked = self._checked(compiled.source, None, function=True)
+                    if not checked.errors and checked.tree is not None and not checked.is_async:
+                        try:
+                            codes = functions.function_codes(checked.tree, compiled.unwatched, FILENAME)
+                        except (SyntaxError, ValueError, RecursionError, MemoryError):
+                            codes = ()
+            compiled.functions = codes
+        return codes or None

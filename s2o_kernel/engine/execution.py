@@ -30,33 +30,18 @@ from collections.abc import Coroutine
 from time import monotonic
 from typing import Any
 
-from .engine import FILENAME, Compiled, Engine
+from . import failures
+from .engine import CACHE_SIZE, Compiled, Engine
 from .errors import ErrorGroup, S2OError
+from .failures import INTERRUPTED
+from .functions import WATCH
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .loop import INTERRUPT_GRACE, POLL, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
-from .values import check_value, error_message, runtime_error
+from .parsing import not_text
+from .values import check_value
 
 #: Result types that cannot hold anything: no scan needed.
 PLAIN_RESULTS = frozenset({str, int, float, bool, type(None), bytes, complex})
-
-INTERRUPTED = "the run was interrupted; the session keeps its variables"
-
-
-
-def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
-    """Line (1-based) and column (0-based) of the innermost operation of a compiled expression in ``tb``."""
-    found: tuple[int | None, int | None] = (None, None)
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_filename == FILENAME:
-            try:
-                positions = list(code.co_positions())
-                line, _end, col, _ecol = positions[tb.tb_lasti // 2]
-                found = (line, col)
-            except (IndexError, ValueError):
-                found = (tb.tb_lineno, None)
-        tb = tb.tb_next
-    return found
 
 
 async def _noop() -> None:
@@ -89,48 +74,44 @@ class Execution:
     @engine.setter
     def engine(self, engine: Engine) -> None:
         self._engine = engine
-        self._compiled = engine.compiled  # the hot path's lookup, source -> Compiled
-        self._simple = engine.simple  # source -> code of expressions that dispatch nothing (Compiled.simple)
+        self._compiled = engine.compiled  # source -> Compiled, of what this engine compiled
         self._limit = engine.settings.limits.time
+        #: source -> ``(unwatched, plain)``: the expression's functions bound to :attr:`globals`
+        #: (:mod:`.functions`). ``plain`` runs under the time limit; ``unwatched`` (or ``None``) runs without it
+        #: and returns ``WATCH`` when its names' types do not hold. Made by :meth:`_bind`; a function keeps
+        #: the builtins it was made with, so a new engine starts anew.
+        self._functions: dict[str, tuple[types.FunctionType | None, types.FunctionType]] = {}
 
     # -- in the calling thread ---------------------------------------------------------------
     def evaluate(self, source: str) -> Any:
         """Run one expression in the calling thread and return its value (SPEC 2, 6).
 
-        Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code, ``timedOut``
-        when ``limits.time`` (seconds) passes, or ``stopped`` when interrupted.
+        Raises :class:`S2OError`: a validation code (stage ``validate``; ``syntax`` for a ``source`` that
+        is not a ``str``), a run-time code, ``timedOut`` when ``limits.time`` (seconds) passes, or
+        ``stopped`` when interrupted.
 
-        The hot path (an expression already compiled by this engine) is one dict lookup and an
-        ``eval`` of the cached code; with the time limit armed (inline, see
+        The hot path (an expression this session ran before) is one dict lookup and a call of the
+        expression's function (:mod:`.functions`), with the time limit armed (inline, see
         :class:`~.limits.Watchdog`) unless nothing in the expression dispatches to a value's methods
         (``Compiled.simple``: names, constants, lists of them), or the names it operates on hold values of
-        the exact types ``Compiled.unwatched`` asks for (:func:`~.limits.unwatched`), tested here first:
-        an operator or a subscript runs its operands' dunders, Python code for many values.
+        the exact types ``Compiled.unwatched`` asks for (:func:`~.limits.unwatched`), which its tested
+        function checks first: an operator or a subscript runs its operands' dunders, Python code for many
+        values. An unwatched value needs no result check: it is made by C code of exact builtin values,
+        or read from variables (checked when set).
         """
-        code = self._simple.get(source)
-        if code is not None:  # nothing dispatches to a value's methods: nothing to bound, nothing to check
+        try:
+            unwatched, plain = self._functions[source]
+        except (KeyError, TypeError):  # not run in this session yet, or not text
+            return self._evaluate_cold(source)
+        if unwatched is not None:  # runs no bytecode the watchdog could stop, or returns WATCH first
             try:
-                return eval(code, self.globals)
+                value = unwatched()
             except BaseException as exc:
-                raise self._failed(exc, self.engine.compile(source), 0.0) from None
-        compiled = self._compiled.get(source)
-        if compiled is None or compiled.is_coroutine_code:
-            return self.evaluate_at(source, time.monotonic())
-        unwatched = compiled.unwatched
-        if unwatched:  # only C code once these names hold exact str/int/float/bool values: no bytecode to stop
-            g = self.globals
-            for name, kinds in unwatched:  # a loop, not all(...): a generator would make g a cell
-                if type(g.get(name)) not in kinds:
-                    break
-            else:
-                try:
-                    value = eval(compiled.code, g)
-                except BaseException as exc:
-                    raise self._failed(exc, compiled, 0.0) from None
-                if type(value) in PLAIN_RESULTS:
-                    return value
-                return self._settled(compiled, value)
-        # anything else: under the time limit, armed inline (the protocol of _eval_limited)
+                raise self._failed(exc, self._compiled_of(source), 0.0) from None
+            if value is not WATCH:
+                return value
+            self._functions[source] = (None, plain)  # the types did not hold: armed from now on, no test
+        # under the time limit, armed inline (the protocol of _eval_limited)
         entry = self._deadline
         entry.thread_id = get_ident()
         entry.deadline = monotonic() + self._limit
@@ -139,17 +120,51 @@ class Execution:
         armed[entry.key] = entry
         try:
             try:
-                value = eval(compiled.code, self.globals)
+                value = plain()
             finally:
                 if armed.pop(entry.key, None) is None:
                     WATCHDOG.settle(entry)
         except BaseException as exc:
             if armed.pop(entry.key, None) is None:
                 WATCHDOG.settle(entry)
-            raise self._failed(exc, compiled, 0.0) from None
+            raise self._failed(exc, self._compiled_of(source), 0.0) from None
         if type(value) in PLAIN_RESULTS:
             return value
-        return self._settled(compiled, value)
+        return self._settled(self._compiled_of(source), value)
+
+    def _evaluate_cold(self, source: str) -> Any:
+        """:meth:`evaluate` of an expression this session has no function for: its first run compiles it
+        (:meth:`evaluate_at`, ``eval`` of its code); once this engine has compiled it, its functions are
+        made (:meth:`_bind`) and run."""
+        if type(source) is not str:
+            raise not_text(source)
+        compiled = self._compiled.get(source)
+        if compiled is None or not self._bind(source, compiled):
+            return self.evaluate_at(source, time.monotonic())
+        return self.evaluate(source)
+
+    def _bind(self, source: str, compiled: Compiled) -> bool:
+        """Make the functions of ``compiled`` bound to :attr:`globals`; False when it has none (it awaits)
+        or the globals' builtins are not this engine's (a function would keep them)."""
+        g = self.globals
+        codes = self._engine.functions_of(compiled) if g.get("__builtins__") is self._engine.builtins else None
+        if codes is None:
+            return False
+        if len(self._functions) >= CACHE_SIZE:
+            self._functions.clear()
+        plain_code, tested_code = codes
+        plain = types.FunctionType(plain_code, g)
+        unwatched = None
+        if compiled.simple:
+            unwatched = plain
+        elif tested_code is not None:
+            unwatched = types.FunctionType(tested_code, g)
+        self._functions[source] = (unwatched, plain)
+        return True
+
+    def _compiled_of(self, source: str) -> Compiled:
+        """The compiled ``source`` (compiled again if this engine's cache dropped it since)."""
+        return self._compiled.get(source) or self.engine.compile(source)
 
     def _settled(self, compiled: Compiled, value: Any) -> Any:
         """The value :meth:`evaluate` returns for ``value`` (not of :data:`PLAIN_RESULTS`) of ``compiled``:
@@ -321,45 +336,12 @@ class Execution:
 
     def timeout_error(self, compiled: Compiled | None) -> S2OError:
         """The ``timedOut`` error naming ``limits.time`` (or the definition's ``bounds.time``)."""
-        return S2OError("timedOut", self.engine.time_limit_text(), source=compiled.source if compiled else None)
+        return failures.timeout_error(self.engine, compiled)
 
     def map_error(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
-        """Turn anything raised while running ``compiled`` into an :class:`S2OError` with a position."""
-        line, col = position(exc.__traceback__)
-        if line is None and compiled.call_at is not None:  # raised by a call awaited for you (SPEC 6, 11)
-            line, col = compiled.call_at
-        err = self._coded(exc, compiled, start)
-        if err.stage != "validate":
-            err.stage = "run"
-        if err.line is None and line is not None:
-            err.line, err.col = line, col
-        err.source = err.source or compiled.source
-        err.message = self.engine.settings.redact(err.message)
-        err.__traceback__ = None
-        err.__cause__ = None
-        err.__context__ = None
-        return err
-
-    def _coded(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:
-        if isinstance(exc, S2OError):
-            return exc
-        if isinstance(exc, RunTimeout):
-            return self.timeout_error(compiled)
-        if isinstance(exc, (RunInterrupt, KeyboardInterrupt, asyncio.CancelledError)):
-            return S2OError("stopped", INTERRUPTED)
-        if isinstance(exc, TimeoutError) and time.monotonic() - start >= self.engine.settings.limits.time - 0.05:
-            return self.timeout_error(compiled)
-        if isinstance(exc, NameError) and exc.name in ("result", "exc"):
-            return S2OError("not-set", f"'{exc.name}' has not been set: "
-                            + ("no command has produced a result yet" if exc.name == "result"
-                               else "exc exists only inside an onError block"))
-        if isinstance(exc, MemoryError):
-            return S2OError("memory-limit", self.engine.out_of_memory_text())
-        if isinstance(exc, RecursionError):
-            return S2OError("runtime", "RecursionError: the value is nested too deeply", python_type="RecursionError")
-        if isinstance(exc, Exception):
-            return runtime_error(exc)
-        return S2OError("unexpected", error_message(exc))
+        """Turn anything raised while running ``compiled`` into an :class:`S2OError` with a position
+        (:func:`.failures.map_error`)."""
+        return failures.map_error(exc, self.engine, compiled, start)
 
     # -- inside ---------------------------------------------------------------------------------
     def _run_sync(self, source: str, start: float) -> tuple[Compiled, Any]:

@@ -45,9 +45,17 @@ class _Silenced(contextlib.AbstractContextManager[None]):
         self._saved.__exit__(kind, value, tb)
 
 
+def not_text(source: object) -> S2OError:
+    """The ``syntax`` error for a ``source`` that is not exactly a ``str`` (an expression is text; a subclass
+    could hash or compare as it likes): callers test ``type(source) is not str`` first."""
+    return S2OError("syntax", f"an expression is text (a str), not {type(source).__name__}", stage="validate")
+
+
 def check_text(source: str, definition_length: int) -> S2OError | None:
-    """Checks on the raw text: ``too-long`` past ``definition_length`` characters, and ``non-ascii``
-    (SPEC 3, 12); the first problem found, or ``None``."""
+    """Checks on the raw text: :func:`not_text`, ``too-long`` past ``definition_length`` characters, and
+    ``non-ascii`` (SPEC 3, 12); the first problem found, or ``None``."""
+    if type(source) is not str:
+        return not_text(source)
     if len(source) > definition_length:
         return S2OError("too-long", f"the expression is {len(source)} characters long; "
                         f"the limit is {definition_length}", stage="validate", source=None)

@@ -47,16 +47,22 @@ PLAIN_TEXT = "__s2o_plain_text"
 PLAIN_TEXT_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
-#: The engine's bounded operators that are plain arithmetic on two numbers within :data:`SMALL_NUMBER`.
+#: The engine's bounded operators that are plain arithmetic on two small numbers (:func:`_rewrite_numeric`).
 NUMERIC_SAFE = frozenset({"bounded_mult", "bounded_mod"})
 #: Prefix of a recorded operator helper whose target is in :data:`NUMERIC_SAFE` (see :func:`_rewrite_numeric`).
 NUMERIC = "numeric:"
-#: Hidden global bound to :data:`NUMBER_TYPES`.
-NUMBER = "__s2o_number"
 #: Types the numeric fast path multiplies natively.
 NUMBER_TYPES = frozenset({int, float})
+#: Exact builtin types a type test compares with, by identity (never a hash or ``==`` a metaclass could
+#: define), in the order it compares them (the likeliest first): the numeric fast path, :mod:`.functions`.
+EXACT_ORDER: tuple[type, ...] = (str, int, float, bool, list, dict, tuple)
+#: Hidden globals bound to each type of :data:`EXACT_ORDER`.
+EXACT_NAMES: dict[type, str] = {kind: f"__s2o_exact_{kind.__name__}" for kind in EXACT_ORDER}
 #: Numbers strictly inside ±this multiply natively (a product of at most 124 bits).
 SMALL_NUMBER = 1 << 62
+#: A name's int multiplies natively strictly inside ±this: a one-digit ("compact") int, which CPython
+#: compares with a specialized instruction (a product of at most 60 bits).
+COMPACT_INT = (1 << 30) - 1
 
 _Expr = TypeVar("_Expr", bound=ast.expr)
 
@@ -172,14 +178,15 @@ REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
 
 
 def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:
-    """``a * b`` → ``a * b if <a and b are int or float within ±2**62> else helper(a, b)``.
+    """``a * b`` → ``a * b if <a and b are numbers the bound cannot concern> else helper(a, b)``.
 
-    For an operator inside a comprehension (where reading a global costs little; at the top level of
-    an expression the call is cheaper than the test) rewritten to one of the engine's own bounded
-    operators (:data:`NUMERIC_SAFE`), whose operands are names or number constants (reading a name
-    twice has no effect): two such numbers
-    multiply (or take a remainder) natively with a result of at most 124 bits, so the bound holds
-    without a call; anything else (a sequence, a big integer, ``bool``, a host object) takes the helper.
+    For an operator inside a comprehension, or anywhere in an expression function (:mod:`.functions`;
+    where reading a global costs little: at the top level of an ``eval``'d expression the call is cheaper
+    than the test), rewritten to one of the engine's own bounded operators (:data:`NUMERIC_SAFE`), whose
+    operands are names or number constants (reading a name twice has no effect): a float, or an int
+    within ±(2**30-1) for a name (:func:`_number_test`) and ±2**62 for a constant, multiplies (or takes a
+    remainder) natively with a result of at most 92 bits, so the bound holds without a call; anything else
+    (a sequence, a big integer, ``bool``, a host object) takes the helper.
     """
     call = _call(helper, [node.left, node.right], node)
     tests: list[ast.expr] = []
@@ -208,16 +215,20 @@ def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:
 
 
 def _number_test(name: ast.Name) -> ast.expr:
-    """``__s2o_type(x) in __s2o_number and -2**62 < x < 2**62`` for the name ``x``."""
+    """``__s2o_type(x) is int and -(2**30-1) < x < 2**30-1 or __s2o_type(x) is float`` for the name ``x``:
+    an int within :data:`COMPACT_INT` gives a product of at most 60 bits, and a float multiplies (or takes
+    a remainder) in constant time whatever the other number (``bounded_mult`` lets the same through)."""
     def read() -> ast.Name:
         return _at(ast.Name(id=name.id, ctx=ast.Load()), name)
 
-    kind = _call(TYPE_HELPER, [read()], name)
-    number_types = _at(ast.Name(id=NUMBER, ctx=ast.Load()), name)
-    is_number = _at(ast.Compare(left=kind, ops=[ast.In()], comparators=[number_types]), name)
-    small = _at(ast.Compare(left=_at(ast.Constant(-SMALL_NUMBER), name), ops=[ast.Lt(), ast.Lt()],
-                            comparators=[read(), _at(ast.Constant(SMALL_NUMBER), name)]), name)
-    return _at(ast.BoolOp(op=ast.And(), values=[is_number, small]), name)
+    def exactly(kind: type) -> ast.expr:
+        return _at(ast.Compare(left=_call(TYPE_HELPER, [read()], name), ops=[ast.Is()],
+                               comparators=[_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), name)]), name)
+
+    small = _at(ast.Compare(left=_at(ast.Constant(-COMPACT_INT), name), ops=[ast.Lt(), ast.Lt()],
+                            comparators=[read(), _at(ast.Constant(COMPACT_INT), name)]), name)
+    small_int = _at(ast.BoolOp(op=ast.And(), values=[exactly(int), small]), name)
+    return _at(ast.BoolOp(op=ast.Or(), values=[small_int, exactly(float)]), name)
 
 
 def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:

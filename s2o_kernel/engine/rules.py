@@ -55,19 +55,8 @@ MAX_AST_DEPTH = 200
 
 #: Binary operator symbols by AST class (SPEC 3, operator rewriting).
 OPERATOR_SYMBOLS: dict[type, str] = {
-    ast.Add: "+",
-    ast.Sub: "-",
-    ast.Mult: "*",
-    ast.Div: "/",
-    ast.FloorDiv: "//",
-    ast.Mod: "%",
-    ast.Pow: "**",
-    ast.LShift: "<<",
-    ast.RShift: ">>",
-    ast.MatMult: "@",
-    ast.BitAnd: "&",
-    ast.BitOr: "|",
-    ast.BitXor: "^",
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+    ast.LShift: "<<", ast.RShift: ">>", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
 }
 
 _SECRET_KEY = "sys.secret must be subscripted with a literal string: sys.secret['NAME']"
@@ -93,6 +82,7 @@ class RuleContext:
         operators: operator symbol → ``"on"``, ``"off"`` or a function name.
         max_comprehension_depth, max_for_clauses: SPEC 3 limits.
         definition_length: the ``too-long`` limit in characters.
+        numeric_everywhere: every ``*``/``%`` rewritten as inside a comprehension (:mod:`.functions`).
     """
 
     allowlist_names: frozenset[str] = frozenset()
@@ -105,6 +95,7 @@ class RuleContext:
     max_comprehension_depth: int = 4
     max_for_clauses: int = 3
     definition_length: int = 20480
+    numeric_everywhere: bool = False
 
 
 @dataclass
@@ -422,7 +413,8 @@ class Validator:
             self.error("operator", f"the operator '{symbol}' is turned off in this configuration", node)
         elif setting != "on":
             parent = item.parent
-            self.rewrites.append((parent, "", None, node, operator_rewrite(symbol, setting, item.comp_depth > 0)))
+            numeric = item.comp_depth > 0 or self.ctx.numeric_everywhere
+            self.rewrites.append((parent, "", None, node, operator_rewrite(symbol, setting, numeric)))
         return False
 
     def rule_await(self, item: _Item) -> bool:

@@ -98,4 +98,4 @@ def test_numbers_in_comprehensions_multiply_natively_and_exactly():
     assert s.evaluate("[x % 7 for x in xs]") == [x % 7 for x in [3, -2, 2.5, True, 1 << 61, 1 << 70]]
     code = s.engine.compile("[x * x for x in xs]").code
     inner = next(c for c in code.co_consts if hasattr(c, "co_names"))
-    assert "__s2o_number" in inner.co_names and "__s2o_op_mul" in inner.co_names
+    assert "__s2o_exact_int" in inner.co_names and "__s2o_op_mul" in inner.co_names

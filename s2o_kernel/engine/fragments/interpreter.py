@@ -41,7 +41,7 @@ from .. import commands as registry
 from ..commands.output import OutputBudget
 from ..dynamic import expression_of
 from ..errors import S2OError
-from ..execution import INTERRUPTED
+from ..failures import INTERRUPTED
 from ..limits import RunInterrupt, RunTimeout
 from ..outside.call import CALL_FAILED_CODES
 from ..references import has_reference, parse_reference

@@ -1,0 +1,165 @@
+"""Expression functions (issue 12; ``s2o_kernel/engine/functions.py``): the hot path's form of an expression.
+
+From its second evaluation in a session, an expression runs as a Python function bound to the session's
+globals (``def <expr>(): return EXPR``), and one that may run without the watchdog as a *tested* function
+that checks its names' exact types first. These tests hold the function form to what ``eval`` of the
+compiled code gives (every shared conformance expression, three times in one session), check that the
+type test compares by identity (no ``__hash__`` or ``__eq__`` of a metaclass runs unwatched), and that a
+function never outlives the engine whose builtins it holds.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hot import bound_functions, has_functions, only_armed
+
+from s2o_kernel.conformance import load_cases
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings, functions
+
+CASE_DIR = Path(__file__).resolve().parents[1] / "conformance"
+EXPR_CASES = [c for c in load_cases(CASE_DIR / "expressions.jsonl")
+              if "expr" in c and not c.get("helpers") and "class" not in c]
+
+
+def outcome(s: Session, source: str) -> Any:
+    """What evaluating ``source`` gives: ``("value", type, value)`` or ``("error", code, message, line, col)``."""
+    try:
+        value = s.evaluate(source)
+    except S2OError as exc:
+        return ("error", exc.code, exc.message, exc.line, exc.col)
+    return ("value", type(value), repr(value))
+
+
+@pytest.mark.parametrize("case", EXPR_CASES, ids=[c["id"] for c in EXPR_CASES])
+def test_every_conformance_expression_gives_the_same_outcome_cold_and_hot(case):
+    """Three sessions of one engine, each from the case's state: the first compiles the expression and
+    runs ``eval`` of its code; the second runs its function (tested, when it has one); the third its plain
+    function under the time limit."""
+    engine = Engine(bare_settings({k: case[k] for k in ("allowlist", "rules", "limits", "sys", "secrets", "const")
+                                   if k in case}))
+    source = case["expr"]
+
+    def session() -> Session:
+        return Session(engine, **{k: copy.deepcopy(case[k]) for k in ("locals", "agent", "conv") if k in case})
+    cold = outcome(session(), source)
+    hot_session = session()
+    hot = outcome(hot_session, source)
+    armed_session = session()
+    compiled = engine.compiled.get(source)
+    if compiled is not None:
+        armed_session.execution._bind(source, compiled)  # made, not run: then only the plain function is kept
+        only_armed(armed_session.execution)
+    armed = outcome(armed_session, source)
+    assert cold == hot == armed
+    if compiled is not None and not compiled.is_coroutine_code:  # it compiled: the later runs were functions
+        assert has_functions(hot_session.execution, source) and has_functions(armed_session.execution, source)
+
+
+def test_the_functions_read_names_as_eval_does():
+    """Globals first, then the engine's builtins; a local set later, or an allowlist name shadowed by a
+    local, is seen by the function made before."""
+    s = Session(Engine(bare_settings({"allowlist": "len"})), locals={"xs": [1, 2]})
+    for _ in range(3):
+        assert s.evaluate("len(xs) + 1") == 3
+    s.set_local("xs", [1, 2, 3, 4])
+    assert s.evaluate("len(xs) + 1") == 5
+    with pytest.raises(S2OError) as raised:
+        s.evaluate("total * 2")
+    assert raised.value.code == "unknown-name"
+    s.set_local("total", 4)
+    assert [s.evaluate("total * 2") for _ in range(3)] == [8, 8, 8]
+    s.reset()
+    with pytest.raises(S2OError) as raised:
+        s.evaluate("total * 2")  # the tested function's read of an unset name: unknown-name, at the name
+    assert (raised.value.code, raised.value.line, raised.value.col) == ("unknown-name", 1, 0)
+
+
+class Meta(type):
+    """A metaclass whose ``__hash__`` and ``__eq__`` are Python code: a type test by hash or ``==`` would
+    run them with no time limit armed."""
+
+    calls = 0
+
+    def __hash__(cls) -> int:
+        Meta.calls += 1
+        return 1
+
+    def __eq__(cls, other: object) -> bool:
+        Meta.calls += 1
+        return False
+
+
+class Odd(metaclass=Meta):
+    pass
+
+
+def test_the_type_test_compares_by_identity_and_runs_no_metaclass_code():
+    s = Session(Engine(bare_settings({"allowlist": "len", "allow_unsafe_entries": True})),
+                locals={"name": "ab", "n": 2})
+    for _ in range(3):
+        assert s.evaluate("name.upper()") == "AB"
+        assert s.evaluate("n + n") == 4
+    s.set_local("name", Odd())
+    s.set_local("n", Odd())
+    Meta.calls = 0
+    for source in ("name.upper()", "n + n"):
+        with pytest.raises(S2OError):
+            s.evaluate(source)  # not a str: the tested function returns WATCH, the plain one fails, armed
+    assert Meta.calls == 0
+
+
+def test_a_tested_function_checks_every_name_it_was_asked_for():
+    tree = ast.parse("a + b", mode="eval")
+    plain, tested = functions.function_codes(tree, (("a", frozenset({int})), ("b", frozenset({str, float}))),
+                                             "<s2o>")
+    assert tested is not None
+    builtins = {**functions.HIDDEN, "__s2o_type": type}
+    run = types.FunctionType
+    assert run(tested, {"__builtins__": builtins, "a": 1, "b": 2.5})() == 3.5
+    assert run(tested, {"__builtins__": builtins, "a": 1, "b": 2})() is functions.WATCH
+    assert run(tested, {"__builtins__": builtins, "a": True, "b": 2.5})() is functions.WATCH  # exact: not bool
+    assert run(plain, {"__builtins__": builtins, "a": 1, "b": 2})() == 3
+    _, none = functions.function_codes(tree, (), "<s2o>")
+    assert none is None
+
+
+def test_a_function_never_outlives_the_builtins_it_was_made_with():
+    """A host object turns the session guarded (a new engine, new builtins): no function made before runs."""
+    s = Session(Engine(default_settings()), locals={"name": "ab", "xs": [3, 1]})
+    for _ in range(3):
+        assert s.evaluate("name.upper()") == "AB"
+        assert s.evaluate("sorted(xs)") == [1, 3]
+    made = bound_functions(s.execution)
+    assert made and all(f.__builtins__ is s.engine.builtins for f in made)
+
+    class Host:
+        pass
+    s.set_local("host", Host())
+    assert s.engine.guarded
+    for _ in range(3):
+        assert s.evaluate("name.upper()") == "AB"
+        assert s.evaluate("sorted(xs)") == [1, 3]
+    now = bound_functions(s.execution)
+    assert now and all(f.__builtins__ is s.engine.builtins for f in now)
+    assert not any(f in made for f in now)
+
+
+@pytest.mark.parametrize("a, b", [
+    (3, 4), ((1 << 30) - 2, (1 << 30) - 2), ((1 << 30) - 1, 5), (1 << 30, -(1 << 30)), (1 << 61, 1 << 61),
+    (1 << 5000, 1 << 5000), (2.5, 1 << 70), (1e308, 10.0), (True, 3), ("ab", 3), ("ab", 10 ** 9), ([1], 2),
+])
+def test_a_function_multiplies_as_the_bounded_operator_does(a, b):
+    """In a function every ``*`` and ``%`` gets the numeric fast path (a float, or an int within
+    ±(2**30-1)); anything else takes ``bounded_mult``/``bounded_mod``: the same value, or the same refusal."""
+    s = Session(Engine(default_settings()), locals={"a": a, "b": b})
+    for source in ("a * b", "b * a", "a % 7 if a else 0"):
+        outcomes = {repr(outcome(s, source)) for _ in range(3)}  # cold, then the functions
+        assert len(outcomes) == 1, (source, outcomes)
+    if type(a) is int and type(b) is int and a.bit_length() + b.bit_length() <= 124:
+        assert s.evaluate("a * b") == a * b

@@ -1,0 +1,21 @@
+"""What tests read of a session's expression functions (``Execution._functions``, :mod:`s2o_kernel.engine.functions`)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+
+def only_armed(execution: Any) -> None:
+    """Drop the unwatched functions ``execution`` made: each expression it ran runs under the time limit."""
+    execution._functions = {source: (None, plain) for source, (_, plain) in execution._functions.items()}
+
+
+def bound_functions(execution: Any) -> list[types.FunctionType]:
+    """Every function ``execution`` has made and keeps."""
+    return [f for pair in execution._functions.values() for f in pair if f is not None]
+
+
+def has_functions(execution: Any, source: str) -> bool:
+    """Whether ``execution`` runs ``source`` as functions (it ran it before, and it does not await)."""
+    return source in execution._functions
