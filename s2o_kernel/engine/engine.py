@@ -2,7 +2,8 @@
 
 An :class:`Engine` loads the allowlist and compile rules of one :class:`~.settings.Settings` and keeps
 a cache of compiled expressions keyed by source text, so an expression is parsed, checked and compiled
-once and then run with a plain ``eval`` of its code object against a session's one globals dict (see
+once and then run with a plain ``eval`` of its code object against a session's one globals dict, or,
+from its second run in a session, as a function of the same expression (:mod:`.functions`; see
 :mod:`.execution` and ``docs/performance.md``). An engine holds no variables: sessions
 (:mod:`.session`) share it.
 """

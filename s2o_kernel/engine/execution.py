@@ -5,12 +5,12 @@ namespaces and the engine's builtins), its event-loop thread ("the shared event 
 the time limit's watchdog entry. Every expression runs through it, whoever asks:
 
 * :meth:`Execution.evaluate` — a cell or a library call, in the calling thread (the hot path: a
-  plain ``eval`` of the cached code object; calls and comprehensions under the watchdog; a
-  coroutine result driven on the loop thread and waited for here);
+  call of the expression's function, :mod:`.functions`, from its second run; calls and comprehensions
+  under the watchdog; a coroutine result driven on the loop thread and waited for here);
 * :meth:`Execution.evaluate_async` — the same for a caller that is itself on an event loop;
 * :meth:`Execution.run_on_loop` — an expression inside a fragment run, already on the loop thread.
 
-They differ only in where awaiting happens. Errors are mapped in one place, :meth:`Execution.map_error`: Python
+They differ only in where awaiting happens. Errors are mapped in one place, :mod:`.failures`: Python
 exceptions become ``runtime`` (message starting with the exception's type name, secret values scrubbed, the
 failing operation's line and column), limits become ``timedOut`` / ``stopped`` / ``memory-limit``. A name
 the expression reads that no one set is ``unknown-name`` for a cell (validated against the session's locals
