@@ -106,11 +106,14 @@ class Execution:
         if unwatched is not None:  # runs no bytecode the watchdog could stop, or returns WATCH first
             try:
                 value = unwatched()
+            except NameError:  # a name it tests is not set (``result``, ``exc``, a local reset): the plain
+                pass  # function decides, as eval does (a branch not taken reads nothing; the name's own position)
             except BaseException as exc:
                 raise self._failed(exc, self._compiled_of(source), 0.0) from None
-            if value is not WATCH:
-                return value
-            self._functions[source] = (None, plain)  # the types did not hold: armed from now on, no test
+            else:
+                if value is not WATCH:
+                    return value
+                self._functions[source] = (None, plain)  # the types did not hold: armed from now on, no test
         # under the time limit, armed inline (the protocol of _eval_limited)
         entry = self._deadline
         entry.thread_id = get_ident()

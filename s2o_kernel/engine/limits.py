@@ -271,6 +271,16 @@ OPERAND_TYPES = ARGUMENT_TYPES
 #: stored key's own ``__eq__`` runs only on a hash collision, once per colliding key the dict was built with).
 SUBSCRIBED_TYPES = OPERAND_TYPES | {list, tuple, dict}
 
+#: Exact types a name must have as an operand of ``%`` (the engine's ``bounded_mod``): on a ``str`` it checks
+#: the %-format's widths by a Python loop over the text (seconds for a long one), which only the watchdog stops.
+MOD_OPERAND_TYPES = frozenset({int, float, bool})
+#: The hidden name of the ``%`` operator's helper (:func:`.rewrites.operator_helper_name`).
+MOD_HELPER = "__s2o_op_mod"
+#: Most operations (operators, calls, comparisons, subscripts, truth tests) an expression run without the
+#: watchdog may hold: each may be one C call over a long value, and a chain of them (``s.count('x') == 0 and
+#: …``, ``s + s + …``) would otherwise run as many as the definition length allows, past the time limit.
+MAX_UNWATCHED_OPERATIONS = 32
+
 #: Pairs of ``(name, exact types)``: what :func:`unwatched` asks of the names an expression reads.
 Needs = tuple[tuple[str, frozenset[type]], ...]
 
@@ -291,14 +301,17 @@ def unwatched(tree: ast.AST, helpers: frozenset[str] = frozenset()) -> Needs | N
     (``name`` may also be such a call of a method of :data:`STR_RESULTS`: ``name.strip().lower()``), no
     ``*``/``**``, every argument a constant (``str``, ``int``, ``float``, ``bool``, ``None``) or a name of
     :data:`ARGUMENT_TYPES`; or a call of one of ``helpers``, hidden names the engine binds to its own
-    bounded helpers (bounded operators, the f-string's helper and test), with operated-on arguments. Any
-    other hidden name, call, comprehension, ``await``, lambda or walrus: ``None``.
+    bounded helpers (bounded operators, the f-string's helper and test), with operated-on arguments (``%``'s:
+    names of exact numbers or number constants, :data:`MOD_OPERAND_TYPES`). Any other hidden name, call,
+    comprehension, ``await``, lambda or walrus, or more than :data:`MAX_UNWATCHED_OPERATIONS` operations:
+    ``None``.
 
     Before, the rest of an expression (operators, subscripts, comparisons) was taken to run no Python
     code; it runs the operands' dunders, Python code for values of standard-library classes
     (``Counter.__add__``, ``IPv4Network.__iter__``) and for ``agent.x`` (a copy)."""
     walk = _Walk(helpers)
-    if not walk.value(getattr(tree, "body", tree), False) or not all(walk.needs.values()):
+    if (not walk.value(getattr(tree, "body", tree), False) or not all(walk.needs.values())
+            or walk.operations > MAX_UNWATCHED_OPERATIONS):
         return None
     return tuple(walk.needs.items())
 
@@ -323,6 +336,8 @@ class _Walk:
     def __init__(self, helpers: frozenset[str]) -> None:
         self.needs: dict[str, frozenset[type]] = {}
         self.helpers = helpers
+        #: Operations seen so far (see :data:`MAX_UNWATCHED_OPERATIONS`).
+        self.operations = 0
         self.kinds: dict[type, Any] = {
             ast.Constant: lambda node, used: True,
             ast.Name: self.name, ast.List: self.display, ast.Tuple: self.display, ast.Dict: self.dict,
@@ -336,6 +351,9 @@ class _Walk:
     def value(self, node: ast.AST, used: bool) -> bool:
         """Whether ``node`` qualifies; ``used``: its value is operated on (then it must be made of exact
         builtin values, and every name it operates on is tested)."""
+        if not isinstance(node, (ast.Constant, ast.Name, ast.List, ast.Tuple)):
+            self.operations += len(node.ops) if isinstance(node, ast.Compare) else (
+                len(node.values) - 1 if isinstance(node, ast.BoolOp) else 1)
         kind = self.kinds.get(type(node))
         if kind is not None:
             return bool(kind(node, used))
@@ -375,6 +393,8 @@ class _Walk:
         """Whether the call ``node`` qualifies, its receiver being of one of ``within``."""
         func = node.func
         if isinstance(func, ast.Name):  # a hidden helper of the engine's own, on operated-on values
+            if func.id == MOD_HELPER:  # numbers only: names of them, or number constants
+                return func.id in self.helpers and not node.keywords and all(self.number(a) for a in node.args)
             return (func.id in self.helpers and not node.keywords
                     and all(not isinstance(a, ast.Starred) and self.value(a, True) for a in node.args))
         if not isinstance(func, ast.Attribute) or any(kw.arg is None for kw in node.keywords):
@@ -382,8 +402,18 @@ class _Walk:
         kinds = _RECEIVERS.get(func.attr, frozenset()) & within
         return bool(kinds) and self.receiver(func.value, kinds) and self.arguments(node)
 
+    def number(self, node: ast.AST) -> bool:
+        """Whether ``node`` is a number constant or a name (then asked to hold an exact number)."""
+        if isinstance(node, ast.Constant):
+            return type(node.value) in MOD_OPERAND_TYPES
+        if isinstance(node, ast.Name) and not _hidden(node):
+            self.need(node.id, MOD_OPERAND_TYPES)
+            return True
+        return False
+
     def receiver(self, node: ast.AST, kinds: frozenset[type]) -> bool:
         if isinstance(node, ast.Call):  # a chain: the link's result is a str if its receiver is one
+            self.operations += 1
             link = node.func
             return (str in kinds and isinstance(link, ast.Attribute) and link.attr in STR_RESULTS
                     and self.call(node, frozenset({str})))

@@ -1,0 +1,106 @@
+"""Red team of the expression functions (red 3, 2026-12-02; ``engine/functions.py``, docs/performance.md).
+
+From an expression's second evaluation in a session it runs as a function, and one whose names hold exact
+builtin values runs its *tested* function without the watchdog. Three holes, each payload evaluated three
+times in one session (the first run is ``eval`` of the compiled code, the later ones the functions):
+
+* the tested function read every name its test asks about before the expression ran, so a name that is
+  not set (``result``, ``exc``) and sits in a branch the run does not take made the second evaluation fail
+  ``not-set`` where the first gave a value, and an unset name was reported at the expression's start
+  (col 0) instead of its own position;
+* ``%`` of a ``str`` ran ``bounded_mod``'s %-format width check, a Python loop over the text, without the
+  watchdog: ``s % () == s % () and …`` over a long ``s`` ran for many times ``limits.time`` and ignored
+  ``Session.interrupt`` (the first run, armed, stopped at the limit);
+* a chain of C calls or operators (``s.count('b') == 0 and …`` 300 times over a 20 MB ``s``) ran without the
+  watchdog as long as the definition length allowed: each call is C, but the chain is bytecode between them
+  that only an armed run stops. An expression with more than ``limits.MAX_UNWATCHED_OPERATIONS``
+  operations now runs under the time limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from interrupting import assert_interrupt_stops
+
+from s2o_kernel.engine import Engine, S2OError, Session, default_settings, limits
+
+LIMIT = 0.3
+
+
+def outcome(s: Session, source: str) -> Any:
+    try:
+        value = s.evaluate(source)
+    except S2OError as exc:
+        return ("error", exc.code, exc.message, exc.line, exc.col)
+    return ("value", type(value), repr(value))
+
+
+def thrice(s: Session, source: str) -> list[Any]:
+    return [outcome(s, source) for _ in range(3)]
+
+
+def session(limit: float = 30.0, **locals_: Any) -> Session:
+    s = Session(Engine(default_settings()), locals=locals_)
+    s.update_settings({"limits": {"time": limit}})
+    return s
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("'none' if flag else result.upper()", ("value", str, "'none'")),
+    ("flag or result + 1", ("value", bool, "True")),
+    ("name.upper() if flag else exc.code", ("value", str, "'AB'")),
+    ("'a' + result", ("error", "not-set", "'result' has not been set: no command has produced a result yet", 1, 6)),
+    ("n * result", ("error", "not-set", "'result' has not been set: no command has produced a result yet", 1, 4)),
+])
+def test_an_unset_name_gives_the_same_outcome_every_run(source, expected):
+    s = session(flag=True, name="ab", n=5)
+    assert thrice(s, source) == [expected] * 3
+
+
+def test_a_local_removed_by_reset_is_unknown_on_the_function_path():
+    s = session(name="ab")
+    assert thrice(s, "name.upper()") == [("value", str, "'AB'")] * 3
+    s.reset()
+    assert {o[1] for o in thrice(s, "name.upper()")} == {"unknown-name"}
+
+
+@pytest.mark.parametrize("source", ["s % ()", "s % n", "s.upper() % 1", "(s + s) % 2"])
+def test_percent_of_text_is_never_unwatched(source):
+    needs = Engine(default_settings()).compile(source).unwatched
+    assert needs is None or all(not kinds & {str} for name, kinds in needs if name == "s")
+
+
+def test_percent_of_numbers_stays_unwatched():
+    assert Engine(default_settings()).compile("n % 2").unwatched == (("n", limits.MOD_OPERAND_TYPES),)
+
+
+def test_a_long_chain_of_c_calls_is_watched():
+    chain = " and ".join(["s.count('b') == 0"] * (limits.MAX_UNWATCHED_OPERATIONS + 1))
+    assert Engine(default_settings()).compile(chain).unwatched is None
+    assert Engine(default_settings()).compile("s.count('b') == 0 and s.upper()").unwatched is not None
+
+
+PAYLOADS = [
+    pytest.param(" and ".join(["s % () == s % ()"] * 40), {"s": "%%" * 2_500_000}, id="percent-format-check"),
+    pytest.param(" and ".join(["s.count('b') == 0"] * 900), {"s": "a" * 20_000_000}, id="c-method-chain"),
+]
+
+
+@pytest.mark.timeout(120, method="thread")
+@pytest.mark.parametrize("source, values", PAYLOADS)
+def test_the_function_path_stops_at_the_time_limit(source, values):
+    s = session(LIMIT, **values)
+    for _ in range(3):  # eval (armed), then the functions
+        with pytest.raises(S2OError) as err:
+            s.evaluate(source)
+        assert err.value.code == "timedOut", err.value
+    assert s.evaluate("s[:1]") in ("a", "%")
+
+
+@pytest.mark.timeout(120, method="thread")
+@pytest.mark.parametrize("source, values", PAYLOADS[:2])
+def test_an_interrupt_stops_the_function_path(source, values):
+    s = session(60.0, **values)
+    assert_interrupt_stops(s, source, times=3)
