@@ -30,6 +30,8 @@ import threading
 import time
 from typing import Any
 
+from .rewrites import operator_helper_name
+
 #: How often the watchdog checks deadlines, in seconds.
 TICK = 0.02
 #: Seconds between two sendings of a fired exception that the thread has not taken yet (see :class:`Armed`).
@@ -274,8 +276,8 @@ SUBSCRIBED_TYPES = OPERAND_TYPES | {list, tuple, dict}
 #: Exact types a name must have as an operand of ``%`` (the engine's ``bounded_mod``): on a ``str`` it checks
 #: the %-format's widths by a Python loop over the text (seconds for a long one), which only the watchdog stops.
 MOD_OPERAND_TYPES = frozenset({int, float, bool})
-#: The hidden name of the ``%`` operator's helper (:func:`.rewrites.operator_helper_name`).
-MOD_HELPER = "__s2o_op_mod"
+#: The hidden name of the ``%`` operator's helper.
+MOD_HELPER = operator_helper_name("%")
 #: Most operations (operators, calls, comparisons, subscripts, truth tests) an expression run without the
 #: watchdog may hold: each may be one C call over a long value, and a chain of them (``s.count('x') == 0 and
 #: …``, ``s + s + …``) would otherwise run as many as the definition length allows, past the time limit.
