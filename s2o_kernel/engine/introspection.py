@@ -7,6 +7,7 @@ runs an expression.
 
 from __future__ import annotations
 
+import ast
 import inspect
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +34,19 @@ def completion_names(session: Session) -> dict[str, str]:
     return out
 
 
+#: Types of the literals whose members :func:`member_names` lists (``"a,b".split``, ``[1].count``).
+LITERAL_TYPES = frozenset({str, bytes, list, tuple, dict, set})
+#: Longest literal text :func:`member_names` reads (``ast.literal_eval``), in characters.
+LITERAL_LENGTH = 1000
+
+
 def member_names(session: Session, dotted: str) -> list[str]:
-    """Public members after ``dotted.`` that an expression may read (empty when unknown)."""
+    """Public members after ``dotted.`` that an expression may read (empty when unknown). ``dotted`` is a
+    dotted name, or the text of a literal of :data:`LITERAL_TYPES` (``'a,b'``, ``[1, 2]``; at most
+    :data:`LITERAL_LENGTH` characters, read by ``ast.literal_eval``, never run): its type's members."""
+    literal = _literal_type(dotted)
+    if literal is not None:
+        return sorted(n for n in dir(literal) if name_violation(n) is None)
     parts = dotted.split(".")
     head = parts[0]
     if len(parts) == 1:
@@ -55,6 +67,17 @@ def member_names(session: Session, dotted: str) -> list[str]:
         return sorted(namespace_members(obj))
     names = dir(obj if isinstance(obj, type) else type(obj))
     return sorted(n for n in names if name_violation(n) is None)
+
+
+def _literal_type(text: str) -> type | None:
+    """The type of the literal ``text`` when it is one of :data:`LITERAL_TYPES`, else ``None``."""
+    if type(text) is not str or not text or text[0] not in "'\"[({b" or len(text) > LITERAL_LENGTH:
+        return None
+    try:
+        kind = type(ast.literal_eval(text))
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    return kind if kind in LITERAL_TYPES else None
 
 
 #: What ``name?`` says of each runtime namespace (SPEC 5) before listing its members.

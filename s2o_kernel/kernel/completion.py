@@ -1,8 +1,8 @@
 """Completion, inspection and is_complete (pure functions; never raise).
 
 Completion offers magic names after ``%``, file names after the file magics (``%run``, ``%config``,
-``%state save|load``: the kernel's working directory), members after ``name.``, and otherwise names
-(allowlist, locals, namespaces, fragment words).
+``%state save|load``: the kernel's working directory), members after ``name.`` and after a literal
+(``'a,b'.sp``, ``[1].co``), and otherwise names (allowlist, locals, namespaces, fragment words).
 
 Offsets are Unicode code points (protocol 5.2+); out-of-range cursor
 positions are clamped. Every completion reply carries
@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import ast
 import codeop
+import io
 import json
 import re
+import tokenize
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -24,6 +26,10 @@ from s2o_kernel.kernel.cells import is_comment_line, looks_like_json, strip_comm
 from s2o_kernel.kernel.contract import SessionLike
 
 _IDENT_CHARS = re.compile(r"[A-Za-z0-9_.]")
+#: Tokens that carry no code (what :func:`_literal_before` skips).
+_LAYOUT = frozenset({tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
+                     tokenize.COMMENT})
+_CLOSERS, _OPENERS = frozenset("])}"), frozenset("[({")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MAGIC_PREFIX = re.compile(r"^(\s*)(%%?)([A-Za-z0-9_-]*)$")
 #: The line magics that take a file, up to the file's partial path (``%run age``, ``%state load s``).
@@ -123,6 +129,8 @@ def complete(
         token, start = token_before(code, pos)
         if token[:1].isdigit() or session is None:
             return empty_reply(pos)
+        if token.startswith("."):
+            return _complete_literal_member(session, code, token, start, pos)
         if "." in token:
             return _complete_member(session, token, start, pos)
         return _complete_name(session, code, token, start, pos)
@@ -180,6 +188,53 @@ def _complete_member(session: SessionLike, token: str, start: int, pos: int) -> 
         full = f"{base}.{member}"
         hits.append((full, kinds.get(full, "member")))
     return _reply(_sorted(hits), start, pos)
+
+
+def _complete_literal_member(session: SessionLike, code: str, token: str, start: int, pos: int) -> dict[str, Any]:
+    """``'a,b'.sp``, ``[1, 2].co``: the members of the literal's type that start with the partial name (the
+    engine reads the literal, never runs it: ``member_names``)."""
+    partial = token[1:]
+    literal = _literal_before(code, start)
+    if literal is None or "." in partial or (partial and not _IDENT.match(partial)):
+        return empty_reply(pos)
+    hits = [(member, "member") for member in session.member_names(literal)
+            if not member.startswith("_") and member.startswith(partial)]
+    return _reply(_sorted(hits), start + 1, pos)
+
+
+def _literal_before(code: str, end: int) -> str | None:
+    """The text of the string or bracketed display that ends right before ``end``, or ``None``."""
+    before = code[:end]
+    tokens: list[tokenize.TokenInfo] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(before).readline):
+            tokens.append(tok)
+    except (tokenize.TokenError, SyntaxError):  # a bracket left open earlier in the cell: what was read counts
+        pass
+    tokens = [t for t in tokens if t.type not in _LAYOUT]
+    if not tokens or _offset(before, tokens[-1].end) != end:
+        return None
+    last = tokens[-1]
+    if last.type == tokenize.STRING:
+        return last.string
+    if last.string not in _CLOSERS:
+        return None
+    depth = 0
+    for tok in reversed(tokens):
+        if tok.type == tokenize.OP and tok.string in _CLOSERS:
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in _OPENERS:
+            depth -= 1
+            if depth == 0:
+                return before[_offset(before, tok.start):end]
+    return None
+
+
+def _offset(text: str, at: tuple[int, int]) -> int:
+    """The index in ``text`` of tokenize's ``(row, col)`` (rows from 1, columns in code points)."""
+    row, col = at
+    lines = text.splitlines(keepends=True)
+    return sum(len(line) for line in lines[:row - 1]) + col
 
 
 def _complete_name(session: SessionLike, code: str, token: str, start: int, pos: int) -> dict[str, Any]:
