@@ -14,10 +14,9 @@ import ast
 import copy
 import types
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hot import bound_functions, has_functions, only_armed
+from hot import bound_functions, has_functions, only_armed, outcome
 
 from s2o_kernel.conformance import load_cases
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings, functions
@@ -25,15 +24,6 @@ from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_
 CASE_DIR = Path(__file__).resolve().parents[1] / "conformance"
 EXPR_CASES = [c for c in load_cases(CASE_DIR / "expressions.jsonl")
               if "expr" in c and not c.get("helpers") and "class" not in c]
-
-
-def outcome(s: Session, source: str) -> Any:
-    """What evaluating ``source`` gives: ``("value", type, value)`` or ``("error", code, message, line, col)``."""
-    try:
-        value = s.evaluate(source)
-    except S2OError as exc:
-        return ("error", exc.code, exc.message, exc.line, exc.col)
-    return ("value", type(value), repr(value))
 
 
 @pytest.mark.parametrize("case", EXPR_CASES, ids=[c["id"] for c in EXPR_CASES])

@@ -22,19 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hot import outcome
 from interrupting import assert_interrupt_stops
 
 from s2o_kernel.engine import Engine, S2OError, Session, default_settings, limits
 
 LIMIT = 0.3
-
-
-def outcome(s: Session, source: str) -> Any:
-    try:
-        value = s.evaluate(source)
-    except S2OError as exc:
-        return ("error", exc.code, exc.message, exc.line, exc.col)
-    return ("value", type(value), repr(value))
 
 
 def thrice(s: Session, source: str) -> list[Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from s2o_kernel.engine import S2OError
+
 
 def only_armed(execution: Any) -> None:
     """Drop the unwatched functions ``execution`` made: each expression it ran runs under the time limit."""
@@ -19,3 +21,12 @@ def bound_functions(execution: Any) -> list[types.FunctionType]:
 def has_functions(execution: Any, source: str) -> bool:
     """Whether ``execution`` runs ``source`` as functions (it ran it before, and it does not await)."""
     return source in execution._functions
+
+
+def outcome(session: Any, source: str) -> Any:
+    """What evaluating ``source`` gives: ``("value", type, repr)`` or ``("error", code, message, line, col)``."""
+    try:
+        value = session.evaluate(source)
+    except S2OError as exc:
+        return ("error", exc.code, exc.message, exc.line, exc.col)
+    return ("value", type(value), repr(value))
