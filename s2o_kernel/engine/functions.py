@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import ast
 import types
-from typing import Any, TypeVar
+from typing import Any
 
 from .limits import Needs
-from .rewrites import EXACT_NAMES, EXACT_ORDER, TYPE_HELPER
+from .rewrites import EXACT_NAMES, EXACT_ORDER, TYPE_HELPER, placed_at
 
 
 class _Watch:
@@ -63,12 +63,12 @@ def function_codes(tree: ast.Expression, needs: Needs | None, filename: str) -> 
     expression's own). Raises what ``compile`` raises (``SyntaxError``, ``ValueError``, ``RecursionError``,
     ``MemoryError``) for a tree that does not compile."""
     body = tree.body
-    functions: list[ast.stmt] = [_function("<expr>", [_at(ast.Return(value=body), body)], body)]
+    functions: list[ast.stmt] = [_function("<expr>", [placed_at(ast.Return(value=body), body)], body)]
     if needs:
         tests = [_one_of(name, kinds, body) for name, kinds in needs]
-        test = tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.And(), values=tests), body)
-        tested = [_at(ast.If(test=test, body=[_at(ast.Return(value=body), body)], orelse=[]), body),
-                  _at(ast.Return(value=_at(ast.Name(id=WATCH_NAME, ctx=ast.Load()), body)), body)]
+        test = tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.And(), values=tests), body)
+        tested = [placed_at(ast.If(test=test, body=[placed_at(ast.Return(value=body), body)], orelse=[]), body),
+                  placed_at(ast.Return(value=placed_at(ast.Name(id=WATCH_NAME, ctx=ast.Load()), body)), body)]
         functions.append(_function("<tested>", tested, body))
     module = compile(ast.Module(body=functions, type_ignores=[]), filename, "exec", dont_inherit=True)
     codes = {c.co_name: c for c in module.co_consts if isinstance(c, types.CodeType)}
@@ -80,29 +80,19 @@ def _one_of(name: str, kinds: frozenset[type], at: ast.expr) -> ast.expr:
     of ``kinds``."""
     compared = [kind for kind in EXACT_ORDER if kind in kinds]
     if not compared:  # a need no exact type meets: the tested function always returns WATCH
-        return _at(ast.Constant(value=False), at)
-    read = _at(ast.NamedExpr(target=_at(ast.Name(id=_TYPE_LOCAL, ctx=ast.Store()), at),
-                             value=_at(ast.Call(func=_at(ast.Name(id=TYPE_HELPER, ctx=ast.Load()), at),
-                                                args=[_at(ast.Name(id=name, ctx=ast.Load()), at)],
+        return placed_at(ast.Constant(value=False), at)
+    read = placed_at(ast.NamedExpr(target=placed_at(ast.Name(id=_TYPE_LOCAL, ctx=ast.Store()), at),
+                             value=placed_at(ast.Call(func=placed_at(ast.Name(id=TYPE_HELPER, ctx=ast.Load()), at),
+                                                args=[placed_at(ast.Name(id=name, ctx=ast.Load()), at)],
                                                 keywords=[]), at)), at)
     tests: list[ast.expr] = []
     for i, kind in enumerate(compared):
-        left = read if i == 0 else _at(ast.Name(id=_TYPE_LOCAL, ctx=ast.Load()), at)
-        tests.append(_at(ast.Compare(left=left, ops=[ast.Is()],
-                                     comparators=[_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), at)]), at))
-    return tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.Or(), values=tests), at)
+        left = read if i == 0 else placed_at(ast.Name(id=_TYPE_LOCAL, ctx=ast.Load()), at)
+        tests.append(placed_at(ast.Compare(left=left, ops=[ast.Is()],
+                                     comparators=[placed_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), at)]), at))
+    return tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.Or(), values=tests), at)
 
 
 def _function(name: str, body: list[ast.stmt], at: ast.expr) -> ast.FunctionDef:
-    return _at(ast.FunctionDef(name=name, args=_NO_ARGUMENTS, body=body, decorator_list=[], returns=None,
-                               type_comment=None), at)
-
-
-_Node = TypeVar("_Node", bound=ast.stmt | ast.expr)
-
-
-def _at(node: _Node, at: ast.expr) -> _Node:
-    """``node`` placed where ``at`` is (its whole span): no operation of a function is positioned elsewhere."""
-    node.lineno, node.col_offset = at.lineno, at.col_offset
-    node.end_lineno, node.end_col_offset = at.end_lineno, at.end_col_offset
-    return node
+    return placed_at(ast.FunctionDef(name=name, args=_NO_ARGUMENTS, body=body, decorator_list=[], returns=None,
+                                     type_comment=None), at)

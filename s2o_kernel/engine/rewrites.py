@@ -64,17 +64,18 @@ SMALL_NUMBER = 1 << 62
 #: compares with a specialized instruction (a product of at most 60 bits).
 COMPACT_INT = (1 << 30) - 1
 
-_Expr = TypeVar("_Expr", bound=ast.expr)
+_Node = TypeVar("_Node", bound=ast.expr | ast.stmt)
 
 #: A recorded rewrite: (parent node, field, index, node to rewrite, helper name).
 Rewrite = tuple[Any, str, int | None, Any, str]
 
 
 def _call(helper: str, args: list[ast.expr], where: ast.AST) -> ast.Call:
-    call = _at(ast.Call(func=_at(ast.Name(id=helper, ctx=ast.Load()), where), args=args, keywords=[]), where)
+    func = placed_at(ast.Name(id=helper, ctx=ast.Load()), where)
+    call = placed_at(ast.Call(func=func, args=args, keywords=[]), where)
     for n in args:
         if not hasattr(n, "lineno"):
-            _at(n, where)
+            placed_at(n, where)
     return call
 
 
@@ -100,8 +101,8 @@ def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
     args: list[ast.expr] = []
     for value in node.values:
         if isinstance(value, ast.FormattedValue):
-            spec = value.format_spec if value.format_spec is not None else _at(ast.Constant(None), node)
-            args.append(_at(ast.Tuple(elts=[value.value, _at(ast.Constant(value.conversion), node), spec],
+            spec = value.format_spec if value.format_spec is not None else placed_at(ast.Constant(None), node)
+            args.append(placed_at(ast.Tuple(elts=[value.value, placed_at(ast.Constant(value.conversion), node), spec],
                                       ctx=ast.Load()), node))
         else:
             args.append(value)
@@ -109,11 +110,12 @@ def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
     if test is None:
         _replace_child(parent, node, call)
         return
-    _replace_child(parent, node, _at(ast.IfExp(test=test, body=node, orelse=call), node))
+    _replace_child(parent, node, placed_at(ast.IfExp(test=test, body=node, orelse=call), node))
 
 
-def _at(new: _Expr, where: Any) -> _Expr:
-    """``new`` (an expression node built here) placed at ``where``; its children already have places."""
+def placed_at(new: _Node, where: Any) -> _Node:
+    """``new`` (a node built by a rewrite or :mod:`.functions`) placed at ``where``'s whole span; its
+    children already have places."""
     new.lineno, new.col_offset = where.lineno, where.col_offset
     new.end_lineno, new.end_col_offset = where.end_lineno, where.end_col_offset
     return new
@@ -145,10 +147,10 @@ def _plain_test(node: ast.JoinedStr) -> ast.expr | bool | None:
         return False
     tests: list[ast.expr] = []
     for name in names.values():
-        kind = _call(TYPE_HELPER, [_at(ast.Name(id=name.id, ctx=ast.Load()), name)], name)
-        tests.append(_at(ast.Compare(left=kind, ops=[ast.In()],
-                                     comparators=[_at(ast.Name(id=PLAIN_TEXT, ctx=ast.Load()), name)]), name))
-    return tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.And(), values=tests), node)
+        kind = _call(TYPE_HELPER, [placed_at(ast.Name(id=name.id, ctx=ast.Load()), name)], name)
+        tests.append(placed_at(ast.Compare(left=kind, ops=[ast.In()],
+                                     comparators=[placed_at(ast.Name(id=PLAIN_TEXT, ctx=ast.Load()), name)]), name))
+    return tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.And(), values=tests), node)
 
 
 def _rewrite_sized(parent: Any, node: Any, helper: str) -> None:
@@ -208,8 +210,8 @@ def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:
     else:
         if not tests:  # two small number constants
             return
-        test = tests[0] if len(tests) == 1 else _at(ast.BoolOp(op=ast.And(), values=tests), node)
-        _replace_child(parent, node, _at(ast.IfExp(test=test, body=node, orelse=call), node))
+        test = tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.And(), values=tests), node)
+        _replace_child(parent, node, placed_at(ast.IfExp(test=test, body=node, orelse=call), node))
         return
     _replace_child(parent, node, call)
 
@@ -219,16 +221,16 @@ def _number_test(name: ast.Name) -> ast.expr:
     an int within :data:`COMPACT_INT` gives a product of at most 60 bits, and a float multiplies (or takes
     a remainder) in constant time whatever the other number (``bounded_mult`` lets the same through)."""
     def read() -> ast.Name:
-        return _at(ast.Name(id=name.id, ctx=ast.Load()), name)
+        return placed_at(ast.Name(id=name.id, ctx=ast.Load()), name)
 
     def exactly(kind: type) -> ast.expr:
-        return _at(ast.Compare(left=_call(TYPE_HELPER, [read()], name), ops=[ast.Is()],
-                               comparators=[_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), name)]), name)
+        return placed_at(ast.Compare(left=_call(TYPE_HELPER, [read()], name), ops=[ast.Is()],
+                               comparators=[placed_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), name)]), name)
 
-    small = _at(ast.Compare(left=_at(ast.Constant(-COMPACT_INT), name), ops=[ast.Lt(), ast.Lt()],
-                            comparators=[read(), _at(ast.Constant(COMPACT_INT), name)]), name)
-    small_int = _at(ast.BoolOp(op=ast.And(), values=[exactly(int), small]), name)
-    return _at(ast.BoolOp(op=ast.Or(), values=[small_int, exactly(float)]), name)
+    small = placed_at(ast.Compare(left=placed_at(ast.Constant(-COMPACT_INT), name), ops=[ast.Lt(), ast.Lt()],
+                            comparators=[read(), placed_at(ast.Constant(COMPACT_INT), name)]), name)
+    small_int = placed_at(ast.BoolOp(op=ast.And(), values=[exactly(int), small]), name)
+    return placed_at(ast.BoolOp(op=ast.Or(), values=[small_int, exactly(float)]), name)
 
 
 def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
