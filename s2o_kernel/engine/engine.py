@@ -10,6 +10,7 @@ from its second run in a session, as a function of the same expression (:mod:`.f
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import types
@@ -17,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from . import functions, limits, reach, rewrites, rules
+from . import functions, reach, rewrites, rules, unwatched
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
@@ -30,6 +31,9 @@ FILENAME = "<s2o>"
 
 #: Entries kept in a compile cache (one per compile fingerprint) before it is cleared.
 CACHE_SIZE = 4096
+
+#: Narrowed tested functions an expression keeps (one per combination of its names' types).
+NARROWED = 4
 
 #: Compile fingerprints whose caches the process keeps; the oldest is dropped past this many.
 SHARED_FINGERPRINTS = 16
@@ -78,9 +82,9 @@ class Compiled:
     top_call: bool
 
     simple: bool = False  # nothing in it dispatches to a value's methods: one eval, no limit bookkeeping
-    #: Code that runs no bytecode when these ``(name, exact types)`` hold (:func:`.limits.unwatched`; ``()``:
-    #: whatever the names hold, then it is ``simple``): ``Execution.evaluate`` then runs it without the
-    #: watchdog. ``None``: always under the time limit.
+    #: Code that runs no bytecode when these ``(name, exact types)`` hold (:func:`.unwatched.plan`; ``()``:
+    #: whatever the names hold, then it is ``simple``): ``Execution.evaluate`` then runs its tested function
+    #: without the watchdog. ``None``: always under the time limit.
     unwatched: tuple[tuple[str, frozenset[type]], ...] | None = None
     #: Where the whole-expression call starts (line, col), for ``top_call``: an error raised while it
     #: is awaited for you has no frame of the expression to take a position from. ``None`` otherwise.
@@ -88,10 +92,27 @@ class Compiled:
     #: The code of its plain and (when ``unwatched`` asks anything) tested function (:mod:`.functions`),
     #: made on first use by :meth:`Engine.functions_of`; ``()`` when it has none (it awaits).
     functions: tuple[types.CodeType, types.CodeType | None] | tuple[()] | None = None
+    #: The tested function narrowed to the exact types of its names (in ``unwatched``'s order) and items it
+    #: was made for (:meth:`Engine.narrowed_of`); ``None`` where it could not be made. At most :data:`NARROWED`.
+    narrowed: dict[tuple[type | None, ...], types.CodeType | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.simple = self.unwatched == () and not (self.may_run_long or self.may_hold_objects
                                                     or self.is_coroutine_code)
+
+
+def _narrowing(found: unwatched.Plan, compiled: Compiled, observed: tuple[type | None, ...]) -> tuple[
+        type | None, ...] | None:
+    """``observed`` as :func:`.functions.tested_code` takes it for the plan ``found`` of ``compiled``'s function
+    tree: ``None`` unless ``found`` asks of the names ``compiled.unwatched`` names and every name's type is one
+    it allows; an item's type it does not allow is read as ``None`` (the item keeps its wider test)."""
+    count = len(found.needs)
+    if (not found.needs or [name for name, _ in found.needs] != [name for name, _ in compiled.unwatched or ()]
+            or len(observed) != count + len(found.tests)
+            or not all(kind in kinds for kind, (_, kinds) in zip(observed, found.needs, strict=False))):
+        return None
+    return observed[:count] + tuple(kind if kind in kinds else None
+                                    for kind, (_, kinds) in zip(observed[count:], found.tests, strict=True))
 
 
 def _validation_of(checked: rules.Checked) -> Validation:
@@ -153,7 +174,7 @@ class Engine:
         self.guarded = not unsafe_ok and (guard or any(reach.is_host_object(o) for o in self.allowlist.names.values()))
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
-        #: Hidden names bound to the engine's own helpers, which :func:`.limits.unwatched` may let run
+        #: Hidden names bound to the engine's own helpers, which :func:`.unwatched.plan` may let run
         #: without the watchdog on exact builtin values: the f-string's test and helper, and each operator
         #: rewritten to a bounded operator (not one rewritten to an allowlist function: any code).
         self.unwatched_helpers = frozenset(
@@ -389,29 +410,64 @@ class Engine:
             reach.guard_tree(checked.tree)
         return checked
 
-    def _unwatched(self, checked: rules.Checked) -> limits.Needs | None:
-        """What :func:`.limits.unwatched` asks of the names of ``checked``; ``None`` for an expression that
+    def _unwatched(self, checked: rules.Checked) -> unwatched.Needs | None:
+        """What :func:`.unwatched.plan` asks of the names of ``checked``; ``None`` for an expression that
         awaits, and for every call of a guarded engine."""
         if checked.is_async:
             return None
-        unwatched = limits.unwatched(checked.tree, self.unwatched_helpers) if checked.tree is not None else None
-        return None if self.guarded and unwatched else unwatched
+        needs = unwatched.needs(checked.tree, self.unwatched_helpers) if checked.tree is not None else None
+        return None if self.guarded and needs else needs
 
     def functions_of(self, compiled: Compiled) -> tuple[types.CodeType, types.CodeType | None] | None:
-        """The code of the plain and the tested function of ``compiled`` (a plain expression this engine, or
-        one of the same compile fingerprint, compiled), made once (:func:`.functions.function_codes`, the
-        source checked again: a compiled expression keeps no tree) and kept on it; ``None`` for one that
-        awaits or does not compile that way. Raises nothing."""
+        """The code of the plain and of the tested function of ``compiled`` (a plain expression this engine, or
+        one of the same compile fingerprint, compiled; :mod:`.functions`), made once from the source checked
+        again (a compiled expression keeps no tree) and kept on it; ``None`` for one that awaits or does not
+        compile so, and ``None`` in place of a tested function it has none of. Raises nothing."""
         codes = compiled.functions
         if codes is None:
             codes = ()
-            if not compiled.is_coroutine_code:
-                with quiet():
-                    checked = self._checked(compiled.source, None, function=True)
-                    if not checked.errors and checked.tree is not None and not checked.is_async:
-                        try:
-                            codes = functions.function_codes(checked.tree, compiled.unwatched, FILENAME)
-                        except (SyntaxError, ValueError, RecursionError, MemoryError):
-                            codes = ()
+            tree = None if compiled.is_coroutine_code else self._function_tree(compiled.source)
+            if tree is not None:
+                try:
+                    with quiet():  # compiler warnings never show (as for the expression itself)
+                        plain = functions.plain_code(tree, FILENAME)
+                        found = unwatched.plan(tree, self.unwatched_helpers) if compiled.unwatched else None
+                        tested = functions.tested_code(tree, found, None, FILENAME) if found and found.needs else None
+                    codes = (plain, tested)
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    codes = ()
             compiled.functions = codes
         return codes or None
+
+    def narrowed_of(self, compiled: Compiled, observed: tuple[type | None, ...]) -> types.CodeType | None:
+        """The code of the tested function of ``compiled`` narrowed to ``observed`` (the exact types its names
+        hold, in ``compiled.unwatched``'s order, then its items' types, any other than its plan allows for an
+        item read as ``None``: :func:`.functions.tested_code`),
+        made once per ``observed`` (at most :data:`NARROWED`) and kept on it; ``None`` when ``observed`` is not
+        all types its plan allows, or past :data:`NARROWED`. Raises nothing."""
+        if type(observed) is not tuple or not all(
+                kind is None or any(kind is exact for exact in rewrites.EXACT_ORDER) for kind in observed):
+            return None  # by identity first: the key is hashed next (a metaclass's __hash__ would run)
+        if observed in compiled.narrowed or len(compiled.narrowed) >= NARROWED:
+            return compiled.narrowed.get(observed)
+        code = None
+        tree = self._function_tree(compiled.source)
+        found = unwatched.plan(tree, self.unwatched_helpers) if tree is not None else None
+        kinds = _narrowing(found, compiled, observed) if tree is not None and found is not None else None
+        if tree is not None and found is not None and kinds is not None:
+            try:
+                with quiet():
+                    code = functions.tested_code(tree, found, kinds, FILENAME)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                code = None
+        compiled.narrowed[observed] = code
+        return code
+
+    def _function_tree(self, source: str) -> ast.Expression | None:
+        """``source`` checked again for an expression function (:meth:`_checked`, ``function=True``); ``None``
+        when it has errors or awaits."""
+        with quiet():
+            checked = self._checked(source, None, function=True)
+        if checked.errors or checked.tree is None or checked.is_async:
+            return None
+        return checked.tree

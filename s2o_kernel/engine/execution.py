@@ -30,11 +30,11 @@ from collections.abc import Coroutine
 from time import monotonic
 from typing import Any
 
-from . import failures
+from . import failures, functions
 from .engine import CACHE_SIZE, Compiled, Engine
 from .errors import ErrorGroup, S2OError
 from .failures import INTERRUPTED
-from .functions import WATCH
+from .functions import Unsure
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .loop import INTERRUPT_GRACE, POLL, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
 from .parsing import not_text
@@ -78,9 +78,11 @@ class Execution:
         self._limit = engine.settings.limits.time
         #: source -> ``(unwatched, plain)``: the expression's functions bound to :attr:`globals`
         #: (:mod:`.functions`). ``plain`` runs under the time limit; ``unwatched`` (or ``None``) runs without it
-        #: and returns ``WATCH`` when its names' types do not hold. Made by :meth:`_bind`; a function keeps
+        #: and raises ``Unsure`` when a type it needs does not hold. Made by :meth:`_bind`; a function keeps
         #: the builtins it was made with, so a new engine starts anew.
         self._functions: dict[str, tuple[types.FunctionType | None, types.FunctionType]] = {}
+        #: source -> the tested function to use once its narrowed one (in :attr:`_functions`) is unsure.
+        self._widened: dict[str, types.FunctionType] = {}
 
     # -- in the calling thread ---------------------------------------------------------------
     def evaluate(self, source: str) -> Any:
@@ -93,27 +95,27 @@ class Execution:
         The hot path (an expression this session ran before) is one dict lookup and a call of the
         expression's function (:mod:`.functions`), with the time limit armed (inline, see
         :class:`~.limits.Watchdog`) unless nothing in the expression dispatches to a value's methods
-        (``Compiled.simple``: names, constants, lists of them), or the names it operates on hold values of
-        the exact types ``Compiled.unwatched`` asks for (:func:`~.limits.unwatched`), which its tested
-        function checks first: an operator or a subscript runs its operands' dunders, Python code for many
-        values. An unwatched value needs no result check: it is made by C code of exact builtin values,
-        or read from variables (checked when set).
+        (``Compiled.simple``: names, constants, lists of them), or its tested function finds the exact types
+        it needs (:func:`~.unwatched.plan`: of the names it uses, and of each item it uses where the item is
+        made): an operator or a subscript runs its operands' dunders, Python code for many values. A tested
+        function narrowed to the types of one run that are unsure in another gives way to the wider one, and
+        that one to the armed plain function. An unwatched value needs no result check: it is made by C code
+        of exact builtin values, or read from variables (checked when set).
         """
         try:
             unwatched, plain = self._functions[source]
         except (KeyError, TypeError):  # not run in this session yet, or not text
             return self._evaluate_cold(source)
-        if unwatched is not None:  # runs no bytecode the watchdog could stop, or returns WATCH first
+        if unwatched is not None:  # runs no bytecode the watchdog could stop, or raises Unsure first
             try:
-                value = unwatched()
+                return unwatched()
             except NameError:  # a name it tests is not set (``result``, ``exc``, a local reset): the plain
                 pass  # function decides, as eval does (a branch not taken reads nothing; the name's own position)
+            except Unsure:  # a type did not hold: the wider test from now on, then none (armed)
+                self._functions[source] = (self._widened.pop(source, None), plain)
+                return self.evaluate(source)
             except BaseException as exc:
                 raise self._failed(exc, self._compiled_of(source), 0.0) from None
-            else:
-                if value is not WATCH:
-                    return value
-                self._functions[source] = (None, plain)  # the types did not hold: armed from now on, no test
         # under the time limit, armed inline (the protocol of _eval_limited)
         entry = self._deadline
         entry.thread_id = get_ident()
@@ -148,21 +150,31 @@ class Execution:
 
     def _bind(self, source: str, compiled: Compiled) -> bool:
         """Make the functions of ``compiled`` bound to :attr:`globals`; False when it has none (it awaits)
-        or the globals' builtins are not this engine's (a function would keep them)."""
+        or the globals' builtins are not this engine's (a function would keep them). The tested function is
+        narrowed (:meth:`.Engine.narrowed_of`) to the exact types its names hold now and its items have in a
+        probe run (:func:`.functions.tested_code`: no effect but time), with the wider one kept for when they
+        change."""
         g = self.globals
-        codes = self._engine.functions_of(compiled) if g.get("__builtins__") is self._engine.builtins else None
+        builtins = self._engine.builtins
+        codes = self._engine.functions_of(compiled) if g.get("__builtins__") is builtins else None
         if codes is None:
             return False
         if len(self._functions) >= CACHE_SIZE:
             self._functions.clear()
+            self._widened.clear()
         plain_code, tested_code = codes
         plain = types.FunctionType(plain_code, g)
-        unwatched = None
-        if compiled.simple:
-            unwatched = plain
-        elif tested_code is not None:
-            unwatched = types.FunctionType(tested_code, g)
-        self._functions[source] = (unwatched, plain)
+        if compiled.simple or tested_code is None:
+            self._functions[source] = (plain if compiled.simple else None, plain)
+            return True
+        tested = types.FunctionType(tested_code, g, None, (False,) if tested_code.co_argcount else None)  # probe=False
+        observed = functions.observed(compiled.unwatched or (), tested, g, builtins)
+        narrowed = None if observed is None else self._engine.narrowed_of(compiled, observed)
+        if narrowed is None:
+            self._functions[source] = (tested, plain)
+        else:
+            self._functions[source] = (types.FunctionType(narrowed, g), plain)
+            self._widened[source] = tested
         return True
 
     def _compiled_of(self, source: str) -> Compiled:

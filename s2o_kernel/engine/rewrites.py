@@ -185,52 +185,63 @@ def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:
     For an operator inside a comprehension, or anywhere in an expression function (:mod:`.functions`;
     where reading a global costs little: at the top level of an ``eval``'d expression the call is cheaper
     than the test), rewritten to one of the engine's own bounded operators (:data:`NUMERIC_SAFE`), whose
-    operands are names or number constants (reading a name twice has no effect): a float, or an int
-    within ±(2**30-1) for a name (:func:`_number_test`) and ±2**62 for a constant, multiplies (or takes a
-    remainder) natively with a result of at most 92 bits, so the bound holds without a call; anything else
-    (a sequence, a big integer, ``bool``, a host object) takes the helper.
+    operands are names or number constants (reading a name twice has no effect): ints within ±(2**30-1)
+    for names (:func:`_small_int`) and ±2**62 for constants, or a float, multiply (or take a remainder)
+    natively with a result of at most 92 bits, so the bound holds without a call; anything else (a
+    sequence, a big integer, ``bool``, a host object) takes the helper. For ``*`` one float operand is
+    enough (``bounded_mult`` multiplies a float natively whatever the other operand); for ``%`` each operand
+    must be a number (``bounded_mod`` checks the widths of a ``str`` left operand, whatever the right one).
     """
     call = _call(helper, [node.left, node.right], node)
-    tests: list[ast.expr] = []
-    seen: set[str] = set()
+    names: list[ast.Name] = []
     for operand in (node.left, node.right):
         value = operand.value if isinstance(operand, ast.Constant) else None
         if isinstance(value, (int, float)) and type(value) in NUMBER_TYPES:
             if not -SMALL_NUMBER < value < SMALL_NUMBER:
-                tests = []
-                break
-            continue
-        if not isinstance(operand, ast.Name):
-            tests = []
-            break
-        if operand.id in seen:
-            continue
-        seen.add(operand.id)
-        tests.append(_number_test(operand))
-    else:
-        if not tests:  # two small number constants
+                _replace_child(parent, node, call)
+                return
+        elif not isinstance(operand, ast.Name):
+            _replace_child(parent, node, call)
             return
-        test = tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.And(), values=tests), node)
-        _replace_child(parent, node, placed_at(ast.IfExp(test=test, body=node, orelse=call), node))
+        elif all(n.id != operand.id for n in names):
+            names.append(operand)
+    if not names:  # two small number constants
         return
-    _replace_child(parent, node, call)
+    if isinstance(node.op, ast.Mult):  # every name a small int, or one of them a float
+        tests = [_all_of([_small_int(n) for n in names], node), *(_exactly(n, float) for n in names)]
+    else:  # each name a small int or a float
+        tests = [_any_of([_small_int(n), _exactly(n, float)], node) for n in names]
+        tests = [_all_of(tests, node)]
+    _replace_child(parent, node, placed_at(ast.IfExp(test=_any_of(tests, node), body=node, orelse=call), node))
 
 
-def _number_test(name: ast.Name) -> ast.expr:
-    """``__s2o_type(x) is int and -(2**30-1) < x < 2**30-1 or __s2o_type(x) is float`` for the name ``x``:
-    an int within :data:`COMPACT_INT` gives a product of at most 60 bits, and a float multiplies (or takes
-    a remainder) in constant time whatever the other number (``bounded_mult`` lets the same through)."""
+def _exactly(name: ast.Name, kind: type) -> ast.expr:
+    """``__s2o_type(x) is __s2o_exact_<kind>`` for the name ``x``."""
+    read = placed_at(ast.Name(id=name.id, ctx=ast.Load()), name)
+    return placed_at(ast.Compare(left=_call(TYPE_HELPER, [read], name), ops=[ast.Is()],
+                                 comparators=[placed_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), name)]), name)
+
+
+def _small_int(name: ast.Name) -> ast.expr:
+    """``__s2o_type(x) is int and -(2**30-1) < x and x < 2**30-1`` for the name ``x``: an int within
+    :data:`COMPACT_INT` (compared by a specialized instruction; two comparisons, not a chained one, which
+    copies and swaps) gives a product of at most 60 bits."""
     def read() -> ast.Name:
         return placed_at(ast.Name(id=name.id, ctx=ast.Load()), name)
 
-    def exactly(kind: type) -> ast.expr:
-        return placed_at(ast.Compare(left=_call(TYPE_HELPER, [read()], name), ops=[ast.Is()],
-                               comparators=[placed_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), name)]), name)
+    above = placed_at(ast.Compare(left=placed_at(ast.Constant(-COMPACT_INT), name), ops=[ast.Lt()],
+                                  comparators=[read()]), name)
+    below = placed_at(ast.Compare(left=read(), ops=[ast.Lt()],
+                                  comparators=[placed_at(ast.Constant(COMPACT_INT), name)]), name)
+    return placed_at(ast.BoolOp(op=ast.And(), values=[_exactly(name, int), above, below]), name)
 
-    small = placed_at(ast.Compare(left=placed_at(ast.Constant(-COMPACT_INT), name), ops=[ast.Lt(), ast.Lt()],
-                            comparators=[read(), placed_at(ast.Constant(COMPACT_INT), name)]), name)
-    small_int = placed_at(ast.BoolOp(op=ast.And(), values=[exactly(int), small]), name)
-    return placed_at(ast.BoolOp(op=ast.Or(), values=[small_int, exactly(float)]), name)
+
+def _all_of(tests: list[ast.expr], at: ast.AST) -> ast.expr:
+    return tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.And(), values=tests), at)
+
+
+def _any_of(tests: list[ast.expr], at: ast.AST) -> ast.expr:
+    return tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.Or(), values=tests), at)
 
 
 def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:

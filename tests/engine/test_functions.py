@@ -19,7 +19,7 @@ import pytest
 from hot import bound_functions, has_functions, only_armed, outcome
 
 from s2o_kernel.conformance import load_cases
-from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings, functions
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings, functions, unwatched
 
 CASE_DIR = Path(__file__).resolve().parents[1] / "conformance"
 EXPR_CASES = [c for c in load_cases(CASE_DIR / "expressions.jsonl")
@@ -100,23 +100,45 @@ def test_the_type_test_compares_by_identity_and_runs_no_metaclass_code():
     Meta.calls = 0
     for source in ("name.upper()", "n + n"):
         with pytest.raises(S2OError):
-            s.evaluate(source)  # not a str: the tested function returns WATCH, the plain one fails, armed
+            s.evaluate(source)  # not a str: the tested function is unsure, the plain one fails, armed
     assert Meta.calls == 0
 
 
 def test_a_tested_function_checks_every_name_it_was_asked_for():
     tree = ast.parse("a + b", mode="eval")
-    plain, tested = functions.function_codes(tree, (("a", frozenset({int})), ("b", frozenset({str, float}))),
-                                             "<s2o>")
-    assert tested is not None
+    plain = functions.plain_code(tree, "<s2o>")
+    found = unwatched.Plan((("a", frozenset({int})), ("b", frozenset({str, float}))), ())
+    tested = functions.tested_code(tree, found, None, "<s2o>")
     builtins = {**functions.HIDDEN, "__s2o_type": type}
     run = types.FunctionType
     assert run(tested, {"__builtins__": builtins, "a": 1, "b": 2.5})() == 3.5
-    assert run(tested, {"__builtins__": builtins, "a": 1, "b": 2})() is functions.WATCH
-    assert run(tested, {"__builtins__": builtins, "a": True, "b": 2.5})() is functions.WATCH  # exact: not bool
+    for a, b in ((1, 2), (True, 2.5)):  # exact: an int is not a float, a bool is not an int
+        with pytest.raises(functions.Unsure):
+            run(tested, {"__builtins__": builtins, "a": a, "b": b})()
     assert run(plain, {"__builtins__": builtins, "a": 1, "b": 2})() == 3
-    _, none = functions.function_codes(tree, (), "<s2o>")
-    assert none is None
+
+
+def test_a_narrowed_function_checks_one_type_a_name_and_decides_the_rewrites_tests():
+    """Narrowed to ``price`` a float: its one test is ``type(price) is float``, and the numeric fast path of
+    ``*`` (one float operand is enough) is decided, so the product is the native one; any other type is Unsure."""
+    engine = Engine(default_settings())
+    source = "price * quantity"
+    compiled = engine.compile(source)
+    codes = engine.functions_of(compiled)
+    assert codes is not None and codes[1] is not None
+    narrowed = engine.narrowed_of(compiled, (float, int))
+    assert narrowed is not None
+    names = set(narrowed.co_names)
+    assert "__s2o_op_mul" not in names and "__s2o_exact_str" not in names  # decided: no helper, one type a name
+    g = {"__builtins__": engine.builtins, "price": 2.5, "quantity": 4}
+    assert types.FunctionType(narrowed, g)() == 10.0
+    for price, quantity in ((2, 4), (2.5, 4.0), ("ab", 4)):
+        with pytest.raises(functions.Unsure):
+            types.FunctionType(narrowed, {**g, "price": price, "quantity": quantity})()
+    text = engine.narrowed_of(compiled, (str, int))  # str * int: decided the other way, the bounded helper
+    assert text is not None and "__s2o_op_mul" in text.co_names
+    assert types.FunctionType(text, {**g, "price": "ab", "quantity": 2})() == "abab"
+    assert engine.narrowed_of(compiled, (list, int)) is None  # a type the plan does not allow
 
 
 def test_a_function_never_outlives_the_builtins_it_was_made_with():

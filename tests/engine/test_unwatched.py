@@ -3,7 +3,7 @@
 ``Execution.evaluate`` runs a cached expression without arming the time limit when it runs no bytecode:
 nothing in it dispatches to a value's methods (``name``, ``[a, b]``), or the names it operates on hold
 exact builtin scalars and its only calls are C methods of them or the engine's bounded helpers
-(``name.upper()``, ``a + b``; :func:`s2o_kernel.engine.limits.unwatched`), tested at run time by the
+(``name.upper()``, ``a + b``; :func:`s2o_kernel.engine.unwatched.plan`), tested at run time by the
 values' exact types. These tests check the other side: everything that does not qualify — at compile
 time (a call of a function, a sized helper, a method not listed, an argument that calls, a guarded
 engine) or at run time (a subclass, a secret, a host object, a container operated on, a name not set)
@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from hot import has_functions, only_armed
 
-from s2o_kernel.engine import Engine, Session, bare_settings, default_settings, limits, reach
+from s2o_kernel.engine import Engine, Session, bare_settings, default_settings, reach, unwatched
 from s2o_kernel.engine.bounded import SIZED_METHODS
 from s2o_kernel.engine.denylist import FORMAT_ATTRIBUTES
 from s2o_kernel.engine.execution import Execution
 from s2o_kernel.engine.values import check_value
 
 STR, INT = frozenset({str}), frozenset({int, bool})
-ARG = OP = limits.OPERAND_TYPES
-SUB = limits.SUBSCRIBED_TYPES
+ARG = OP = unwatched.OPERAND_TYPES
+SUB = unwatched.SUBSCRIBED_TYPES
 
 
 def needs(source: str, **settings: Any) -> Any:
@@ -51,10 +51,10 @@ def needs(source: str, **settings: Any) -> Any:
     ("name.startswith(p) and name.endswith(p)", (("name", STR), ("p", ARG))),
     # bounded operators and f-strings: the engine's own helpers, on operated-on names
     ("name.upper() * 2", (("name", STR),)), ("n.bit_length() ** 2", (("n", INT),)),
-    ("n % 3", (("n", limits.MOD_OPERAND_TYPES),)), ("f'{name!r:>{w}}'", (("name", OP), ("w", OP))),
+    ("n % 3", (("n", unwatched.MOD_OPERAND_TYPES),)), ("f'{name!r:>{w}}'", (("name", OP), ("w", OP))),
     # no call: every name operated on is tested, a name only carried is not
     ("a + b", (("a", OP), ("b", OP))), ("x if flag else y", (("flag", OP),)), ("[*a]", (("a", OP),)),
-    ("row['name']", (("row", SUB),)), ("xs[0] + 1", (("xs", OP),)), ("agent.x", (("agent", OP),)),
+    ("row['name']", (("row", SUB),)), ("xs[0] + 1", (("xs", SUB),)), ("agent.x", (("agent", OP),)),
     ("{a}", (("a", OP),)), ("{'k': a}", ()), ("[a, (b, 1)]", ()), ("name", ()),
 ])
 def test_method_calls_of_builtin_values_qualify(source, expected):
@@ -98,21 +98,21 @@ def test_a_guarded_engine_never_runs_unwatched_even_if_its_guards_missed_a_call(
 def test_a_hidden_name_never_qualifies():
     """A name the rules' rewrites put in (a helper) disqualifies the whole expression, whatever it calls."""
     tree = ast.parse("__s2o_x.upper()", mode="eval")
-    assert limits.unwatched(tree) is None
-    assert limits.unwatched(ast.parse("name.count(__s2o_x)", mode="eval")) is None
-    assert limits.unwatched(ast.parse("name.upper() + __s2o_x", mode="eval")) is None
+    assert unwatched.needs(tree) is None
+    assert unwatched.needs(ast.parse("name.count(__s2o_x)", mode="eval")) is None
+    assert unwatched.needs(ast.parse("name.upper() + __s2o_x", mode="eval")) is None
 
 
 def test_the_methods_listed_are_c_methods_never_bounded_or_refused():
     c_kinds = (types.MethodDescriptorType, types.BuiltinMethodType, types.ClassMethodDescriptorType,
                types.WrapperDescriptorType)
-    for kind, names in limits.UNWATCHED_METHODS.items():
+    for kind, names in unwatched.UNWATCHED_METHODS.items():
         assert kind in (str, int, bool, float)
         for name in names:
             assert isinstance(getattr(kind, name), c_kinds), (kind, name)
             assert name not in SIZED_METHODS and name not in FORMAT_ATTRIBUTES and not name.startswith("_")
-    for name in limits.STR_RESULTS:
-        assert name in limits.UNWATCHED_METHODS[str]
+    for name in unwatched.STR_RESULTS:
+        assert name in unwatched.UNWATCHED_METHODS[str]
         assert type(getattr(" Ab_c ", name)(*(("A",) if name.startswith("remove") else ()))) is str
 
 
@@ -177,8 +177,15 @@ class Count(int):
     ({"name": Shouty("ab")}, "name", False),
     ({"name": Shouty("ab")}, "name + 'c'", True),
     ({"xs": [1], "d": {"k": 1}}, "(xs[0], d['k'])", False),
-    ({"xs": [1], "d": {"k": 1}}, "xs[0] and d['k']", True),  # the first item is tested for truth
-    ({"xs": [1]}, "xs[0] + 1", True),  # the item is an operand: its type is not known
+    # an item used is tested where it is made: an exact scalar runs unwatched, anything else armed
+    ({"xs": [1], "d": {"k": 1}}, "xs[0] and d['k']", False),
+    ({"xs": [[1]], "d": {"k": 1}}, "xs[0] and d['k']", True),
+    ({"xs": [1]}, "xs[0] + 1", False),
+    ({"xs": [Shouty("a")]}, "xs[0] + 'b'", True),
+    ({"xs": [[1]]}, "xs[0] + 1", True),
+    ({"xs": [[[1]]]}, "xs[0][0][0] + 1", False),
+    ({"xs": [Shouty("ab")]}, "xs[0][0] + 'b'", True),  # an item subscripted again must be of an exact type
+    ({"xs": [[1]]}, "xs[0][0] + 1", False),
     ({"xs": [1]}, "xs == xs", True),  # a list compares its items with their own __eq__
     ({"xs": [1]}, "[*xs]", True),
     ({"a": 1}, "f'{a}'", False),
@@ -276,5 +283,5 @@ def test_the_hot_path_takes_the_unwatched_branch():
     s = Session(Engine(bare_settings({"allowlist": "len", "allow_unsafe_entries": True})), locals={"name": "ab"})
     assert armed_when_hot(s, "name.upper()") == (False, "AB")
     assert Execution.evaluate is type(s.execution).evaluate
-    s.set_local("name", Shouty("ab"))  # the tested function returns WATCH: the plain one runs, armed
+    s.set_local("name", Shouty("ab"))  # the tested function is unsure: the plain one runs, armed
     assert armed_when_hot(s, "name.upper()") == (True, "python code ran")

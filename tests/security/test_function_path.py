@@ -13,7 +13,7 @@ times in one session (the first run is ``eval`` of the compiled code, the later 
   ``Session.interrupt`` (the first run, armed, stopped at the limit);
 * a chain of C calls or operators (``s.count('b') == 0 and …`` 300 times over a 20 MB ``s``) ran without the
   watchdog as long as the definition length allowed: each call is C, but the chain is bytecode between them
-  that only an armed run stops. An expression with more than ``limits.MAX_UNWATCHED_OPERATIONS``
+  that only an armed run stops. An expression with more than ``unwatched.MAX_UNWATCHED_OPERATIONS``
   operations now runs under the time limit.
 """
 
@@ -25,7 +25,7 @@ import pytest
 from hot import outcome
 from interrupting import assert_interrupt_stops
 
-from s2o_kernel.engine import Engine, S2OError, Session, default_settings, limits
+from s2o_kernel.engine import Engine, S2OError, Session, default_settings, unwatched
 
 LIMIT = 0.3
 
@@ -66,11 +66,11 @@ def test_percent_of_text_is_never_unwatched(source):
 
 
 def test_percent_of_numbers_stays_unwatched():
-    assert Engine(default_settings()).compile("n % 2").unwatched == (("n", limits.MOD_OPERAND_TYPES),)
+    assert Engine(default_settings()).compile("n % 2").unwatched == (("n", unwatched.MOD_OPERAND_TYPES),)
 
 
 def test_a_long_chain_of_c_calls_is_watched():
-    chain = " and ".join(["s.count('b') == 0"] * (limits.MAX_UNWATCHED_OPERATIONS + 1))
+    chain = " and ".join(["s.count('b') == 0"] * (unwatched.MAX_UNWATCHED_OPERATIONS + 1))
     assert Engine(default_settings()).compile(chain).unwatched is None
     assert Engine(default_settings()).compile("s.count('b') == 0 and s.upper()").unwatched is not None
 
