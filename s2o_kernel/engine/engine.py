@@ -18,11 +18,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from . import functions, reach, rewrites, rules, unwatched
+from . import functions, reach, rewrites, rules, stores, unwatched
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
 from .guards import format_string, guard_kwargs, guarded_call, guarded_import
+from .kept import guarded_store
 from .parsing import not_text, quiet
 from .settings import Settings
 
@@ -193,6 +194,8 @@ class Engine:
             max_comprehension_depth=rules_cfg.max_comprehension_depth,
             max_for_clauses=rules_cfg.max_for_clauses,
             definition_length=limits.definition_length,
+            keeps_nothing=frozenset(name for name, granted in self.allowlist.names.items()
+                                    if any(granted is kept for kept in stores.KEEPS_NOTHING)),
         )
         #: Limit (a ``limits`` field) → the name errors give it: ``limits.time``, or ``bounds.time`` on a
         #: twin made by :meth:`bounded`.
@@ -279,6 +282,7 @@ class Engine:
         table[rewrites.KWARGS_GUARD] = guard_kwargs
         table[rewrites.SIZED_HELPER] = sized_attribute
         table[rewrites.CALL_GUARD] = guarded_call
+        table[rewrites.STORE_GUARD] = guarded_store
         for symbol, setting in self.settings.rules.operators.items():
             if setting in ("on", "off"):
                 continue

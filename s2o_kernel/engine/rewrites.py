@@ -10,6 +10,7 @@ hidden globals of compiled code: the engine binds each in the expression's built
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -39,6 +40,10 @@ FSTRING_HELPER = "__s2o_fstring"
 SIZED_HELPER = "__s2o_sized"
 #: Hidden global that calls with three or more arguments (or ``*``/``**``) go through: no metaclass calls (SPEC 12).
 CALL_GUARD = "__s2o_call"
+#: Hidden global that calls which may keep a value the expression made go through (:mod:`.stores`, SPEC 12).
+STORE_GUARD = "__s2o_store"
+#: Prefix of a recorded store guard: the arguments to check follow, as JSON (see :func:`store_rewrite`).
+STORE = "store:"
 #: Hidden global bound to ``type``: the f-string fast path's test of its values.
 TYPE_HELPER = "__s2o_type"
 #: Hidden global bound to :data:`PLAIN_TEXT_TYPES`.
@@ -164,6 +169,19 @@ def _rewrite_call_guard(parent: Any, node: Any, helper: str) -> None:
     node.func = ast.copy_location(ast.Name(id=helper, ctx=ast.Load()), node)
 
 
+def store_rewrite(risky: tuple[int | str, ...]) -> str:
+    """The helper recorded for a call whose arguments ``risky`` (:func:`.stores.risky_arguments`) are checked."""
+    return STORE + json.dumps(list(risky))
+
+
+def _rewrite_store_guard(parent: Any, node: Any, helper: str) -> None:
+    """``f(a, b)`` → ``__s2o_store(f, (1,), a, b)``, in place: the arguments named are checked first."""
+    risky = placed_at(ast.Tuple(elts=[placed_at(ast.Constant(value=key), node)
+                                      for key in json.loads(helper.removeprefix(STORE))], ctx=ast.Load()), node)
+    node.args = [node.func, risky, *node.args]
+    node.func = placed_at(ast.Name(id=STORE_GUARD, ctx=ast.Load()), node)
+
+
 def _rewrite_operator(parent: Any, node: Any, helper: str) -> None:
     """``a ** b`` → ``helper(a, b)``: operator rewriting of SPEC 3."""
     _replace_child(parent, node, _call(helper, [node.left, node.right], node))
@@ -249,6 +267,8 @@ def apply_rewrites(tree: ast.Expression, rewrites: Iterable[Rewrite]) -> None:
     for parent, _attr, _index, node, helper in reversed(list(rewrites)):
         if helper.startswith(NUMERIC):
             _rewrite_numeric(parent, node, helper.removeprefix(NUMERIC))
+        elif helper.startswith(STORE):
+            _rewrite_store_guard(parent, node, helper)
         else:
             REWRITERS.get(helper, _rewrite_operator)(parent, node, helper)
 

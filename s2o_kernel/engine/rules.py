@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import stores
 from .bounded import SIZED_METHODS
 from .denylist import name_violation
 from .errors import S2OError
@@ -83,6 +84,7 @@ class RuleContext:
         max_comprehension_depth, max_for_clauses: SPEC 3 limits.
         definition_length: the ``too-long`` limit in characters.
         numeric_everywhere: every ``*``/``%`` rewritten as inside a comprehension (:mod:`.functions`).
+        keeps_nothing: allowlist names bound to builtins that keep none of their arguments (:mod:`.stores`).
     """
 
     allowlist_names: frozenset[str] = frozenset()
@@ -96,6 +98,7 @@ class RuleContext:
     max_for_clauses: int = 3
     definition_length: int = 20480
     numeric_everywhere: bool = False
+    keeps_nothing: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -330,7 +333,10 @@ class Validator:
         for kw in node.keywords:
             if kw.arg is None:
                 self._double_star(item, kw)
-        if (len(node.args) + len(node.keywords) >= 3 or any(isinstance(a, ast.Starred) for a in node.args)
+        guard = stores.guard_of(node, item.bound, self.ctx.allowlist_names, self.ctx.keeps_nothing)
+        if guard is not None:  # it may keep a value the expression made: checked first, no metaclass either
+            self.rewrites.append((node, "", None, node, guard))
+        elif (len(node.args) + len(node.keywords) >= 3 or any(isinstance(a, ast.Starred) for a in node.args)
                 or any(kw.arg is None for kw in node.keywords)):
             self.rewrites.append((node, "", None, node, CALL_GUARD))  # the shape of M(name, bases, namespace)
         self.push_children(item, node)

@@ -1,0 +1,86 @@
+"""Calls that may keep a value the expression made in something the session holds (SPEC 12).
+
+A session's variables are checked when they are set (:func:`.values.check_value`: no generator,
+coroutine, module, frame…), and what an expression reads of them is taken as checked: a result that only
+carries a variable's items (``xs``, ``xs[1]``, ``row['k']``) is not checked again. An expression can change
+a variable's value in place, though, by a call: ``xs.append(countdown(3))``, ``d.update(k=(c for c in s))``,
+``heapq.heappush(heap, g)``, ``list.append(xs, g)``, ``[row.setdefault('g', g) for g in gens]``. Such a call
+would keep, inside a variable, a generator the set-time check refuses, and later runs would return and show
+it (SPEC 12: "no value returned, stored or shown … is or contains … a generator").
+
+:func:`risky_arguments` finds, at validation, every call that may do so: one that has a *target* — its
+callee is a value of the session (a method of a variable, a variable called) or another of its arguments
+may be one — and an argument that may hold a value the expression *made* (a call's result, a generator
+expression or comprehension, a comprehension's variable, or something holding one). Those calls run through
+:func:`.kept.guarded_store`: unless the callee keeps nothing (:func:`.kept.keeps_nothing`), those arguments are
+checked, before the call, with the check a variable's value gets; a refused one ends the run with
+``not-allowed`` and changes nothing. A call of a granted builtin that keeps nothing (:data:`KEEPS_NOTHING`:
+``sum``, ``len``, ``zip``…) has no target and is not rewritten: ``sum(x for x in xs)``,
+``', '.join(sorted(...))`` and ``dict(zip(keys, [...]))`` run as they are.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from .rewrites import store_rewrite
+
+#: Granted builtins that keep none of their arguments in another: they build a new value or read only.
+#: Not ``map``, ``filter``, ``sorted``, ``min``, ``max``: they call a function argument on the items of
+#: another (``map(xs.append, gens)``, ``sorted(gens, key=d.setdefault)``).
+KEEPS_NOTHING = frozenset({
+    builtins.abs, builtins.all, builtins.any, builtins.bool, builtins.dict, builtins.enumerate, builtins.float,
+    builtins.frozenset, builtins.int, builtins.isinstance, builtins.len, builtins.list, builtins.reversed,
+    builtins.round, builtins.set, builtins.str, builtins.sum, builtins.tuple, builtins.zip,
+})
+
+#: Nodes whose value is one the expression makes, whatever their parts.
+_MADE = (ast.Call, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.Await)
+
+
+def guard_of(node: ast.Call, bound: frozenset[str], granted: frozenset[str],
+             keeps_nothing: frozenset[str]) -> str | None:
+    """The store guard's rewrite to record for the call ``node`` (:func:`.rewrites.store_rewrite` of its
+    :func:`risky_arguments`), or ``None`` when it needs none."""
+    risky = risky_arguments(node, bound, granted, keeps_nothing)
+    return None if risky is None else store_rewrite(risky)
+
+
+def risky_arguments(node: ast.Call, bound: frozenset[str], granted: frozenset[str],
+                    keeps_nothing: frozenset[str]) -> tuple[int | str, ...] | None:
+    """The arguments of the call ``node`` to check before it runs: positional indices and keyword names
+    (``"*"`` for all, when a ``*``/``**`` argument hides where they are), or ``None`` when the call has no
+    target or no argument that may hold a value the expression made.
+
+    ``bound``: names bound by the comprehensions around the call; ``granted``: the allowlist's names (never a
+    session value); ``keeps_nothing``: allowlist names bound to a builtin of :data:`KEEPS_NOTHING`."""
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in keeps_nothing and func.id not in bound:
+        return None
+    arguments: list[tuple[int | str, ast.expr]] = [(i, a) for i, a in enumerate(node.args)]
+    arguments += [(kw.arg if kw.arg is not None else "*", kw.value) for kw in node.keywords]
+    risky = [j for j, (_, arg) in enumerate(arguments) if _made(arg, bound)]
+    if not risky:
+        return None
+    callee = func.value if isinstance(func, ast.Attribute) else func
+    targeted = _held(callee, bound, granted) or any(  # a target other than the one value checked
+        _held(arg, bound, granted) for j, (_, arg) in enumerate(arguments) if risky != [j])
+    if not targeted:
+        return None
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords):
+        return ("*",)
+    return tuple(arguments[j][0] for j in risky)
+
+
+def _made(node: ast.AST, bound: frozenset[str]) -> bool:
+    """Whether ``node``'s value may be or hold a value the expression made (not a variable's, checked)."""
+    return any(isinstance(n, _MADE) or (isinstance(n, ast.Name) and n.id in bound) for n in ast.walk(node))
+
+
+def _held(node: ast.AST, bound: frozenset[str], granted: frozenset[str]) -> bool:
+    """Whether ``node``'s value may be, or reach, a value the session holds: it reads a name that is not an
+    allowlist name (a variable, a runtime namespace, a comprehension's variable) or calls anything."""
+    return any(isinstance(n, _MADE) or (isinstance(n, ast.Name) and (n.id in bound or n.id not in granted))
+               for n in ast.walk(node))
+
