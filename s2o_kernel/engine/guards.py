@@ -130,10 +130,16 @@ def guarded_call(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     ``M(name, bases, namespace)``, which builds a class whose methods can lie
     to every guard. Raises ``S2OError("not-allowed")``.
     """
+    refuse_metaclass(fn)
+    return fn(*args, **kwargs)
+
+
+def refuse_metaclass(fn: Any) -> None:
+    """Raise ``S2OError("not-allowed")`` naming ``fn`` when it is a metaclass (SPEC 12); the one refusal
+    every call guard gives (:func:`guarded_call`, :func:`.kept.guarded_store`)."""
     if is_metaclass(fn):
         name = str.__str__(type.__dict__["__name__"].__get__(fn))[:60]
         raise S2OError("not-allowed", f"calling the metaclass '{name}' is not allowed: it builds classes (SPEC 12)")
-    return fn(*args, **kwargs)
 
 
 #: Modules that C code of granted functions may import while an expression runs

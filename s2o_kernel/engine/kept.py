@@ -30,9 +30,7 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .denylist import is_metaclass
-from .errors import S2OError
-from .guards import SafeIterator, guarded_gather
+from .guards import SafeIterator, guarded_gather, refuse_metaclass
 from .values import check_value
 
 #: Exact types whose values cannot change: their bound C methods keep no argument.
@@ -82,8 +80,7 @@ def guarded_store(fn: Any, risky: tuple[int | str, ...], /, *args: Any, **kwargs
     Raises ``S2OError`` ``not-allowed`` (a generator, module, frame… in a checked argument; ``fn`` a
     metaclass, as :func:`.guards.guarded_call`) or ``not-awaited`` (a coroutine) before ``fn`` runs; an item of
     a consumed iterator (:data:`CONSUMING`) is refused when the method reaches it."""
-    if is_metaclass(fn):
-        raise S2OError("not-allowed", "calling a metaclass is not allowed: it builds classes (SPEC 12)")
+    refuse_metaclass(fn)
     if keeps_nothing(fn) and not any(callable(a) and not keeps_nothing(a) for a in _all(args, kwargs)):
         return fn(*args, **kwargs)
     first_consumed = _first_consumed(fn)
