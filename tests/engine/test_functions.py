@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 
 import pytest
-from hot import bound_functions, has_functions, only_armed, outcome
+from hot import Meta, Odd, bound_functions, has_functions, only_armed, outcome
 
 from s2o_kernel.conformance import load_cases
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings, functions, unwatched
@@ -68,25 +68,6 @@ def test_the_functions_read_names_as_eval_does():
     with pytest.raises(S2OError) as raised:
         s.evaluate("total * 2")  # the tested function's read of an unset name: unknown-name, at the name
     assert (raised.value.code, raised.value.line, raised.value.col) == ("unknown-name", 1, 0)
-
-
-class Meta(type):
-    """A metaclass whose ``__hash__`` and ``__eq__`` are Python code: a type test by hash or ``==`` would
-    run them with no time limit armed."""
-
-    calls = 0
-
-    def __hash__(cls) -> int:
-        Meta.calls += 1
-        return 1
-
-    def __eq__(cls, other: object) -> bool:
-        Meta.calls += 1
-        return False
-
-
-class Odd(metaclass=Meta):
-    pass
 
 
 def test_the_type_test_compares_by_identity_and_runs_no_metaclass_code():

@@ -17,7 +17,7 @@ import contextlib
 from typing import Any
 
 import pytest
-from hot import outcome
+from hot import Meta, Odd, outcome
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -111,20 +111,6 @@ def test_unsure_never_reaches_the_caller():
 
 
 def test_the_probe_and_the_observation_run_no_metaclass_code():
-    class Meta(type):
-        calls = 0
-
-        def __hash__(cls) -> int:
-            Meta.calls += 1
-            return 1
-
-        def __eq__(cls, other: object) -> bool:
-            Meta.calls += 1
-            return False
-
-    class Odd(metaclass=Meta):
-        pass
-
     s = Session(Engine(bare_settings({"allowlist": "len", "allow_unsafe_entries": True})),
                 locals={"xs": [Odd()], "name": Odd()})
     Meta.calls = 0  # (the session's own check of its locals hashed their types)

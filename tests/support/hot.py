@@ -30,3 +30,22 @@ def outcome(session: Any, source: str) -> Any:
     except S2OError as exc:
         return ("error", exc.code, exc.message, exc.line, exc.col)
     return ("value", type(value), repr(value))
+
+
+class Meta(type):
+    """A metaclass whose ``__hash__`` and ``__eq__`` are Python code: a type test by hash or ``==`` would
+    run them with no time limit armed. ``calls`` counts them (reset it before a check)."""
+
+    calls = 0
+
+    def __hash__(cls) -> int:
+        Meta.calls += 1
+        return 1
+
+    def __eq__(cls, other: object) -> bool:
+        Meta.calls += 1
+        return False
+
+
+class Odd(metaclass=Meta):
+    """A value whose type is of :class:`Meta`."""
