@@ -8,13 +8,13 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import signal
 import subprocess
 
 from .. import confine
 from . import launch, wire
 from .framing import LineReader, Oversized
+from .scratch import Scratch
 
 #: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
 #: (its threads and their stacks exist before the size is measured).
@@ -23,9 +23,9 @@ MEMORY_MARGIN = 64 << 20
 
 class Channel:
     """One running worker: its process, the writer of its stdin, the reader of its stdout, and the
-    scratch folder, the one place the confined worker may write (removed with the worker)."""
+    scratch folder, the one place the confined worker may write (removed with the worker; :mod:`.scratch`)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes] | launch.ForkedWorker, scratch: str) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes] | launch.ForkedWorker, scratch: Scratch) -> None:
         if proc.stdin is None or proc.stdout is None:  # pragma: no cover - Popen was given pipes
             raise OSError("the worker has no pipes")
         self.proc = proc
@@ -77,7 +77,7 @@ class Channel:
         return None
 
     def close(self) -> None:
-        """Kill the worker and close its pipes."""
+        """Kill the worker, close its pipes and remove its scratch folder."""
         with contextlib.suppress(OSError):
             self.proc.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -86,7 +86,7 @@ class Channel:
                     stream.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.scratch.remove()
 
 
 def death(status: int | None, partial: bool, cap: str = "") -> tuple[str, str]:

@@ -33,9 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -51,7 +49,7 @@ from ..outside.call import OutsideCall
 from ..outside.secrets import worker_settings
 from ..session import RunResult
 from ..settings import Settings, bare_settings, merge
-from . import launch, wire
+from . import launch, scratch, wire
 from .channel import Channel, death
 
 if TYPE_CHECKING:
@@ -124,12 +122,12 @@ class IsolatedSession:
         return channel.proc.pid if channel is not None else None
 
     def _spawn(self) -> Channel:
-        scratch = tempfile.mkdtemp(prefix="s2o-worker-")
+        folder = scratch.make()
         try:
             fork = self._fork and launch.may_fork(self._settings)
-            return Channel(launch.fork_worker(scratch) if fork else launch.exec_worker(scratch), scratch)
+            return Channel(launch.fork_worker(folder.path) if fork else launch.exec_worker(folder.path), folder)
         except OSError:
-            shutil.rmtree(scratch, ignore_errors=True)
+            folder.remove()
             raise
 
     def _init_request(self, request_id: int) -> bytes:
