@@ -16,7 +16,8 @@ Two jobs that every part of the engine needs when a value crosses a boundary:
   :data:`MAX_TEXT` characters.
 
 What the walk opens, by exact type: ``list``, ``tuple``, ``set``, ``frozenset``, ``collections.deque``,
-``dict`` and its standard subclasses (``OrderedDict``, ``defaultdict`` with its factory, ``Counter``),
+``dict`` and its standard subclasses (``OrderedDict``, ``defaultdict`` — whose factory must be a builtin
+type, :data:`DEFAULT_FACTORIES` — ``Counter``),
 ``ChainMap``, dict views (``keys()``, ``values()``, ``items()``), ``types.SimpleNamespace``, ``slice``,
 bound methods (their ``self``, unless it is a module: granted functions of a module are bound to it),
 ``functools.partial``, ``classmethod``/``staticmethod``, ``types.MappingProxyType``, subclasses of
@@ -104,6 +105,13 @@ def _lazy_iterator_types() -> frozenset[type]:
 LAZY_ITERATOR_TYPES = _lazy_iterator_types()
 
 _DICT_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, collections.Counter})
+#: The ``default_factory`` a ``defaultdict`` held in a result or a local may have (compared by identity):
+#: types whose call with no argument makes an empty container or a zero, nothing a check would refuse. Any
+#: other factory (a function, a ``partial``) would run at a missing key's read and its value would be kept
+#: in the variable with no check (a granted generator's iterator, for one).
+DEFAULT_FACTORIES: tuple[type, ...] = (list, dict, set, frozenset, tuple, str, bytes, int, float, complex, bool,
+                                       collections.deque, collections.OrderedDict, collections.Counter,
+                                       collections.defaultdict)
 #: Exact built-in containers, read by their own C iteration (nothing of theirs can be overridden).
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _ITERABLE_TYPES = frozenset({
@@ -148,7 +156,12 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
     if t in _DICT_TYPES:
         parts = [*dict.keys(v), *dict.values(v)]
         if t is collections.defaultdict:
-            parts.append(v.default_factory)
+            factory = v.default_factory
+            if factory is not None and not any(factory is kind for kind in DEFAULT_FACTORIES):
+                kind = type(factory).__name__
+                raise S2OError("not-allowed", f"a defaultdict whose default_factory is a {kind} cannot be "
+                               f"{what_holds}: each missing key read would keep what it makes, unchecked; "
+                               "use a builtin type (list, dict, set, int, float, str …)")
         return parts
     if t in LAZY_ITERATOR_TYPES:
         try:

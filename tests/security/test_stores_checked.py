@@ -115,6 +115,41 @@ def _names(code) -> set[str]:
     return names
 
 
+FACTORY_ALLOWLIST = "\n".join(["collections.defaultdict", "functools.partial", "list",
+                               "s2o_kernel.examples.countdown as countdown"])
+
+
+@pytest.mark.parametrize("made", [
+    "collections.defaultdict(functools.partial(countdown, 2))",
+    "collections.defaultdict(countdown)",
+    "[collections.defaultdict(functools.partial(list, [1]))]",
+])
+def test_a_defaultdict_that_would_keep_what_its_factory_makes_is_never_held(made: str) -> None:
+    """A ``defaultdict``'s factory runs at a missing key's read (``dd['k']``, a subscript: no call the store
+    guard sees) and the dict keeps what it makes. With a granted generator function behind it, ``dd['k']``
+    put a granted iterator in the variable, and every later ``dd`` showed it. Now only a builtin type may be
+    a held defaultdict's factory: set by ``var``, kept by a call and returned alike are refused."""
+    s = Session(Engine(bare_settings({"allowlist": FACTORY_ALLOWLIST})))
+    run = s.run_fragment({"var": {"dd": "{" + made + "}"}})
+    assert run.error is not None and run.error.code == "not-allowed", run.error
+    assert "default_factory" in run.error.message and "0x" not in run.error.message, run.error
+    assert s.run_fragment({"var": {"xs": "{[]}"}}).error is None
+    for source in (f"xs.append({made})", made):
+        for _ in range(2):
+            with pytest.raises(S2OError) as err:
+                s.evaluate(source)
+            assert err.value.code == "not-allowed", err.value
+    assert s.evaluate("xs") == []
+
+
+def test_a_defaultdict_of_a_builtin_type_is_held_and_fills_itself() -> None:
+    s = Session(Engine(bare_settings({"allowlist": FACTORY_ALLOWLIST})))
+    run = s.run_fragment([{"var": {"dd": "{collections.defaultdict(list)}"}},
+                          {"var": {"n": "{dd['a'].append(1)}"}}])
+    assert run.error is None, run.error
+    assert s.evaluate("dd['a'] + dd['b']") == [1]
+    assert dict(s.evaluate("dd")) == {"a": [1], "b": []}
+
 def test_the_error_points_at_the_call() -> None:
     s = Session(Engine(default_settings()))
     assert s.run_fragment({"var": {"xs": "{[]}"}}).error is None
