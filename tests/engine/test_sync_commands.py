@@ -227,6 +227,10 @@ CASES: dict[str, tuple[Any, dict[str, Any]]] = {
             {"parallel": [[{"var": {"log": "{ log + [t] }"}}], [{"var": {"p": "{ t }"}}]]}])},
             {"return": "{ [t, log, p] }"}]},
         "inc": {"args": {"x": "int"}, "commands": [{"var": {"t": "{ x + 100 }"}}, {"return": "{ x + 1 }"}]}}}, {}),
+    "for-body-fails-at-a-position": ([{"var": {"acc": []}}, {"for": {"in": "{ [3, 2, 1, 0] }", "item": "k", "commands": [
+        {"var": {"acc": "{ acc + [6 // k] }"}}, {"var": {"w": "{ (k +\n  1) // (k - 1) }"}}]}}], {}),
+    "while-condition-unset-name": ([{"var": {"k": 0}}, {"if": IF("{ k > 0 }", {"var": {"missing": 1}})},
+        {"while": WHILE("{ k < 3 and (k < 2 or missing) }", [{"var": {"k": "{ k + 1 }"}}])}], {}),
     "while-in-a-handler-reads-exc": ([{"var": {"x": "{ 1 // 0 }"}, "onError": [
         {"var": {"w": 0}}, {"while": WHILE("{ exc.code == 'runtime' and w < 3 }", [{"var": {"w": "{ w + 1 }"}}])}]},
         {"return": "{ w }"}], {}),
@@ -249,16 +253,17 @@ def outcome(s: Session, fragment: Any) -> tuple[Any, ...]:
     r = s.run_fragment(fragment)
     err = r.error
     names = s.execution.globals
-    return (r.code, r.value, r.outputs, r.logs, err and (err.code, err.path, err.message),
+    return (r.code, r.value, r.outputs, r.logs, err and (err.code, err.path, err.message, err.line, err.col),
             {k: v for k, v in s.locals.items()}, dict(s.agent_vars), dict(s.conv_vars),
             ("exc" in names, names.get("result"), repr(names.get("command"))))
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("other", ["coroutine", "snapshot-always", "general-sync"])
+@pytest.mark.parametrize("other", ["coroutine", "snapshot-always", "general-sync", "eval-readers"])
 def test_sync_commands_behave_as_coroutine_commands(name, other, monkeypatch):
-    """The same run with every command a coroutine, with a snapshot before every command, or with a
-    loop's sync body run command by command (no steps)."""
+    """The same run with every command a coroutine, with a snapshot before every command, with a
+    loop's sync body run command by command (no steps), or with a step's expressions run by ``eval`` of
+    their code instead of as their plain functions (``Engine.functions_of``, :mod:`.functions`)."""
     fragment, locals_ = CASES[name]
     fast = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
     if other == "coroutine":
@@ -266,6 +271,8 @@ def test_sync_commands_behave_as_coroutine_commands(name, other, monkeypatch):
         assert not any(c.sync for c in parsed(fragment, set(locals_)) if c.name != "end")
     elif other == "general-sync":
         without_steps(monkeypatch)
+    elif other == "eval-readers":
+        monkeypatch.setattr(Engine, "functions_of", lambda self, compiled: None)
     else:
         without_atomic(monkeypatch)
         assert not any(c.atomic for c in parsed(fragment, set(locals_)))
