@@ -261,3 +261,28 @@ def test_a_keeping_callable_held_in_a_variable_list() -> None:
     for _ in range(2):
         _run(s, "list(map(list, map(map, fs, [[countdown(1)]])))")
         _assert_clean(s, ["xs"])
+
+
+# -- a standard-library C function that keeps an argument: xml.etree.ElementTree.SubElement ------------------
+
+@pytest.mark.parametrize("source", [
+    pytest.param("ET.SubElement(root, 'a', k=countdown(1))", id="keyword-attribute"),
+    pytest.param("ET.SubElement(root, 'a', {'k': countdown(1)})", id="attrib-dict"),
+])
+def test_subelement_keeps_nothing_refused_in_an_element(source: str) -> None:
+    """``kept.keeps_nothing`` takes every C function of the standard library but those of
+    ``KEEPING_FUNCTIONS`` as keeping nothing; ``_elementtree.SubElement`` keeps its ``attrib`` (and the new
+    element) in its first argument, a variable. ``check_value`` does not open an ``Element``, and a read of a
+    variable's items is not checked again: ``root[0].attrib['k']`` returned the granted iterator itself."""
+    s = _session("\n".join(["xml.etree.ElementTree as ET", "s2o_kernel.examples.countdown as countdown"]),
+                 {"root": "{ET.Element('r')}", "xs": "{[]}"})
+    for _ in range(2):
+        _run(s, source)
+    for read in ("root[0].attrib", "root[0].attrib['k']"):
+        try:
+            held = s.evaluate(read)
+        except S2OError:
+            continue  # refused as it is read: nothing shown
+        check_value(held, read)
+    _run(s, "xs.append(root[0].attrib)")
+    _assert_clean(s, ["xs"])
