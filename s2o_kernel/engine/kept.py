@@ -4,17 +4,26 @@
 and an argument that may hold a value the expression made, and the rewrites send them through
 :func:`guarded_store` (``xs.append(g)`` → ``__s2o_store(xs.append, (0,), g)``). Here the callee decides:
 
-* a callee that keeps none of its arguments (:func:`keeps_nothing`) runs unchecked, unless another argument
-  is a callable that may keep one (``map(xs.append, gens)``, ``sorted(gens, key=d.setdefault)``): a C method
-  of an immutable builtin value (``sep.join(str(x) for x in xs)``), a C method of a builtin container other
-  than those of :data:`KEEPING_METHODS` (``d.get``, ``set(xs).union(...)``), a C function of the standard
-  library other than those of :data:`KEEPING_FUNCTIONS` (``sorted``, ``max``), a C type (constructing one
-  builds a new value, checked where it is kept or returned), the engine's guarded ``asyncio.gather``;
+* a callee that keeps none of its arguments (:func:`keeps_nothing`) runs unchecked: a C method of an
+  immutable builtin value (``sep.join(str(x) for x in xs)``), a C method of a builtin container other than
+  those of :data:`KEEPING_METHODS` (``d.get``, ``set(xs).union(...)``), a C function of a standard-library
+  module audited for it (:data:`KEEPS_NOTHING_MODULES`) other than those of :data:`KEEPING_FUNCTIONS`
+  (``sorted``, ``max``, ``math.fsum``), a C type (constructing one builds a new value, checked where it is
+  kept or returned), the engine's guarded ``asyncio.gather``. When such a callee calls what it is given
+  (:data:`HIGHER_ORDER`: ``map``, ``sorted``, ``functools.reduce``, ``itertools.starmap``…), each callable
+  argument that may keep or call one (``xs.append``, ``map``, a ``partial``) is handed over wrapped
+  (:class:`GuardedCallable`): each call it makes goes through this guard, with every argument checked, so
+  ``map(xs.append, map(countdown, [1]))``, ``functools.reduce(list.append, [xs, g])`` and
+  ``map(map, [xs.append], [[g]])`` are refused when the made value reaches the keeping callable;
 * any other callee (a keeping method, ``heapq.heappush``, a Python function or method, a class written in
-  Python, a C function of another package) gets the arguments :mod:`.stores` named checked as a variable's
-  value is (:func:`.values.check_value`), before it runs; a refusal changes nothing. An iterator handed to a
-  builtin container's method that consumes it (:data:`CONSUMING`: ``xs.extend(c for c in s)``) is checked
-  item by item as it is consumed, since only its items are kept.
+  Python, a C function of an unaudited module such as ``xml.etree.ElementTree.SubElement``), or a callee
+  that keeps nothing given a callable that keeps (``sorted(gens, key=d.setdefault)``), gets the arguments
+  :mod:`.stores` named checked as a variable's value is (:func:`.values.check_value`), before it runs, with
+  the callee itself when it carries arguments (a ``partial``, an ``operator.methodcaller``) or when
+  :mod:`.stores` names its receiver (``-1``: ``[g].sort(key=xs.append)``); a refusal changes nothing. An
+  iterator a consuming callee is given (:data:`CONSUMING`: ``xs.extend(c for c in s)``,
+  ``operator.iadd(xs, it)``) is consumed first, each item checked, and the callee is handed the list: only
+  the items are kept, and a refused item leaves the target as it was.
 
 Every test is by identity or exact type (never ``isinstance``, ``==`` or a hash a class could define).
 """
@@ -22,16 +31,19 @@ Every test is by identity or exact type (never ``isinstance``, ``==`` or a hash 
 from __future__ import annotations
 
 import bisect
+import builtins
 import collections
+import functools
 import heapq
+import itertools
 import operator
-import sys
 import types
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from .guards import SafeIterator, guarded_gather, refuse_metaclass
-from .values import check_value
+from .stores import RECEIVER
+from .values import LAZY_ITERATOR_TYPES, check_value
 
 #: Exact types whose values cannot change: their bound C methods keep no argument.
 IMMUTABLE: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range, type(None))
@@ -46,13 +58,33 @@ KEEPING_METHODS: dict[type, frozenset[str]] = {
     collections.defaultdict: frozenset({"update", "setdefault"}),
     bytearray: frozenset(),
 }
-#: C functions of the standard library that keep an argument (or its items) in another argument.
+#: The C modules (a C function's ``__self__``) audited for this guard: their functions keep none of their
+#: arguments in another, but for :data:`KEEPING_FUNCTIONS`. A C function of any other module
+#: (``_elementtree.SubElement`` keeps its attributes in its first argument, ``_csv``, ``_collections``) is
+#: taken as keeping.
+KEEPS_NOTHING_MODULES = frozenset({
+    "builtins", "math", "cmath", "_decimal", "_statistics", "_json", "time", "_datetime", "_sre", "_string",
+    "unicodedata", "binascii", "_hashlib", "_md5", "_sha1", "_sha256", "_sha512", "_sha3", "_blake2",
+    "itertools", "_functools", "_operator", "_heapq", "_bisect", "_struct",
+})
+#: In-place operator functions: ``operator.iadd(xs, it)`` extends ``xs`` with the items of ``it``.
+_IN_PLACE: tuple[Any, ...] = tuple(getattr(operator, name) for name in (
+    "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul", "imod", "imul", "ior", "ipow", "irshift",
+    "isub", "itruediv", "ixor"))
+#: C functions of audited modules that keep an argument (or its items) in another argument.
 KEEPING_FUNCTIONS: tuple[Any, ...] = (
-    heapq.heappush, heapq.heappushpop, heapq.heapreplace, operator.setitem,
-    *(getattr(operator, name) for name in ("iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul", "imod",
-                                           "imul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor")),
-    bisect.insort, bisect.insort_left, bisect.insort_right,
+    heapq.heappush, heapq.heappushpop, heapq.heapreplace, operator.setitem, *_IN_PLACE,
+    bisect.insort, bisect.insort_left, bisect.insort_right, builtins.setattr, builtins.delattr,
 )
+#: Callees that keep nothing themselves but call what they are given (a function argument, or the items of
+#: one with the items of another): their callable arguments are wrapped (:class:`GuardedCallable`).
+HIGHER_ORDER: tuple[Any, ...] = (
+    map, filter, sorted, min, max, iter, functools.reduce, operator.call,
+    itertools.starmap, itertools.accumulate, itertools.groupby, itertools.dropwhile, itertools.takewhile,
+    itertools.filterfalse,
+)
+#: Callable objects that carry arguments they were made with: checked as a callee (``partial(xs.append, g)``).
+_CARRIERS: tuple[type, ...] = (functools.partial, operator.methodcaller)
 #: The engine's own granted functions that keep nothing (``asyncio.gather`` awaits what it is given).
 KEEPS_NOTHING_HELPERS: tuple[Any, ...] = (guarded_gather,)
 #: Methods of builtin containers that consume an iterable and keep only its items, by the container type.
@@ -60,32 +92,59 @@ CONSUMING: dict[type, frozenset[str]] = {
     list: frozenset({"extend"}), set: frozenset({"update"}), dict: frozenset({"update"}),
     collections.deque: frozenset({"extend", "extendleft"}),
 }
-#: The same methods, unbound (``list.extend(xs, it)``).
-_CONSUMING_UNBOUND = tuple(getattr(kind, name) for kind, names in CONSUMING.items() for name in sorted(names))
-#: Iterators of builtins whose items a consuming method may be given one by one.
-_ITERATORS: tuple[type, ...] = (types.GeneratorType, SafeIterator, map, filter, zip, enumerate, reversed,
-                                type(iter([])), type(iter(())), type(iter("")), type(iter(range(0))),
-                                type(iter({})), type(iter(set())))
+#: The same methods, unbound (``list.extend(xs, it)``), and the in-place operator functions: callees whose
+#: second positional argument is consumed.
+_CONSUMING_SECOND = (*(getattr(kind, name) for kind, names in CONSUMING.items() for name in sorted(names)),
+                     *_IN_PLACE)
+#: Iterators whose items a consuming callee is given one by one: every lazy iterator of the builtins and
+#: :mod:`itertools`, generators, and the iterators of granted generators.
+ITERATORS: tuple[type, ...] = (*LAZY_ITERATOR_TYPES, types.GeneratorType, SafeIterator)
 #: The heap-type flag of a class (``Py_TPFLAGS_HEAPTYPE``): a class written in Python, not C.
 _HEAP_TYPE = 1 << 9
 #: How a value a call may keep is named in a refusal.
 _HOLDER = "an argument of a call that may keep it"
 
 
+class GuardedCallable:
+    """A callable argument handed to a :data:`HIGHER_ORDER` callee in its place: each call goes through
+    :func:`guarded_store` with every argument checked. Never held: the lazy iterators that keep one are refused
+    wherever a value is checked (:func:`.values.check_value`)."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return guarded_store(self._fn, ("*",), *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return "<a guarded callable>"
+
+
 def guarded_store(fn: Any, risky: tuple[int | str, ...], /, *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn`` with ``args`` and ``kwargs``; first, unless ``fn`` and every callable argument keep nothing
-    (:func:`keeps_nothing`), check the arguments ``risky`` names (positional indices and keyword names, ``"*"``
-    for all; from :func:`.stores.risky_arguments`) as a variable's value is checked.
+    """Call ``fn`` with ``args`` and ``kwargs``, as the module doc says: unchecked when ``fn`` keeps nothing
+    (its keeping or calling callable arguments wrapped when ``fn`` is :data:`HIGHER_ORDER`), else with the
+    arguments ``risky`` names checked first (positional indices and keyword names, ``"*"`` for all,
+    :data:`RECEIVER` for the callee's receiver; from :func:`.stores.risky_arguments`).
 
     Raises ``S2OError`` ``not-allowed`` (a generator, module, frame… in a checked argument; ``fn`` a
-    metaclass, as :func:`.guards.guarded_call`) or ``not-awaited`` (a coroutine) before ``fn`` runs; an item of
-    a consumed iterator (:data:`CONSUMING`) is refused when the method reaches it."""
+    metaclass, as :func:`.guards.guarded_call`) or ``not-awaited`` (a coroutine) before ``fn`` runs, or when a
+    wrapped callable is called with one."""
     refuse_metaclass(fn)
-    if keeps_nothing(fn) and not any(callable(a) and not keeps_nothing(a) for a in _all(args, kwargs)):
-        return fn(*args, **kwargs)
-    first_consumed = _first_consumed(fn)
+    if keeps_nothing(fn):
+        calling = [i for i, a in enumerate(_all(args, kwargs)) if _may_keep_or_call(a)]
+        if not calling:
+            return fn(*args, **kwargs)
+        if any(fn is higher for higher in HIGHER_ORDER):
+            return _call_wrapped(fn, calling, args, kwargs)
+        if RECEIVER in risky:  # a made receiver whose items the callable is given: [g].sort(key=xs.append)
+            check_value(fn, _HOLDER)
+    if any(type(fn) is carrier for carrier in _CARRIERS):
+        check_value(fn, _HOLDER)
     if "*" in risky:
         risky = (*range(len(args)), *kwargs)
+    first_consumed = _first_consumed(fn)
     given = list(args)
     for key in risky:
         if type(key) is int and 0 <= key < len(given):
@@ -103,7 +162,7 @@ def keeps_nothing(fn: Any) -> bool:
         owner = fn.__self__
         if owner is None or type(owner) is types.ModuleType:
             name = getattr(owner, "__name__", None) if owner is not None else "builtins"
-            return (type(name) is str and name.partition(".")[0] in sys.stdlib_module_names
+            return (type(name) is str and name in KEEPS_NOTHING_MODULES
                     and not any(fn is keeping for keeping in KEEPING_FUNCTIONS))
         if type(owner) is type:  # a C class method (dict.fromkeys, str.maketrans): builds a new value
             return not owner.__flags__ & _HEAP_TYPE
@@ -113,6 +172,24 @@ def keeps_nothing(fn: Any) -> bool:
     if kind is type:  # a class: a C one builds a new value; one written in Python runs its own __init__
         return not fn.__flags__ & _HEAP_TYPE
     return any(fn is helper for helper in KEEPS_NOTHING_HELPERS)
+
+
+def _may_keep_or_call(value: Any) -> bool:
+    """Whether ``value`` is a callable that may keep one of its arguments, or call another callable."""
+    return callable(value) and (not keeps_nothing(value) or any(value is higher for higher in HIGHER_ORDER))
+
+
+def _call_wrapped(fn: Any, calling: list[int], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` with the arguments at the positions ``calling`` (positional, then keyword, as
+    :func:`_all` counts them) wrapped in :class:`GuardedCallable`."""
+    given = list(args)
+    names = list(kwargs)
+    for i in calling:
+        if i < len(given):
+            given[i] = GuardedCallable(given[i])
+        else:
+            kwargs[names[i - len(given)]] = GuardedCallable(kwargs[names[i - len(given)]])
+    return fn(*given, **kwargs)
 
 
 def _method_keeps_nothing(receiver: type, name: Any) -> bool:
@@ -132,28 +209,25 @@ def _all(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterable[Any]:
 
 
 def _first_consumed(fn: Any) -> int | None:
-    """The first positional argument a method of :data:`CONSUMING` consumes (0 bound, 1 unbound: after the
-    receiver), compared by identity; ``None`` for any other callable."""
+    """The first positional argument a consuming callee consumes (0 for a bound method of
+    :data:`CONSUMING`, 1 for the unbound ones and the in-place operator functions: after the target),
+    compared by identity; ``None`` for any other callable."""
     if type(fn) is types.BuiltinMethodType:
         receiver = type(fn.__self__)
         for kind, names in CONSUMING.items():
             if receiver is kind:
                 return 0 if fn.__name__ in names else None
-        return None
-    return 1 if any(fn is method for method in _CONSUMING_UNBOUND) else None
+    return 1 if any(fn is consuming for consuming in _CONSUMING_SECOND) else None
 
 
 def _kept(value: Any, consumed: bool) -> Any:
-    """``value`` once checked as a variable's value is; an iterator a consuming method is given (``consumed``)
-    as a generator that checks each item as it is consumed."""
-    if consumed and any(type(value) is kind for kind in _ITERATORS):
-        return _checked_items(value)
+    """``value`` once checked as a variable's value is; an iterator a consuming callee is given (``consumed``)
+    is consumed here into a list, each item checked, so a refused item leaves the target as it was."""
+    if consumed and any(type(value) is kind for kind in ITERATORS):
+        items = []
+        for item in value:
+            check_value(item, "an item given to a call that keeps it")
+            items.append(item)
+        return items
     check_value(value, _HOLDER)
     return value
-
-
-def _checked_items(items: Iterator[Any]) -> Iterator[Any]:
-    """The items of ``items``, each checked (:func:`.values.check_value`) before it is handed on."""
-    for item in items:
-        check_value(item, "an item given to a call that keeps it")
-        yield item

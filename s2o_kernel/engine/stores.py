@@ -26,6 +26,9 @@ import builtins
 
 from .rewrites import store_rewrite
 
+#: The key :func:`risky_arguments` gives for the callee's receiver (:data:`.kept.RECEIVER`).
+RECEIVER = -1
+
 #: Granted builtins that keep none of their arguments in another: they build a new value or read only.
 #: Not ``map``, ``filter``, ``sorted``, ``min``, ``max``: they call a function argument on the items of
 #: another (``map(xs.append, gens)``, ``sorted(gens, key=d.setdefault)``).
@@ -61,16 +64,41 @@ def risky_arguments(node: ast.Call, bound: frozenset[str], granted: frozenset[st
     arguments: list[tuple[int | str, ast.expr]] = [(i, a) for i, a in enumerate(node.args)]
     arguments += [(kw.arg if kw.arg is not None else "*", kw.value) for kw in node.keywords]
     risky = [j for j, (_, arg) in enumerate(arguments) if _made(arg, bound)]
-    if not risky:
+    spread = any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords)
+    extra = (RECEIVER,) if _sorts_made_items(func, arguments, bound, granted) else ()
+    if not (risky or extra) or not (extra or spread or _targeted(func, arguments, risky, bound, granted)):
         return None
+    return ("*", *extra) if spread else (*(arguments[j][0] for j in risky), *extra)
+
+
+def _targeted(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], risky: list[int],
+              bound: frozenset[str], granted: frozenset[str]) -> bool:
+    """Whether the call has a target other than the one argument checked: its callee is a session value's
+    (``xs.append``), or another argument may be a target (:func:`_target`)."""
     callee = func.value if isinstance(func, ast.Attribute) else func
-    targeted = _held(callee, bound, granted) or any(  # a target other than the one value checked
-        _held(arg, bound, granted) for j, (_, arg) in enumerate(arguments) if risky != [j])
-    if not targeted:
-        return None
-    if any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords):
-        return ("*",)
-    return tuple(arguments[j][0] for j in risky)
+    return _held(callee, bound, granted) or any(
+        _target(arg, bound, granted) for j, (_, arg) in enumerate(arguments) if risky != [j])
+
+
+def _sorts_made_items(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], bound: frozenset[str],
+                      granted: frozenset[str]) -> bool:
+    """Whether the call is ``<made>.sort(key=f)`` with ``f`` a possible target: ``list.sort``, the one C method
+    of a builtin value that keeps nothing and calls an argument, would hand ``f`` the made receiver's items
+    (``[g].sort(key=xs.append)``)."""
+    return (isinstance(func, ast.Attribute) and func.attr == "sort" and _made(func.value, bound)
+            and any(_target(arg, bound, granted) for _, arg in arguments))
+
+
+def _target(node: ast.AST, bound: frozenset[str], granted: frozenset[str]) -> bool:
+    """Whether the argument ``node`` may be a target: a value of the session (:func:`_held`) or a function the
+    callee may call with the other arguments' parts (:func:`_may_be_callable`)."""
+    return _held(node, bound, granted) or _may_be_callable(node)
+
+
+def _may_be_callable(node: ast.AST) -> bool:
+    """Whether ``node`` names something uncalled — a function the callee may call with the other arguments'
+    parts (``functools.reduce(list.append, [xs, g])``, ``itertools.starmap(list.append, [(xs, g)])``)."""
+    return isinstance(node, (ast.Name, ast.Attribute))
 
 
 def _made(node: ast.AST, bound: frozenset[str]) -> bool:

@@ -25,7 +25,8 @@ bound methods (their ``self``, unless it is a module: granted functions of a mod
 exceptions (``args``, cause, context, attributes; an exception carrying a traceback is refused) and
 the lazy iterators of the builtins and
 :mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
-``__reduce__``, which reads without consuming; one that cannot be opened is refused). Instances of
+``__reduce__``, which reads without consuming; one that cannot be opened is refused). An
+``xml.etree.ElementTree.Element`` (its C state: attributes, text, children). Instances of
 classes of the standard library (their ``__dict__``: ``collections.UserList``'s data; not :mod:`asyncio`'s).
 Instances of other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
 """
@@ -35,6 +36,7 @@ from __future__ import annotations
 import collections
 import functools
 import itertools
+import operator
 import reprlib
 import sys
 import types
@@ -97,12 +99,30 @@ def _lazy_iterator_types() -> frozenset[type]:
         itertools.starmap(abs, ()), itertools.tee(())[0], itertools.zip_longest(()), itertools.product(),
         itertools.permutations(()), itertools.combinations((), 0),
         itertools.combinations_with_replacement((), 0), itertools.pairwise(()),
+        next(itertools.groupby([None]))[1],  # itertools._grouper: one group of a groupby
     ]
     tee_data = itertools.tee(())[0].__reduce__()[2][0]  # what a tee shares with its twins
     return frozenset(type(s) for s in [*samples, tee_data])
 
 
 LAZY_ITERATOR_TYPES = _lazy_iterator_types()
+#: Functions a lazy iterator held in a result or a local may call as it is consumed (``map(str, xs)``,
+#: ``filter(None, xs)``), compared by identity: builtins that make a plain value (a number, a string) and
+#: keep nothing. Methods of immutable builtin values (``str.upper``, ``', '.join``) may be called too.
+#: Any other function (``map(countdown, xs)``, ``map(xs.append, gens)``) would make or keep values when the
+#: iterator is consumed, after every check: such an iterator is refused (SPEC 12).
+PLAIN_FUNCTIONS: tuple[Any, ...] = (str, int, float, bool, bytes, complex, abs, len, round, ord, chr, repr, ascii,
+                                    hash)
+#: Exact types whose methods make values that hold nothing of the expression's (for :data:`PLAIN_FUNCTIONS`).
+_IMMUTABLE_TYPES: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
+#: Lazy iterators that call a function they were built with as they are consumed: where, in the arguments
+#: their C ``__reduce__`` gives, the function is (``map(f, xs)`` → ``(map, (f, it))``).
+_CALLING_ITERATORS: dict[type, int] = {
+    map: 0, filter: 0, itertools.starmap: 0, itertools.filterfalse: 0, itertools.dropwhile: 0,
+    itertools.takewhile: 0, itertools.accumulate: 1, itertools.groupby: 1, type(iter(int, 1)): 0,
+}
+#: Callable objects of :mod:`operator` that carry their arguments: opened through their C ``__reduce__``.
+_CARRIER_TYPES = frozenset({operator.methodcaller, operator.attrgetter, operator.itemgetter})
 
 _DICT_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, collections.Counter})
 #: The ``default_factory`` a ``defaultdict`` held in a result or a local may have (compared by identity):
@@ -168,7 +188,15 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
             reduced = v.__reduce__()
         except Exception:
             raise _refused(f"a {t.__name__} iterator (whose contents cannot be checked)", what_holds) from None
-        return reduced[1:] if type(reduced) is tuple else ()
+        if type(reduced) is not tuple:
+            return ()
+        calls = _CALLING_ITERATORS.get(t)
+        if calls is not None and not _plain_function(_argument(reduced, calls)):
+            raise _refused(f"a {t.__name__} iterator that calls a function as it is consumed", what_holds)
+        return reduced[1:]
+    if t in _CARRIER_TYPES:
+        reduced = v.__reduce__()
+        return reduced if type(reduced) is tuple else ()
     if issubclass(t, BaseException):
         if _EXC["__traceback__"].__get__(v) is not None:
             raise _refused("an exception that was raised (it carries a traceback)", what_holds)
@@ -177,6 +205,27 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
         owner = v.__self__
         return () if owner is None or isinstance(owner, types.ModuleType) else (owner,)
     return _other_parts(v, t)
+
+
+def _argument(reduced: tuple[Any, ...], index: int) -> Any:
+    """The argument ``index`` of a C ``__reduce__`` value ``(type, args, …)``; ``len`` (a plain function) when
+    it has none there (an exhausted iterator reduces to an empty one)."""
+    args = reduced[1] if len(reduced) > 1 else ()
+    return args[index] if type(args) is tuple and index < len(args) else len
+
+
+def _plain_function(part: Any) -> bool:
+    """Whether ``part``, one argument a lazy iterator was built from, is no function or one it may call while
+    held (:data:`PLAIN_FUNCTIONS`, a C method of an immutable builtin value); decided by exact type and
+    identity, never by asking ``part``."""
+    kind = type(part)
+    if not callable(part) or any(part is plain for plain in PLAIN_FUNCTIONS):
+        return True
+    if kind is types.MethodDescriptorType:
+        return any(part.__objclass__ is immutable for immutable in _IMMUTABLE_TYPES)
+    if kind is types.BuiltinMethodType:
+        return any(type(part.__self__) is immutable for immutable in _IMMUTABLE_TYPES)
+    return False
 
 
 def parts_of(v: Any) -> Iterable[Any] | None:
@@ -220,8 +269,18 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
         return (v.maps,)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
+    if t is _element_type():
+        return (v.__getstate__(),)  # the C state: tag, attrib, text, tail and children
     parts = _subclass_parts(v, t)
     return _stdlib_instance_parts(v, t) if parts is None else parts
+
+
+def _element_type() -> type | None:
+    """``xml.etree.ElementTree.Element`` once that module is loaded (a C type with no ``__dict__`` whose
+    attributes and children may be any value), else ``None``; the engine never imports it for this."""
+    module = sys.modules.get("xml.etree.ElementTree")
+    element = getattr(module, "Element", None) if module is not None else None
+    return element if type(element) is type else None
 
 
 def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
