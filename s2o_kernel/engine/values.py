@@ -25,7 +25,9 @@ bound methods (their ``self``, unless it is a module: granted functions of a mod
 exceptions (``args``, cause, context, attributes; an exception carrying a traceback is refused) and
 the lazy iterators of the builtins and
 :mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
-``__reduce__``, which reads without consuming; one that cannot be opened is refused). An
+``__reduce__``, which reads without consuming; one that cannot be opened is refused, and so is one that
+calls a function as it is consumed — ``map(f, xs)``, ``filter``, ``itertools.starmap`` … — unless the function
+is plain, :data:`PLAIN_FUNCTIONS`: it would make or keep values after every check). An
 ``xml.etree.ElementTree.Element`` (its C state: attributes, text, children). Instances of
 classes of the standard library (their ``__dict__``: ``collections.UserList``'s data; not :mod:`asyncio`'s).
 Instances of other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
@@ -325,7 +327,8 @@ def check_value(value: Any, what_holds: str) -> None:
     ``what_holds`` names the holder in the message ("the result of an expression", "the local 'x'").
     Raises ``S2OError`` ``not-awaited`` for a coroutine (which is closed), ``not-allowed`` for a
     generator, async generator or one of its awaitables, frame, code object, traceback, module, cell,
-    metaclass, a raised exception, an iterator of a granted generator, a lazy iterator that cannot be opened,
+    metaclass, a raised exception, an iterator of a granted generator, a lazy iterator that cannot be opened
+    or that calls a function other than a plain one as it is consumed,
     and for a value with more than :data:`SCAN_LIMIT` items (too large to check). See the module doc
     for what is opened.
     """

@@ -286,3 +286,67 @@ def test_subelement_keeps_nothing_refused_in_an_element(source: str) -> None:
         check_value(held, read)
     _run(s, "xs.append(root[0].attrib)")
     _assert_clean(s, ["xs"])
+
+
+# -- the same classes, other shapes (found while closing them) ------------------------------------------------
+
+VARIANTS = [
+    pytest.param("sorted([countdown(1), countdown(1)], key=functools.cmp_to_key(d.setdefault))", id="cmp-to-key"),
+    pytest.param("[countdown(1)].sort(key=xs.append)", id="made-receiver-sort-key"),
+    pytest.param("list(map(map, (f for f in [xs.append]), [[countdown(1)]]))", id="callable-from-a-generator"),
+    pytest.param("list(itertools.starmap(operator.setitem, [(d, 'k', countdown(1))]))", id="starmap-setitem"),
+    pytest.param("functools.reduce(operator.iadd, [xs, map(countdown, [1])])", id="reduce-iadd"),
+    pytest.param("list(filter(xs.append, [countdown(1)]))", id="filter-keeping-predicate"),
+    pytest.param("max([countdown(1)], key=xs.append)", id="max-keeping-key"),
+    pytest.param("list(map(dict.setdefault, [d], ['k'], [countdown(1)]))", id="map-unbound-setdefault"),
+    pytest.param("list(iter(functools.partial(xs.append, countdown(1)), 1))", id="callable-iterator-partial"),
+    pytest.param("list(map(heapq.heappush, [xs], [countdown(1)]))", id="map-heappush"),
+    pytest.param("collections.deque(map(xs.append, [countdown(1)]), maxlen=0)", id="deque-consumes-a-map"),
+    pytest.param("xs.extend(collections.deque([countdown(1)]))", id="extend-a-deque"),
+]
+
+
+@pytest.mark.parametrize("source", VARIANTS)
+def test_other_shapes_of_the_same_classes(source: str) -> None:
+    s = _session(ALLOWLIST + "\nheapq\nmax")
+    for _ in range(2):
+        _run(s, source)
+        _assert_clean(s, STATE)
+
+
+@pytest.mark.parametrize("source", [
+    pytest.param("ET.Element('a', k=countdown(1))", id="constructed"),
+    pytest.param("root.append(ET.Element('a', k=countdown(1)))", id="appended"),
+])
+def test_an_element_holding_a_refused_value_is_never_kept(source: str) -> None:
+    """``check_value`` opens an ``Element`` (its C state): one built holding a granted iterator is refused
+    as a result and as an argument of ``root.append``."""
+    s = _session("\n".join(["xml.etree.ElementTree as ET", "len", "s2o_kernel.examples.countdown as countdown"]),
+                 {"root": "{ET.Element('r')}"})
+    for _ in range(2):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(source)
+        assert err.value.code == "not-allowed", err.value
+    assert s.evaluate("len(root)") == 0
+
+
+def test_a_refused_item_leaves_a_consumed_target_unchanged() -> None:
+    """A consuming callee is handed the checked items only once all are checked: nothing is half kept."""
+    s = _session()
+    with pytest.raises(S2OError):
+        s.evaluate("xs.extend(itertools.chain([1, 2], map(countdown, [1])))")
+    assert s.evaluate("xs") == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("list(map(str, [1, 2]))", ["1", "2"]),
+    ("sorted(['b', 'a'], key=str.lower)", ["a", "b"]),
+    ("functools.reduce(operator.add, [[1], [2]])", [1, 2]),
+    ("list(itertools.starmap(operator.mul, [(2, 3)]))", [6]),
+    ("[k for k, g in itertools.groupby('aab')]", ["a", "b"]),
+    ("list(map(xs.append, [1, 2]))", [None, None]),
+])
+def test_higher_order_calls_still_give_python_results(source: str, expected) -> None:
+    s = _session(ALLOWLIST + "\nstr")
+    for _ in range(2):
+        assert s.evaluate(source) == expected
