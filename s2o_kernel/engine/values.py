@@ -271,8 +271,6 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
         return (v.maps,)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
-    if t is _element_type():
-        return (v.__getstate__(),)  # the C state: tag, attrib, text, tail and children
     parts = _subclass_parts(v, t)
     return _stdlib_instance_parts(v, t) if parts is None else parts
 
@@ -280,9 +278,18 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
 def _element_type() -> type | None:
     """``xml.etree.ElementTree.Element`` once that module is loaded (a C type with no ``__dict__`` whose
     attributes and children may be any value), else ``None``; the engine never imports it for this."""
+    if _ELEMENT:
+        return _ELEMENT[0]
     module = sys.modules.get("xml.etree.ElementTree")
     element = getattr(module, "Element", None) if module is not None else None
-    return element if type(element) is type else None
+    if type(element) is not type:
+        return None
+    _ELEMENT.append(element)
+    return element
+
+
+#: ``xml.etree.ElementTree.Element``, once :func:`_element_type` has found it.
+_ELEMENT: list[type] = []
 
 
 def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
@@ -296,6 +303,8 @@ def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
     top = module.split(".")[0]
     if top not in sys.stdlib_module_names or top in _NOT_OPENED_MODULES:
         return None
+    if top == "xml" and t is _element_type():
+        return (v.__getstate__(),)  # the C state: tag, attrib, text, tail and children
     try:
         held = object.__getattribute__(v, "__dict__")
     except AttributeError:
