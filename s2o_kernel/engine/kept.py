@@ -36,14 +36,16 @@ import collections
 import functools
 import heapq
 import itertools
+import json
 import operator
 import types
 from collections.abc import Iterable
 from typing import Any
 
-from .guards import SafeIterator, guarded_gather, refuse_metaclass
+from .guards import GuardedCallable, SafeIterator, guarded_gather, refuse_metaclass
+from .iterators import LAZY_ITERATOR_TYPES, is_c_iterator
 from .stores import RECEIVER
-from .values import LAZY_ITERATOR_TYPES, check_value
+from .values import PLAIN_TYPES, check_value
 
 #: Exact types whose values cannot change: their bound C methods keep no argument.
 IMMUTABLE: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range, type(None))
@@ -67,90 +69,107 @@ KEEPS_NOTHING_MODULES = frozenset({
     "unicodedata", "binascii", "_hashlib", "_md5", "_sha1", "_sha256", "_sha512", "_sha3", "_blake2",
     "itertools", "_functools", "_operator", "_heapq", "_bisect", "_struct",
 })
+#: The modules (a C type's ``__module__``, first part) whose C types build a new value and keep nothing else
+#: when called; a C type of any other module (``xml.etree.ElementTree.TreeBuilder`` calls and keeps what it
+#: is given) is taken as keeping.
+KEEPS_NOTHING_TYPE_MODULES = frozenset({
+    "builtins", "collections", "itertools", "functools", "operator", "datetime", "decimal", "fractions", "re",
+    "json", "_json", "math", "statistics", "struct", "_struct", "hashlib", "_hashlib", "_md5", "_sha1",
+    "_sha256", "_sha512", "_sha3", "_blake2", "uuid", "ipaddress", "string",
+})
 #: In-place operator functions: ``operator.iadd(xs, it)`` extends ``xs`` with the items of ``it``.
 _IN_PLACE: tuple[Any, ...] = tuple(getattr(operator, name) for name in (
     "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imatmul", "imod", "imul", "ior", "ipow", "irshift",
     "isub", "itruediv", "ixor"))
-#: C functions of audited modules that keep an argument (or its items) in another argument.
+#: C functions of audited modules that keep an argument (or its items) in their first argument, the target.
 KEEPING_FUNCTIONS: tuple[Any, ...] = (
     heapq.heappush, heapq.heappushpop, heapq.heapreplace, operator.setitem, *_IN_PLACE,
     bisect.insort, bisect.insort_left, bisect.insort_right, builtins.setattr, builtins.delattr,
 )
-#: Callees that keep nothing themselves but call what they are given (a function argument, or the items of
-#: one with the items of another): their callable arguments are wrapped (:class:`GuardedCallable`).
-HIGHER_ORDER: tuple[Any, ...] = (
-    map, filter, sorted, min, max, iter, functools.reduce, operator.call,
-    itertools.starmap, itertools.accumulate, itertools.groupby, itertools.dropwhile, itertools.takewhile,
-    itertools.filterfalse,
-)
+#: Callees that keep nothing themselves but call some of their arguments, with where those are: positional
+#: indices and keyword names (``sorted(xs, key=f)``, ``functools.reduce(f, xs, initial)``: not ``initial``,
+#: not ``max``'s ``default``, which are values handed back). Those arguments, when they may keep or call
+#: (:func:`_may_keep_or_call`), are handed over wrapped (:class:`.guards.GuardedCallable`).
+HIGHER_ORDER: dict[Any, tuple[tuple[int, ...], tuple[str, ...]]] = {
+    map: ((0,), ()), filter: ((0,), ()), sorted: ((), ("key",)), min: ((), ("key",)), max: ((), ("key",)),
+    iter: ((0,), ()), functools.reduce: ((0,), ()), operator.call: ((0,), ()),
+    itertools.starmap: ((0,), ()), itertools.accumulate: ((1,), ("func",)), itertools.groupby: ((1,), ("key",)),
+    itertools.dropwhile: ((0,), ()), itertools.takewhile: ((0,), ()), itertools.filterfalse: ((0,), ()),
+    # functions of the standard library written in Python, audited: they keep nothing but call these
+    heapq.nlargest: ((), ("key",)), heapq.nsmallest: ((), ("key",)), json.dumps: ((), ("default",)),
+    json.loads: ((), ("object_hook", "object_pairs_hook", "parse_float", "parse_int", "parse_constant")),
+}
 #: Callable objects that carry arguments they were made with: checked as a callee (``partial(xs.append, g)``).
 _CARRIERS: tuple[type, ...] = (functools.partial, operator.methodcaller)
 #: The engine's own granted functions that keep nothing (``asyncio.gather`` awaits what it is given).
 KEEPS_NOTHING_HELPERS: tuple[Any, ...] = (guarded_gather,)
 #: Methods of builtin containers that consume an iterable and keep only its items, by the container type.
 CONSUMING: dict[type, frozenset[str]] = {
-    list: frozenset({"extend"}), set: frozenset({"update"}), dict: frozenset({"update"}),
-    collections.deque: frozenset({"extend", "extendleft"}),
+    list: frozenset({"extend"}), set: frozenset({"update", "symmetric_difference_update"}),
+    dict: frozenset({"update"}), collections.OrderedDict: frozenset({"update"}),
+    collections.defaultdict: frozenset({"update"}), collections.deque: frozenset({"extend", "extendleft"}),
 }
-#: The same methods, unbound (``list.extend(xs, it)``), and the in-place operator functions: callees whose
+#: Methods written in Python that consume their first argument, by their function (``Counter.update``).
+_CONSUMING_PYTHON: tuple[Any, ...] = (collections.Counter.update, collections.Counter.subtract)
+#: The same C methods, unbound (``list.extend(xs, it)``), and the in-place operator functions: callees whose
 #: second positional argument is consumed.
 _CONSUMING_SECOND = (*(getattr(kind, name) for kind, names in CONSUMING.items() for name in sorted(names)),
                      *_IN_PLACE)
 #: Iterators whose items a consuming callee is given one by one: every lazy iterator of the builtins and
-#: :mod:`itertools`, generators, and the iterators of granted generators.
+#: :mod:`itertools`, generators, and the iterators of granted generators (and any other C iterator).
 ITERATORS: tuple[type, ...] = (*LAZY_ITERATOR_TYPES, types.GeneratorType, SafeIterator)
 #: The heap-type flag of a class (``Py_TPFLAGS_HEAPTYPE``): a class written in Python, not C.
 _HEAP_TYPE = 1 << 9
 #: How a value a call may keep is named in a refusal.
 _HOLDER = "an argument of a call that may keep it"
-
-
-class GuardedCallable:
-    """A callable argument handed to a :data:`HIGHER_ORDER` callee in its place: each call goes through
-    :func:`guarded_store` with every argument checked. Never held: the lazy iterators that keep one are refused
-    wherever a value is checked (:func:`.values.check_value`)."""
-
-    __slots__ = ("_fn",)
-
-    def __init__(self, fn: Any) -> None:
-        self._fn = fn
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return guarded_store(self._fn, ("*",), *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return "<a guarded callable>"
+#: The C-level ``__module__`` of a type: no metaclass property runs.
+_type_module: Any = vars(type)["__module__"].__get__
 
 
 def guarded_store(fn: Any, risky: tuple[int | str, ...], /, *args: Any, **kwargs: Any) -> Any:
     """Call ``fn`` with ``args`` and ``kwargs``, as the module doc says: unchecked when ``fn`` keeps nothing
-    (its keeping or calling callable arguments wrapped when ``fn`` is :data:`HIGHER_ORDER`), else with the
-    arguments ``risky`` names checked first (positional indices and keyword names, ``"*"`` for all,
-    :data:`RECEIVER` for the callee's receiver; from :func:`.stores.risky_arguments`).
+    (the callable arguments it calls wrapped when ``fn`` is :data:`HIGHER_ORDER`), else with the arguments
+    ``risky`` names checked first (positional indices and keyword names, ``"*"`` for all,
+    :data:`.stores.RECEIVER` for the callee's receiver; from :func:`.stores.risky_arguments`).
 
     Raises ``S2OError`` ``not-allowed`` (a generator, module, frame… in a checked argument; ``fn`` a
     metaclass, as :func:`.guards.guarded_call`) or ``not-awaited`` (a coroutine) before ``fn`` runs, or when a
     wrapped callable is called with one."""
     refuse_metaclass(fn)
-    if keeps_nothing(fn):
-        calling = [i for i, a in enumerate(_all(args, kwargs)) if _may_keep_or_call(a)]
-        if not calling:
-            return fn(*args, **kwargs)
-        if any(fn is higher for higher in HIGHER_ORDER):
-            return _call_wrapped(fn, calling, args, kwargs)
+    return _store(fn, risky, list(args), kwargs, callee_checked=False)
+
+
+def _guarded_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A call a :class:`.guards.GuardedCallable` makes: the store guard with every argument checked (its
+    carrier callee was checked once, when it was wrapped)."""
+    return _store(fn, ("*",), list(args), dict(kwargs), callee_checked=True)
+
+
+def _store(fn: Any, risky: tuple[int | str, ...], given: list[Any], kwargs: dict[str, Any],
+           callee_checked: bool) -> Any:
+    """The store guard's decision for ``fn(*given, **kwargs)`` (see :func:`guarded_store`)."""
+    nothing = keeps_nothing(fn)
+    if nothing:
+        higher = _higher_order(fn, len(given))
+        if higher is not None:
+            return fn(*_wrapped(given, kwargs, higher, _may_keep_or_call), **kwargs)
+        if not any(_may_keep_or_call(a) for a in _all(given, kwargs)):
+            return fn(*given, **kwargs)
         if RECEIVER in risky:  # a made receiver whose items the callable is given: [g].sort(key=xs.append)
             check_value(fn, _HOLDER)
-    if any(type(fn) is carrier for carrier in _CARRIERS):
+    if not callee_checked and any(type(fn) is carrier for carrier in _CARRIERS):
         check_value(fn, _HOLDER)
     if "*" in risky:
-        risky = (*range(len(args)), *kwargs)
+        first = 1 if _keeps_in_first(fn) else 0  # the target of heappush(heap, x) is changed, not kept
+        risky = (*range(first, len(given)), *kwargs)
     first_consumed = _first_consumed(fn)
-    given = list(args)
     for key in risky:
         if type(key) is int and 0 <= key < len(given):
             given[key] = _kept(given[key], first_consumed is not None and key >= first_consumed)
         elif type(key) is str and key in kwargs:
             kwargs[key] = _kept(kwargs[key], False)
+    if not nothing and not _keeps_only(fn):  # it may call a keeping argument with values it makes (json's hooks)
+        given = _wrapped(given, kwargs, None, _is_keeper)
     return fn(*given, **kwargs)
 
 
@@ -169,27 +188,77 @@ def keeps_nothing(fn: Any) -> bool:
         return _method_keeps_nothing(type(owner), fn.__name__)
     if kind is types.MethodDescriptorType:  # an unbound C method: list.append, str.join
         return _method_keeps_nothing(fn.__objclass__, fn.__name__)
-    if kind is type:  # a class: a C one builds a new value; one written in Python runs its own __init__
-        return not fn.__flags__ & _HEAP_TYPE
-    return any(fn is helper for helper in KEEPS_NOTHING_HELPERS)
+    if kind is type:  # a class: a C one of an audited module builds a new value; a Python one runs __init__
+        module = _type_module(fn)
+        return (not fn.__flags__ & _HEAP_TYPE and type(module) is str
+                and module.partition(".")[0] in KEEPS_NOTHING_TYPE_MODULES)
+    return any(fn is helper for helper in KEEPS_NOTHING_HELPERS) or _higher_order(fn, 2) is not None
+
+
+def _higher_order(fn: Any, positional: int) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+    """Where the :data:`HIGHER_ORDER` callee ``fn`` (by identity), given ``positional`` positional arguments,
+    takes the callables it calls; ``None`` for any other callee (and for ``iter(xs)``, which calls nothing)."""
+    for callee, where in HIGHER_ORDER.items():
+        if fn is callee:
+            return None if fn is iter and positional < 2 else where
+    return None
 
 
 def _may_keep_or_call(value: Any) -> bool:
     """Whether ``value`` is a callable that may keep one of its arguments, or call another callable."""
-    return callable(value) and (not keeps_nothing(value) or any(value is higher for higher in HIGHER_ORDER))
+    return callable(value) and (not keeps_nothing(value) or _higher_order(value, 2) is not None)
 
 
-def _call_wrapped(fn: Any, calling: list[int], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``fn(*args, **kwargs)`` with the arguments at the positions ``calling`` (positional, then keyword, as
-    :func:`_all` counts them) wrapped in :class:`GuardedCallable`."""
-    given = list(args)
-    names = list(kwargs)
-    for i in calling:
-        if i < len(given):
-            given[i] = GuardedCallable(given[i])
-        else:
-            kwargs[names[i - len(given)]] = GuardedCallable(kwargs[names[i - len(given)]])
-    return fn(*given, **kwargs)
+def _is_keeper(value: Any) -> bool:
+    """Whether ``value`` is a method of a value that may keep its argument (``xs.append``, ``d.update``,
+    ``list.append``), a ``partial`` or a guarded callable: what a callee that calls its arguments must be
+    handed wrapped. Not a function or a class: what those keep is the host's business."""
+    kind = type(value)
+    if kind is types.BuiltinMethodType or kind is types.MethodDescriptorType:
+        return not keeps_nothing(value)
+    return kind is types.MethodType or kind is GuardedCallable or any(kind is c for c in _CARRIERS)
+
+
+def _keeps_only(fn: Any) -> bool:
+    """Whether ``fn`` is a C callee that keeps its arguments and calls none of them: a keeping method of a
+    builtin container, a function of :data:`KEEPING_FUNCTIONS` (their arguments are kept, never wrapped)."""
+    kind = type(fn)
+    if kind is types.BuiltinMethodType:
+        owner = fn.__self__
+        if owner is None or type(owner) is types.ModuleType:
+            return any(fn is keeping for keeping in KEEPING_FUNCTIONS)
+        return any(type(owner) is container for container in KEEPING_METHODS)
+    return kind is types.MethodDescriptorType and any(fn.__objclass__ is c for c in KEEPING_METHODS)
+
+
+def _keeps_in_first(fn: Any) -> bool:
+    """Whether ``fn`` keeps its other arguments in its first one (``heapq.heappush(heap, x)``,
+    ``list.append(xs, x)``): that one is the target, changed, not kept, so it is not checked."""
+    if type(fn) is types.MethodDescriptorType:
+        return any(fn.__objclass__ is c for c in KEEPING_METHODS)
+    return any(fn is keeping for keeping in KEEPING_FUNCTIONS)
+
+
+def _wrapped(given: list[Any], kwargs: dict[str, Any], where: tuple[tuple[int, ...], tuple[str, ...]] | None,
+             test: Any) -> list[Any]:
+    """``given`` with each argument that ``test`` accepts, at the places ``where`` names (every place when
+    ``None``), replaced by a :class:`.guards.GuardedCallable`; ``kwargs`` changed in place the same way."""
+    positions = range(len(given)) if where is None else where[0]
+    names = kwargs if where is None else where[1]
+    for i in positions:
+        if i < len(given) and test(given[i]):
+            given[i] = _wrap(given[i])
+    for name in list(names):
+        if name in kwargs and test(kwargs[name]):
+            kwargs[name] = _wrap(kwargs[name])
+    return given
+
+
+def _wrap(fn: Any) -> GuardedCallable:
+    """``fn`` wrapped so each call goes through the store guard; a carrier callee is checked once, here."""
+    if any(type(fn) is carrier for carrier in _CARRIERS):
+        check_value(fn, _HOLDER)
+    return GuardedCallable(fn, _guarded_call)
 
 
 def _method_keeps_nothing(receiver: type, name: Any) -> bool:
@@ -202,7 +271,7 @@ def _method_keeps_nothing(receiver: type, name: Any) -> bool:
     return False
 
 
-def _all(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterable[Any]:
+def _all(args: list[Any], kwargs: dict[str, Any]) -> Iterable[Any]:
     """The positional then the keyword arguments of a call."""
     yield from args
     yield from kwargs.values()
@@ -210,23 +279,31 @@ def _all(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterable[Any]:
 
 def _first_consumed(fn: Any) -> int | None:
     """The first positional argument a consuming callee consumes (0 for a bound method of
-    :data:`CONSUMING`, 1 for the unbound ones and the in-place operator functions: after the target),
-    compared by identity; ``None`` for any other callable."""
-    if type(fn) is types.BuiltinMethodType:
+    :data:`CONSUMING` or ``Counter.update``, 1 for the unbound ones and the in-place operator functions: after
+    the target), compared by identity; ``None`` for any other callable."""
+    kind = type(fn)
+    if kind is types.BuiltinMethodType:
         receiver = type(fn.__self__)
-        for kind, names in CONSUMING.items():
-            if receiver is kind:
+        for container, names in CONSUMING.items():
+            if receiver is container:
                 return 0 if fn.__name__ in names else None
+    if kind is types.MethodType and type(fn.__self__) is collections.Counter:
+        return 0 if any(fn.__func__ is method for method in _CONSUMING_PYTHON) else None
     return 1 if any(fn is consuming for consuming in _CONSUMING_SECOND) else None
 
 
 def _kept(value: Any, consumed: bool) -> Any:
     """``value`` once checked as a variable's value is; an iterator a consuming callee is given (``consumed``)
-    is consumed here into a list, each item checked, so a refused item leaves the target as it was."""
-    if consumed and any(type(value) is kind for kind in ITERATORS):
+    is consumed here into a list, each item checked (an item met again, by identity, once), so a refused item
+    leaves the target as it was."""
+    kind = type(value)
+    if consumed and (any(kind is iterator for iterator in ITERATORS) or is_c_iterator(kind)):
         items = []
+        checked: dict[int, Any] = {}
         for item in value:
-            check_value(item, "an item given to a call that keeps it")
+            if type(item) not in PLAIN_TYPES and id(item) not in checked:
+                check_value(item, "an item given to a call that keeps it")
+                checked[id(item)] = item
             items.append(item)
         return items
     check_value(value, _HOLDER)

@@ -61,14 +61,21 @@ def risky_arguments(node: ast.Call, bound: frozenset[str], granted: frozenset[st
     func = node.func
     if isinstance(func, ast.Name) and func.id in keeps_nothing and func.id not in bound:
         return None
-    arguments: list[tuple[int | str, ast.expr]] = [(i, a) for i, a in enumerate(node.args)]
-    arguments += [(kw.arg if kw.arg is not None else "*", kw.value) for kw in node.keywords]
+    arguments = _arguments(node)
     risky = [j for j, (_, arg) in enumerate(arguments) if _made(arg, bound)]
-    spread = any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords)
+    spread = any(isinstance(arg, ast.Starred) or key == "*" for key, arg in arguments)
     extra = (RECEIVER,) if _sorts_made_items(func, arguments, bound, granted) else ()
-    if not (risky or extra) or not (extra or spread or _targeted(func, arguments, risky, bound, granted)):
+    if not risky and not extra:
+        return () if _hands_a_keeper(arguments, bound, granted) else None
+    if not (extra or spread or _targeted(func, arguments, risky, bound, granted)):
         return None
     return ("*", *extra) if spread else (*(arguments[j][0] for j in risky), *extra)
+
+
+def _arguments(node: ast.Call) -> list[tuple[int | str, ast.expr]]:
+    """The call's arguments with their keys: positional indices, keyword names, ``"*"`` for a ``**``."""
+    arguments: list[tuple[int | str, ast.expr]] = [(i, a) for i, a in enumerate(node.args)]
+    return arguments + [(kw.arg if kw.arg is not None else "*", kw.value) for kw in node.keywords]
 
 
 def _targeted(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], risky: list[int],
@@ -76,7 +83,7 @@ def _targeted(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], risky
     """Whether the call has a target other than the one argument checked: its callee is a session value's
     (``xs.append``), or another argument may be a target (:func:`_target`)."""
     callee = func.value if isinstance(func, ast.Attribute) else func
-    return _held(callee, bound, granted) or any(
+    return _held(callee, bound, granted) or _hands_a_keeper(arguments, bound, granted) or any(
         _target(arg, bound, granted) for j, (_, arg) in enumerate(arguments) if risky != [j])
 
 
@@ -87,6 +94,18 @@ def _sorts_made_items(func: ast.expr, arguments: list[tuple[int | str, ast.expr]
     (``[g].sort(key=xs.append)``)."""
     return (isinstance(func, ast.Attribute) and func.attr == "sort" and _made(func.value, bound)
             and any(_target(arg, bound, granted) for _, arg in arguments))
+
+
+def _hands_a_keeper(arguments: list[tuple[int | str, ast.expr]], bound: frozenset[str],
+                    granted: frozenset[str]) -> bool:
+    """Whether a call with no made argument hands over a method of a session value (``object_hook=xs.append``)
+    or a variable beside a function (``parse_int=countdown, object_hook=f``): the callee may call the one with
+    what the other makes (``json.loads``' hooks), so its keeping arguments must be handed over wrapped."""
+    values = [arg for _, arg in arguments]
+    if any(isinstance(a, ast.Attribute) and _held(a.value, bound, granted) for a in values):
+        return True
+    return (any(isinstance(a, ast.Name) and _held(a, bound, granted) for a in values)
+            and any(_may_be_callable(a) and not _held(a, bound, granted) for a in values))
 
 
 def _target(node: ast.AST, bound: frozenset[str], granted: frozenset[str]) -> bool:

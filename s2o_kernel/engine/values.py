@@ -27,7 +27,7 @@ the lazy iterators of the builtins and
 :mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
 ``__reduce__``, which reads without consuming; one that cannot be opened is refused, and so is one that
 calls a function as it is consumed — ``map(f, xs)``, ``filter``, ``itertools.starmap`` … — unless the function
-is plain, :data:`PLAIN_FUNCTIONS`: it would make or keep values after every check). An
+is plain, :data:`.iterators.PLAIN_FUNCTIONS`: it would make or keep values after every check). An
 ``xml.etree.ElementTree.Element`` (its C state: attributes, text, children). Instances of
 classes of the standard library (their ``__dict__``: ``collections.UserList``'s data; not :mod:`asyncio`'s).
 Instances of other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import itertools
 import operator
 import reprlib
 import sys
@@ -47,7 +46,8 @@ from typing import Any
 
 from .denylist import is_metaclass
 from .errors import S2OError
-from .guards import SafeAsyncIterator, SafeIterator
+from .guards import GuardedCallable, SafeAsyncIterator, SafeIterator
+from .iterators import LAZY_ITERATOR_TYPES, calls_a_function, is_c_iterator
 from .written import too_large_text, too_large_to_write
 
 #: Most characters of text a message shows for one value.
@@ -89,40 +89,6 @@ FORBIDDEN_VALUE_TYPES: dict[type, str] = {
 }
 
 
-def _lazy_iterator_types() -> frozenset[type]:
-    """Exact types of the C-level lazy iterators of the builtins and :mod:`itertools`."""
-    samples: list[Any] = [  # one of each
-        map(abs, ()), filter(None, ()), zip(), enumerate(()), reversed([]), reversed(()),
-        iter([]), iter(()), iter(set()), iter({}), iter({}.values()), iter({}.items()), iter(bytearray()),
-        iter(collections.deque()), reversed(collections.deque()), iter(int, 1),
-        itertools.chain(), itertools.islice((), 0), itertools.cycle(()), itertools.count(), itertools.repeat(None),
-        itertools.accumulate(()), itertools.compress((), ()), itertools.dropwhile(bool, ()),
-        itertools.takewhile(bool, ()), itertools.filterfalse(None, ()), itertools.groupby(()),
-        itertools.starmap(abs, ()), itertools.tee(())[0], itertools.zip_longest(()), itertools.product(),
-        itertools.permutations(()), itertools.combinations((), 0),
-        itertools.combinations_with_replacement((), 0), itertools.pairwise(()),
-        next(itertools.groupby([None]))[1],  # itertools._grouper: one group of a groupby
-    ]
-    tee_data = itertools.tee(())[0].__reduce__()[2][0]  # what a tee shares with its twins
-    return frozenset(type(s) for s in [*samples, tee_data])
-
-
-LAZY_ITERATOR_TYPES = _lazy_iterator_types()
-#: Functions a lazy iterator held in a result or a local may call as it is consumed (``map(str, xs)``,
-#: ``filter(None, xs)``), compared by identity: builtins that make a plain value (a number, a string) and
-#: keep nothing. Methods of immutable builtin values (``str.upper``, ``', '.join``) may be called too.
-#: Any other function (``map(countdown, xs)``, ``map(xs.append, gens)``) would make or keep values when the
-#: iterator is consumed, after every check: such an iterator is refused (SPEC 12).
-PLAIN_FUNCTIONS: tuple[Any, ...] = (str, int, float, bool, bytes, complex, abs, len, round, ord, chr, repr, ascii,
-                                    hash)
-#: Exact types whose methods make values that hold nothing of the expression's (for :data:`PLAIN_FUNCTIONS`).
-_IMMUTABLE_TYPES: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
-#: Lazy iterators that call a function they were built with as they are consumed: where, in the arguments
-#: their C ``__reduce__`` gives, the function is (``map(f, xs)`` → ``(map, (f, it))``).
-_CALLING_ITERATORS: dict[type, int] = {
-    map: 0, filter: 0, itertools.starmap: 0, itertools.filterfalse: 0, itertools.dropwhile: 0,
-    itertools.takewhile: 0, itertools.accumulate: 1, itertools.groupby: 1, type(iter(int, 1)): 0,
-}
 #: Callable objects of :mod:`operator` that carry their arguments: opened through their C ``__reduce__``.
 _CARRIER_TYPES = frozenset({operator.methodcaller, operator.attrgetter, operator.itemgetter})
 
@@ -147,6 +113,11 @@ _BOUND_TYPES = frozenset({types.BuiltinMethodType, types.MethodWrapperType})
 #: C type flags (``tp_flags``) a class inherits from its built-in base, whatever it overrides.
 _type_flags: Any = vars(type)["__flags__"].__get__
 _LIST_FLAG, _TUPLE_FLAG, _DICT_FLAG = 1 << 25, 1 << 26, 1 << 29
+_HEAP_TYPE_FLAG = 1 << 9
+_type_dict: Any = vars(type)["__dict__"].__get__
+#: What a :class:`.guards.GuardedCallable` wraps, read through its slot.
+_GUARDED_FN: Any = vars(GuardedCallable)["_fn"].__get__
+_type_mro: Any = vars(type)["__mro__"].__get__
 
 #: The C-level descriptors of an exception's parts: reading through them runs no subclass's property.
 _EXC: dict[str, Any] = {name: vars(BaseException)[name]
@@ -192,8 +163,7 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
             raise _refused(f"a {t.__name__} iterator (whose contents cannot be checked)", what_holds) from None
         if type(reduced) is not tuple:
             return ()
-        calls = _CALLING_ITERATORS.get(t)
-        if calls is not None and not _plain_function(_argument(reduced, calls)):
+        if calls_a_function(t, reduced):
             raise _refused(f"a {t.__name__} iterator that calls a function as it is consumed", what_holds)
         return reduced[1:]
     if t in _CARRIER_TYPES:
@@ -206,28 +176,7 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
     if t in _BOUND_TYPES:
         owner = v.__self__
         return () if owner is None or isinstance(owner, types.ModuleType) else (owner,)
-    return _other_parts(v, t)
-
-
-def _argument(reduced: tuple[Any, ...], index: int) -> Any:
-    """The argument ``index`` of a C ``__reduce__`` value ``(type, args, …)``; ``len`` (a plain function) when
-    it has none there (an exhausted iterator reduces to an empty one)."""
-    args = reduced[1] if len(reduced) > 1 else ()
-    return args[index] if type(args) is tuple and index < len(args) else len
-
-
-def _plain_function(part: Any) -> bool:
-    """Whether ``part``, one argument a lazy iterator was built from, is no function or one it may call while
-    held (:data:`PLAIN_FUNCTIONS`, a C method of an immutable builtin value); decided by exact type and
-    identity, never by asking ``part``."""
-    kind = type(part)
-    if not callable(part) or any(part is plain for plain in PLAIN_FUNCTIONS):
-        return True
-    if kind is types.MethodDescriptorType:
-        return any(part.__objclass__ is immutable for immutable in _IMMUTABLE_TYPES)
-    if kind is types.BuiltinMethodType:
-        return any(type(part.__self__) is immutable for immutable in _IMMUTABLE_TYPES)
-    return False
+    return _other_parts(v, t, what_holds)
 
 
 def parts_of(v: Any) -> Iterable[Any] | None:
@@ -256,7 +205,7 @@ def _subclass_parts(v: Any, t: type) -> Iterable[Any] | None:
     return None
 
 
-def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
+def _other_parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
     if t is types.MappingProxyType:
         return (*v.keys(), *v.values())
     if t is types.MethodType:
@@ -269,9 +218,13 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
         return (v.start, v.stop, v.step)
     if t is collections.ChainMap:
         return (v.maps,)
+    if t is GuardedCallable:
+        return (_GUARDED_FN(v),)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
     parts = _subclass_parts(v, t)
+    if parts is None and is_c_iterator(t):
+        raise _refused(f"a {t.__name__} iterator (whose contents cannot be checked)", what_holds)
     return _stdlib_instance_parts(v, t) if parts is None else parts
 
 
