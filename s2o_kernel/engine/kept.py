@@ -20,10 +20,16 @@ and an argument that may hold a value the expression made, and the rewrites send
   that keeps nothing given a callable that keeps (``sorted(gens, key=d.setdefault)``), gets the arguments
   :mod:`.stores` named checked as a variable's value is (:func:`.values.check_value`), before it runs, with
   the callee itself when it carries arguments (a ``partial``, an ``operator.methodcaller``) or when
-  :mod:`.stores` names its receiver (``-1``: ``[g].sort(key=xs.append)``); a refusal changes nothing. An
+  :mod:`.stores` names its receiver (``-1``: ``[g].sort(key=xs.append)``); a refusal changes nothing. Unless
+  it only keeps (a method of :data:`KEEPING_METHODS`, a function of :data:`KEEPING_FUNCTIONS`), such a callee
+  may also call what it is given with values it makes (``json.JSONDecoder(object_hook=xs.append)``,
+  ``ET.TreeBuilder(element_factory=...)``): its keeping arguments (a method of a value, a ``partial``) are
+  handed over wrapped too; functions and classes are not (the host's business; a wrapped class would break
+  ``isinstance``). A C type builds a new value only from an audited module
+  (:data:`KEEPS_NOTHING_TYPE_MODULES`). An
   iterator a consuming callee is given (:data:`CONSUMING`: ``xs.extend(c for c in s)``,
-  ``operator.iadd(xs, it)``) is consumed first, each item checked, and the callee is handed the list: only
-  the items are kept, and a refused item leaves the target as it was.
+  ``operator.iadd(xs, it)``, ``Counter.update``) is consumed first, each item checked (an item repeated, once),
+  and the callee is handed the list: only the items are kept, and a refused item leaves the target as it was.
 
 Every test is by identity or exact type (never ``isinstance``, ``==`` or a hash a class could define).
 """
@@ -46,6 +52,9 @@ from .guards import GuardedCallable, SafeIterator, guarded_gather, refuse_metacl
 from .iterators import LAZY_ITERATOR_TYPES, is_c_iterator
 from .stores import RECEIVER
 from .values import PLAIN_TYPES, check_value
+
+#: :data:`.values.PLAIN_TYPES`, to compare by identity.
+_PLAIN: tuple[Any, ...] = tuple(PLAIN_TYPES)
 
 #: Exact types whose values cannot change: their bound C methods keep no argument.
 IMMUTABLE: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range, type(None))
@@ -301,7 +310,8 @@ def _kept(value: Any, consumed: bool) -> Any:
         items = []
         checked: dict[int, Any] = {}
         for item in value:
-            if type(item) not in PLAIN_TYPES and id(item) not in checked:
+            item_type = type(item)
+            if not any(item_type is plain for plain in _PLAIN) and id(item) not in checked:
                 check_value(item, "an item given to a call that keeps it")
                 checked[id(item)] = item
             items.append(item)
