@@ -129,6 +129,19 @@ _CONSUMING_SECOND = (*(getattr(kind, name) for kind, names in CONSUMING.items() 
 ITERATORS: tuple[type, ...] = (*LAZY_ITERATOR_TYPES, types.GeneratorType, SafeIterator)
 #: The heap-type flag of a class (``Py_TPFLAGS_HEAPTYPE``): a class written in Python, not C.
 _HEAP_TYPE = 1 << 9
+
+
+def _by_id(objects: Iterable[Any]) -> dict[int, Any]:
+    """``objects`` keyed by ``id``: a test of identity in one lookup that hashes nothing of the value tested
+    (``_KEEPING.get(id(fn)) is fn``). The objects are kept alive by the table, so no id is reused."""
+    return {id(o): o for o in objects}
+
+
+_KEEPING = _by_id(KEEPING_FUNCTIONS)
+_HELPERS = _by_id(KEEPS_NOTHING_HELPERS)
+_CONSUMING_SECOND_IDS = _by_id(_CONSUMING_SECOND)
+_HIGHER_ORDER_IDS: dict[int, tuple[Any, tuple[tuple[int, ...], tuple[str, ...]]]] = {
+    id(fn): (fn, where) for fn, where in HIGHER_ORDER.items()}
 #: How a value a call may keep is named in a refusal.
 _HOLDER = "an argument of a call that may keep it"
 #: The C-level ``__module__`` of a type: no metaclass property runs.
@@ -145,29 +158,30 @@ def guarded_store(fn: Any, risky: tuple[int | str, ...], /, *args: Any, **kwargs
     metaclass, as :func:`.guards.guarded_call`) or ``not-awaited`` (a coroutine) before ``fn`` runs, or when a
     wrapped callable is called with one."""
     refuse_metaclass(fn)
-    return _store(fn, risky, list(args), kwargs, callee_checked=False)
+    return _store(fn, risky, args, kwargs, callee_checked=False)
 
 
 def _guarded_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A call a :class:`.guards.GuardedCallable` makes: the store guard with every argument checked (its
     carrier callee was checked once, when it was wrapped)."""
-    return _store(fn, ("*",), list(args), dict(kwargs), callee_checked=True)
+    return _store(fn, ("*",), args, dict(kwargs), callee_checked=True)
 
 
-def _store(fn: Any, risky: tuple[int | str, ...], given: list[Any], kwargs: dict[str, Any],
+def _store(fn: Any, risky: tuple[int | str, ...], args: tuple[Any, ...], kwargs: dict[str, Any],
            callee_checked: bool) -> Any:
-    """The store guard's decision for ``fn(*given, **kwargs)`` (see :func:`guarded_store`)."""
+    """The store guard's decision for ``fn(*args, **kwargs)`` (see :func:`guarded_store`)."""
     nothing = keeps_nothing(fn)
     if nothing:
-        higher = _higher_order(fn, len(given))
+        higher = _higher_order(fn, len(args))
         if higher is not None:
-            return fn(*_wrapped(given, kwargs, higher, _may_keep_or_call), **kwargs)
-        if not any(_may_keep_or_call(a) for a in _all(given, kwargs)):
-            return fn(*given, **kwargs)
+            return _call_higher_order(fn, higher, args, kwargs)
+        if not any(map(_may_keep_or_call, args)) and not any(map(_may_keep_or_call, kwargs.values())):
+            return fn(*args, **kwargs)
         if RECEIVER in risky:  # a made receiver whose items the callable is given: [g].sort(key=xs.append)
             check_value(fn, _HOLDER)
     if not callee_checked and any(type(fn) is carrier for carrier in _CARRIERS):
         check_value(fn, _HOLDER)
+    given = list(args)
     if "*" in risky:
         first = 1 if _keeps_in_first(fn) else 0  # the target of heappush(heap, x) is changed, not kept
         risky = (*range(first, len(given)), *kwargs)
@@ -182,6 +196,17 @@ def _store(fn: Any, risky: tuple[int | str, ...], given: list[Any], kwargs: dict
     return fn(*given, **kwargs)
 
 
+def _call_higher_order(fn: Any, where: tuple[tuple[int, ...], tuple[str, ...]], args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> Any:
+    """``fn(*args, **kwargs)`` for a :data:`HIGHER_ORDER` callee: the arguments it calls (``where``) that may
+    keep or call are handed over wrapped; the call is made as it is when there is none."""
+    positions, names = where
+    if not any(i < len(args) and _may_keep_or_call(args[i]) for i in positions) and not any(
+            name in kwargs and _may_keep_or_call(kwargs[name]) for name in names):
+        return fn(*args, **kwargs)
+    return fn(*_wrapped(list(args), kwargs, where, _may_keep_or_call), **kwargs)
+
+
 def keeps_nothing(fn: Any) -> bool:
     """Whether calling ``fn`` can keep none of its arguments in another value (a receiver, another argument),
     decided by exact types and identity (the module doc lists what does); ``False`` when unsure."""
@@ -190,8 +215,7 @@ def keeps_nothing(fn: Any) -> bool:
         owner = fn.__self__
         if owner is None or type(owner) is types.ModuleType:
             name = getattr(owner, "__name__", None) if owner is not None else "builtins"
-            return (type(name) is str and name in KEEPS_NOTHING_MODULES
-                    and not any(fn is keeping for keeping in KEEPING_FUNCTIONS))
+            return type(name) is str and name in KEEPS_NOTHING_MODULES and _KEEPING.get(id(fn)) is not fn
         if type(owner) is type:  # a C class method (dict.fromkeys, str.maketrans): builds a new value
             return not owner.__flags__ & _HEAP_TYPE
         return _method_keeps_nothing(type(owner), fn.__name__)
@@ -201,16 +225,16 @@ def keeps_nothing(fn: Any) -> bool:
         module = _type_module(fn)
         return (not fn.__flags__ & _HEAP_TYPE and type(module) is str
                 and module.partition(".")[0] in KEEPS_NOTHING_TYPE_MODULES)
-    return any(fn is helper for helper in KEEPS_NOTHING_HELPERS) or _higher_order(fn, 2) is not None
+    return _HELPERS.get(id(fn)) is fn or _higher_order(fn, 2) is not None
 
 
 def _higher_order(fn: Any, positional: int) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
     """Where the :data:`HIGHER_ORDER` callee ``fn`` (by identity), given ``positional`` positional arguments,
     takes the callables it calls; ``None`` for any other callee (and for ``iter(xs)``, which calls nothing)."""
-    for callee, where in HIGHER_ORDER.items():
-        if fn is callee:
-            return None if fn is iter and positional < 2 else where
-    return None
+    entry = _HIGHER_ORDER_IDS.get(id(fn))
+    if entry is None or entry[0] is not fn:
+        return None
+    return None if fn is iter and positional < 2 else entry[1]
 
 
 def _may_keep_or_call(value: Any) -> bool:
@@ -235,7 +259,7 @@ def _keeps_only(fn: Any) -> bool:
     if kind is types.BuiltinMethodType:
         owner = fn.__self__
         if owner is None or type(owner) is types.ModuleType:
-            return any(fn is keeping for keeping in KEEPING_FUNCTIONS)
+            return _KEEPING.get(id(fn)) is fn
         return any(type(owner) is container for container in KEEPING_METHODS)
     return kind is types.MethodDescriptorType and any(fn.__objclass__ is c for c in KEEPING_METHODS)
 
@@ -245,7 +269,7 @@ def _keeps_in_first(fn: Any) -> bool:
     ``list.append(xs, x)``): that one is the target, changed, not kept, so it is not checked."""
     if type(fn) is types.MethodDescriptorType:
         return any(fn.__objclass__ is c for c in KEEPING_METHODS)
-    return any(fn is keeping for keeping in KEEPING_FUNCTIONS)
+    return _KEEPING.get(id(fn)) is fn
 
 
 def _wrapped(given: list[Any], kwargs: dict[str, Any], where: tuple[tuple[int, ...], tuple[str, ...]] | None,
@@ -280,12 +304,6 @@ def _method_keeps_nothing(receiver: type, name: Any) -> bool:
     return False
 
 
-def _all(args: list[Any], kwargs: dict[str, Any]) -> Iterable[Any]:
-    """The positional then the keyword arguments of a call."""
-    yield from args
-    yield from kwargs.values()
-
-
 def _first_consumed(fn: Any) -> int | None:
     """The first positional argument a consuming callee consumes (0 for a bound method of
     :data:`CONSUMING` or ``Counter.update``, 1 for the unbound ones and the in-place operator functions: after
@@ -298,7 +316,7 @@ def _first_consumed(fn: Any) -> int | None:
                 return 0 if fn.__name__ in names else None
     if kind is types.MethodType and type(fn.__self__) is collections.Counter:
         return 0 if any(fn.__func__ is method for method in _CONSUMING_PYTHON) else None
-    return 1 if any(fn is consuming for consuming in _CONSUMING_SECOND) else None
+    return 1 if _CONSUMING_SECOND_IDS.get(id(fn)) is fn else None
 
 
 def _kept(value: Any, consumed: bool) -> Any:

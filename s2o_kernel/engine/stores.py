@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from typing import NamedTuple
 
 from .rewrites import store_rewrite
 
@@ -61,15 +62,25 @@ def risky_arguments(node: ast.Call, bound: frozenset[str], granted: frozenset[st
     func = node.func
     if isinstance(func, ast.Name) and func.id in keeps_nothing and func.id not in bound:
         return None
+    names = _Names(bound, granted, keeps_nothing - bound)
     arguments = _arguments(node)
     risky = [j for j, (_, arg) in enumerate(arguments) if _made(arg, bound)]
     spread = any(isinstance(arg, ast.Starred) or key == "*" for key, arg in arguments)
-    extra = (RECEIVER,) if _sorts_made_items(func, arguments, bound, granted) else ()
+    extra = (RECEIVER,) if _sorts_made_items(func, arguments, names) else ()
     if not risky and not extra:
-        return () if _hands_a_keeper(arguments, bound, granted) else None
-    if not (extra or spread or _targeted(func, arguments, risky, bound, granted)):
+        return () if _hands_a_keeper(arguments, names) else None
+    if not (extra or spread or _targeted(func, arguments, risky, names)):
         return None
     return ("*", *extra) if spread else (*(arguments[j][0] for j in risky), *extra)
+
+
+class _Names(NamedTuple):
+    """The names a call's arguments are judged by: bound by the comprehensions around it, granted by the
+    allowlist, and granted builtins that keep nothing and call nothing (``len``, ``abs``: never a target)."""
+
+    bound: frozenset[str]
+    granted: frozenset[str]
+    plain: frozenset[str]
 
 
 def _arguments(node: ast.Call) -> list[tuple[int | str, ast.expr]]:
@@ -78,46 +89,46 @@ def _arguments(node: ast.Call) -> list[tuple[int | str, ast.expr]]:
     return arguments + [(kw.arg if kw.arg is not None else "*", kw.value) for kw in node.keywords]
 
 
-def _targeted(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], risky: list[int],
-              bound: frozenset[str], granted: frozenset[str]) -> bool:
+def _targeted(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], risky: list[int], names: _Names) -> bool:
     """Whether the call has a target other than the one argument checked: its callee is a session value's
     (``xs.append``), or another argument may be a target (:func:`_target`)."""
     callee = func.value if isinstance(func, ast.Attribute) else func
-    return _held(callee, bound, granted) or _hands_a_keeper(arguments, bound, granted) or any(
-        _target(arg, bound, granted) for j, (_, arg) in enumerate(arguments) if risky != [j])
+    return _held(callee, names.bound, names.granted) or _hands_a_keeper(arguments, names) or any(
+        _target(arg, names) for j, (_, arg) in enumerate(arguments) if risky != [j])
 
 
-def _sorts_made_items(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], bound: frozenset[str],
-                      granted: frozenset[str]) -> bool:
+def _sorts_made_items(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], names: _Names) -> bool:
     """Whether the call is ``<made>.sort(key=f)`` with ``f`` a possible target: ``list.sort``, the one C method
     of a builtin value that keeps nothing and calls an argument, would hand ``f`` the made receiver's items
     (``[g].sort(key=xs.append)``)."""
-    return (isinstance(func, ast.Attribute) and func.attr == "sort" and _made(func.value, bound)
-            and any(_target(arg, bound, granted) for _, arg in arguments))
+    return (isinstance(func, ast.Attribute) and func.attr == "sort" and _made(func.value, names.bound)
+            and any(_target(arg, names) for _, arg in arguments))
 
 
-def _hands_a_keeper(arguments: list[tuple[int | str, ast.expr]], bound: frozenset[str],
-                    granted: frozenset[str]) -> bool:
+def _hands_a_keeper(arguments: list[tuple[int | str, ast.expr]], names: _Names) -> bool:
     """Whether a call with no made argument hands over a method of a session value (``object_hook=xs.append``)
-    or a variable beside a function (``parse_int=countdown, object_hook=f``): the callee may call the one with
-    what the other makes (``json.loads``' hooks), so its keeping arguments must be handed over wrapped."""
+    or, by keyword, a variable beside a function (``parse_int=countdown, object_hook=f``): the callee may call
+    the one with what the other makes (``json.loads``' hooks), so its keeping arguments must be handed over
+    wrapped. ``sorted(words, key=len)`` hands over neither."""
     values = [arg for _, arg in arguments]
-    if any(isinstance(a, ast.Attribute) and _held(a.value, bound, granted) for a in values):
+    if any(isinstance(a, ast.Attribute) and _held(a.value, names.bound, names.granted) for a in values):
         return True
-    return (any(isinstance(a, ast.Name) and _held(a, bound, granted) for a in values)
-            and any(_may_be_callable(a) and not _held(a, bound, granted) for a in values))
+    return (any(type(key) is str and isinstance(a, ast.Name) and _held(a, names.bound, names.granted)
+                for key, a in arguments)
+            and any(_may_be_callable(a, names) and not _held(a, names.bound, names.granted) for a in values))
 
 
-def _target(node: ast.AST, bound: frozenset[str], granted: frozenset[str]) -> bool:
+def _target(node: ast.AST, names: _Names) -> bool:
     """Whether the argument ``node`` may be a target: a value of the session (:func:`_held`) or a function the
     callee may call with the other arguments' parts (:func:`_may_be_callable`)."""
-    return _held(node, bound, granted) or _may_be_callable(node)
+    return _held(node, names.bound, names.granted) or _may_be_callable(node, names)
 
 
-def _may_be_callable(node: ast.AST) -> bool:
+def _may_be_callable(node: ast.AST, names: _Names) -> bool:
     """Whether ``node`` names something uncalled — a function the callee may call with the other arguments'
-    parts (``functools.reduce(list.append, [xs, g])``, ``itertools.starmap(list.append, [(xs, g)])``)."""
-    return isinstance(node, (ast.Name, ast.Attribute))
+    parts (``functools.reduce(list.append, [xs, g])``, ``itertools.starmap(list.append, [(xs, g)])``) — other
+    than a granted builtin that keeps nothing (``map(abs, ...)``, ``max(xs, key=len)``)."""
+    return isinstance(node, ast.Attribute) or (isinstance(node, ast.Name) and node.id not in names.plain)
 
 
 def _made(node: ast.AST, bound: frozenset[str]) -> bool:
