@@ -31,6 +31,7 @@ def _lazy_iterator_types() -> frozenset[type]:
         itertools.combinations_with_replacement((), 0), itertools.pairwise(()),
         next(itertools.groupby([None]))[1],  # itertools._grouper: one group of a groupby
         reversed({}), reversed({}.values()), reversed({}.items()), iter(collections.OrderedDict()),
+        iter(""), iter("\u00e9"), iter(b""), iter(range(0)), iter(range(2 ** 70)),  # str, bytes and range
     ]
     tee_data = itertools.tee(())[0].__reduce__()[2][0]  # what a tee shares with its twins
     return frozenset(type(s) for s in [*samples, tee_data])

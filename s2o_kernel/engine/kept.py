@@ -97,16 +97,16 @@ KEEPING_FUNCTIONS: tuple[Any, ...] = (
 )
 #: Callees that keep nothing themselves but call some of their arguments, with where those are: positional
 #: indices and keyword names (``sorted(xs, key=f)``, ``functools.reduce(f, xs, initial)``: not ``initial``,
-#: not ``max``'s ``default``, which are values handed back). Those arguments, when they may keep or call
-#: (:func:`_may_keep_or_call`), are handed over wrapped (:class:`.guards.GuardedCallable`).
-HIGHER_ORDER: dict[Any, tuple[tuple[int, ...], tuple[str, ...]]] = {
+#: not ``max``'s ``default``, which are values handed back), ``None`` for any. Those arguments, when they may
+#: keep or call (:func:`_may_keep_or_call`), are handed over wrapped (:class:`.guards.GuardedCallable`).
+HIGHER_ORDER: dict[Any, tuple[tuple[int, ...], tuple[str, ...]] | None] = {
     map: ((0,), ()), filter: ((0,), ()), sorted: ((), ("key",)), min: ((), ("key",)), max: ((), ("key",)),
     iter: ((0,), ()), functools.reduce: ((0,), ()), operator.call: ((0,), ()),
     itertools.starmap: ((0,), ()), itertools.accumulate: ((1,), ("func",)), itertools.groupby: ((1,), ("key",)),
     itertools.dropwhile: ((0,), ()), itertools.takewhile: ((0,), ()), itertools.filterfalse: ((0,), ()),
-    # functions of the standard library written in Python, audited: they keep nothing but call these
-    heapq.nlargest: ((), ("key",)), heapq.nsmallest: ((), ("key",)), json.dumps: ((), ("default",)),
-    json.loads: ((), ("object_hook", "object_pairs_hook", "parse_float", "parse_int", "parse_constant")),
+    # functions of the standard library written in Python, audited: they keep nothing, and may call any
+    # argument (json's cls(**kw) takes every extra keyword): every one that may keep or call is wrapped
+    heapq.nlargest: None, heapq.nsmallest: None, json.dumps: None, json.loads: None,
 }
 #: Callable objects that carry arguments they were made with: checked as a callee (``partial(xs.append, g)``).
 _CARRIERS: tuple[type, ...] = (functools.partial, operator.methodcaller)
@@ -140,7 +140,7 @@ def _by_id(objects: Iterable[Any]) -> dict[int, Any]:
 _KEEPING = _by_id(KEEPING_FUNCTIONS)
 _HELPERS = _by_id(KEEPS_NOTHING_HELPERS)
 _CONSUMING_SECOND_IDS = _by_id(_CONSUMING_SECOND)
-_HIGHER_ORDER_IDS: dict[int, tuple[Any, tuple[tuple[int, ...], tuple[str, ...]]]] = {
+_HIGHER_ORDER_IDS: dict[int, tuple[Any, tuple[tuple[int, ...], tuple[str, ...]] | None]] = {
     id(fn): (fn, where) for fn, where in HIGHER_ORDER.items()}
 #: How a value a call may keep is named in a refusal.
 _HOLDER = "an argument of a call that may keep it"
@@ -191,8 +191,8 @@ def _store(fn: Any, risky: tuple[int | str, ...], args: tuple[Any, ...], kwargs:
             given[key] = _kept(given[key], first_consumed is not None and key >= first_consumed)
         elif type(key) is str and key in kwargs:
             kwargs[key] = _kept(kwargs[key], False)
-    if not nothing and not _keeps_only(fn):  # it may call a keeping argument with values it makes (json's hooks)
-        given = _wrapped(given, kwargs, None, _is_keeper)
+    if (not nothing and not _keeps_only(fn)) or fn is functools.partial:  # it may call what it is given
+        given = _wrapped(given, kwargs, None, _is_keeper)  # with values it makes (json's hooks), or later
     return fn(*given, **kwargs)
 
 
@@ -200,11 +200,12 @@ def _call_higher_order(fn: Any, where: tuple[tuple[int, ...], tuple[str, ...]], 
                        kwargs: dict[str, Any]) -> Any:
     """``fn(*args, **kwargs)`` for a :data:`HIGHER_ORDER` callee: the arguments it calls (``where``) that may
     keep or call are handed over wrapped; the call is made as it is when there is none."""
-    positions, names = where
+    anywhere = where is _ANY
+    positions, names = (range(len(args)), list(kwargs)) if anywhere else where
     if not any(i < len(args) and _may_keep_or_call(args[i]) for i in positions) and not any(
             name in kwargs and _may_keep_or_call(kwargs[name]) for name in names):
         return fn(*args, **kwargs)
-    return fn(*_wrapped(list(args), kwargs, where, _may_keep_or_call), **kwargs)
+    return fn(*_wrapped(list(args), kwargs, None if anywhere else where, _may_keep_or_call), **kwargs)
 
 
 def keeps_nothing(fn: Any) -> bool:
@@ -228,13 +229,17 @@ def keeps_nothing(fn: Any) -> bool:
     return _HELPERS.get(id(fn)) is fn or _higher_order(fn, 2) is not None
 
 
+#: Where a :data:`HIGHER_ORDER` callee of ``None`` calls: anywhere (:func:`_wrapped` takes every place).
+_ANY: tuple[tuple[int, ...], tuple[str, ...]] = ((-1,), ("*",))
+
+
 def _higher_order(fn: Any, positional: int) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
     """Where the :data:`HIGHER_ORDER` callee ``fn`` (by identity), given ``positional`` positional arguments,
     takes the callables it calls; ``None`` for any other callee (and for ``iter(xs)``, which calls nothing)."""
     entry = _HIGHER_ORDER_IDS.get(id(fn))
-    if entry is None or entry[0] is not fn:
+    if entry is None or entry[0] is not fn or (fn is iter and positional < 2):
         return None
-    return None if fn is iter and positional < 2 else entry[1]
+    return _ANY if entry[1] is None else entry[1]
 
 
 def _may_keep_or_call(value: Any) -> bool:
@@ -243,13 +248,15 @@ def _may_keep_or_call(value: Any) -> bool:
 
 
 def _is_keeper(value: Any) -> bool:
-    """Whether ``value`` is a method of a value that may keep its argument (``xs.append``, ``d.update``,
-    ``list.append``), a ``partial`` or a guarded callable: what a callee that calls its arguments must be
-    handed wrapped. Not a function or a class: what those keep is the host's business."""
+    """Whether ``value`` may keep what it is called with: a method of a value that may keep its argument
+    (``xs.append``, ``d.update``, ``list.append``), a Python function or method (``singledispatch(xs.append)``
+    is one), a ``partial`` or a guarded callable: what a callee that calls its arguments must be handed
+    wrapped. Not a class: a wrapped class would break ``isinstance`` in the callee."""
     kind = type(value)
     if kind is types.BuiltinMethodType or kind is types.MethodDescriptorType:
         return not keeps_nothing(value)
-    return kind is types.MethodType or kind is GuardedCallable or any(kind is c for c in _CARRIERS)
+    return (kind is types.MethodType or kind is types.FunctionType or kind is GuardedCallable
+            or any(kind is c for c in _CARRIERS))
 
 
 def _keeps_only(fn: Any) -> bool:
@@ -321,18 +328,22 @@ def _first_consumed(fn: Any) -> int | None:
 
 def _kept(value: Any, consumed: bool) -> Any:
     """``value`` once checked as a variable's value is; an iterator a consuming callee is given (``consumed``)
-    is consumed here into a list, each item checked (an item met again, by identity, once), so a refused item
-    leaves the target as it was."""
+    as a generator that checks each item (an item met again, by identity, once) as the callee consumes it, so
+    the callee sees its target change as Python's would (``xs.extend(w for w in ws if w not in xs)``): a
+    refused item ends the run with the items before it kept, as a failing ``append`` in a Python loop would."""
     kind = type(value)
     if consumed and (any(kind is iterator for iterator in ITERATORS) or is_c_iterator(kind)):
-        items = []
-        checked: dict[int, Any] = {}
-        for item in value:
-            item_type = type(item)
-            if not any(item_type is plain for plain in _PLAIN) and id(item) not in checked:
-                check_value(item, "an item given to a call that keeps it")
-                checked[id(item)] = item
-            items.append(item)
-        return items
+        return _checked_items(value)
     check_value(value, _HOLDER)
     return value
+
+
+def _checked_items(items: Iterable[Any]) -> Iterable[Any]:
+    """The items of ``items``, each checked (:func:`.values.check_value`) before it is handed on."""
+    checked: dict[int, Any] = {}
+    for item in items:
+        item_type = type(item)
+        if not any(item_type is plain for plain in _PLAIN) and id(item) not in checked:
+            check_value(item, "an item given to a call that keeps it")
+            checked[id(item)] = item
+        yield item

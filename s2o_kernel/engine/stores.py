@@ -106,16 +106,29 @@ def _sorts_made_items(func: ast.expr, arguments: list[tuple[int | str, ast.expr]
 
 
 def _hands_a_keeper(arguments: list[tuple[int | str, ast.expr]], names: _Names) -> bool:
-    """Whether a call with no made argument hands over a method of a session value (``object_hook=xs.append``)
-    or, by keyword, a variable beside a function (``parse_int=countdown, object_hook=f``): the callee may call
-    the one with what the other makes (``json.loads``' hooks), so its keeping arguments must be handed over
-    wrapped. ``sorted(words, key=len)`` hands over neither."""
-    values = [arg for _, arg in arguments]
-    if any(isinstance(a, ast.Attribute) and _held(a.value, names.bound, names.granted) for a in values):
-        return True
-    return (any(type(key) is str and isinstance(a, ast.Name) and _held(a, names.bound, names.granted)
-                for key, a in arguments)
-            and any(_may_be_callable(a, names) and not _held(a, names.bound, names.granted) for a in values))
+    """Whether a call may hand its callee a keeper and a maker to compose, with nothing made in sight
+    (``json.loads(s, parse_int=countdown, object_hook=xs.append)``): an argument holds a method of a session
+    value, however hidden (``[xs.append][0]``, ``xs.append if c else f``), or a keyword argument reaches a
+    session value (``object_hook=f``, ``**hooks``), and an argument holds an uncalled function. The callee
+    may call the one with what the other makes, so its keeping arguments must be handed over wrapped.
+    ``sorted(words, key=len)`` and ``d.get(k, v)`` hand over neither."""
+    keepers = [j for j, (key, arg) in enumerate(arguments)
+               if _holds_a_method_of_a_value(arg, names) or (type(key) is str and _held(arg, names.bound,
+                                                                                         names.granted))]
+    return any(any(_may_be_callable(n, names) for n in _uncalled(arg))  # a maker beside the keeper, or spread
+               for j, (key, arg) in enumerate(arguments)
+               if keepers and (keepers != [j] or key == "*" or isinstance(arg, ast.Starred)))
+
+
+def _holds_a_method_of_a_value(node: ast.AST, names: _Names) -> bool:
+    """Whether ``node`` holds, uncalled, an attribute of a session value (``xs.append``, ``d.update``)."""
+    return any(isinstance(n, ast.Attribute) and _held(n.value, names.bound, names.granted) for n in _uncalled(node))
+
+
+def _uncalled(node: ast.AST) -> list[ast.AST]:
+    """The names and attributes in ``node`` that are not a call's callee (``f`` in ``[f][0]``, not in ``f()``)."""
+    callees = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return [n for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in callees]
 
 
 def _target(node: ast.AST, names: _Names) -> bool:

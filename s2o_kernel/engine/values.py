@@ -85,6 +85,7 @@ FORBIDDEN_VALUE_TYPES: dict[type, str] = {
     types.CellType: "a cell",
     SafeIterator: "an iterator (of a granted generator, or reached through a granted object)",
     SafeAsyncIterator: "an async iterator of a granted generator",
+    type(functools.cache(len)): "a functools cache (it keeps what its function returns, out of every check)",
     **_async_generator_awaitable_types(),
 }
 

@@ -330,12 +330,16 @@ def test_an_element_holding_a_refused_value_is_never_kept(source: str) -> None:
     assert s.evaluate("len(root)") == 0
 
 
-def test_a_refused_item_leaves_a_consumed_target_unchanged() -> None:
-    """A consuming callee is handed the checked items only once all are checked: nothing is half kept."""
+def test_a_consumed_iterator_is_checked_as_python_consumes_it() -> None:
+    """A consuming callee is handed the items one by one, each checked, as Python hands them: the items before
+    a refused one are kept (as a failing ``append`` in a Python loop would keep them), and a generator that
+    reads the target sees it change (``acc.extend(w for w in ws if w not in acc)``)."""
     s = _session()
     with pytest.raises(S2OError):
         s.evaluate("xs.extend(itertools.chain([1, 2], map(countdown, [1])))")
-    assert s.evaluate("xs") == []
+    assert s.evaluate("xs") == [1, 2]
+    s.evaluate("xs.extend(w for w in 'abab' if w not in xs)")
+    assert s.evaluate("xs") == [1, 2, "a", "b"]
 
 
 @pytest.mark.parametrize("source, expected", [
