@@ -107,17 +107,23 @@ def _sorts_made_items(func: ast.expr, arguments: list[tuple[int | str, ast.expr]
 
 def _hands_a_keeper(arguments: list[tuple[int | str, ast.expr]], names: _Names) -> bool:
     """Whether a call may hand its callee a keeper and a maker to compose, with nothing made in sight
-    (``json.loads(s, parse_int=countdown, object_hook=xs.append)``): an argument holds a method of a session
-    value, however hidden (``[xs.append][0]``, ``xs.append if c else f``), or a keyword argument reaches a
-    session value (``object_hook=f``, ``**hooks``), and an argument holds an uncalled function. The callee
-    may call the one with what the other makes, so its keeping arguments must be handed over wrapped.
-    ``sorted(words, key=len)`` and ``d.get(k, v)`` hand over neither."""
-    keepers = [j for j, (key, arg) in enumerate(arguments)
-               if _holds_a_method_of_a_value(arg, names) or (type(key) is str and _held(arg, names.bound,
-                                                                                         names.granted))]
-    return any(any(_may_be_callable(n, names) for n in _uncalled(arg))  # a maker beside the keeper, or spread
-               for j, (key, arg) in enumerate(arguments)
-               if keepers and (keepers != [j] or key == "*" or isinstance(arg, ast.Starred)))
+    (``json.loads(s, parse_int=countdown, object_hook=xs.append)``, ``apply(f, countdown, 1)``): an argument
+    holds a method of a session value, however hidden (``[xs.append][0]``, ``xs.append if c else g``), or a
+    keyword argument reaches a session value (``object_hook=f``, ``**hooks``), beside an uncalled function;
+    or a variable is passed beside an uncalled granted function. The callee may call the one with what the
+    other makes, so its keeping arguments must be handed over wrapped. ``sorted(words, key=len)`` and
+    ``d.get(k, v)`` hand over neither."""
+    held = names.bound, names.granted
+    for j, (key, arg) in enumerate(arguments):
+        strong = _holds_a_method_of_a_value(arg, names) or (type(key) is str and _held(arg, *held))
+        if not strong and not (isinstance(arg, ast.Name) and _held(arg, *held)):
+            continue
+        for i, (other_key, other) in enumerate(arguments):
+            if i == j and not (strong and (other_key == "*" or isinstance(other, ast.Starred))):
+                continue
+            if any(_may_be_callable(n, names) and (strong or not _held(n, *held)) for n in _uncalled(other)):
+                return True
+    return False
 
 
 def _holds_a_method_of_a_value(node: ast.AST, names: _Names) -> bool:
