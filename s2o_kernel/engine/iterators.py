@@ -88,14 +88,14 @@ def is_c_iterator(t: type) -> bool:
     their items after every check."""
     if _type_flags(t) & _HEAP_TYPE_FLAG:
         return False
-    return any("__next__" in _type_dict(k) for k in _type_mro(t))
+    return any("__next__" in type_dict(k) for k in type_mro(t))
 
 
 
 
 #: C type flags and the type's own dictionary and method resolution order, read through ``type``'s
-#: descriptors (no metaclass code runs).
+#: descriptors (no metaclass code runs); the last two for :mod:`.values` too.
 _HEAP_TYPE_FLAG = 1 << 9
 _type_flags: Any = vars(type)["__flags__"].__get__
-_type_dict: Any = vars(type)["__dict__"].__get__
-_type_mro: Any = vars(type)["__mro__"].__get__
+type_dict: Any = vars(type)["__dict__"].__get__
+type_mro: Any = vars(type)["__mro__"].__get__

@@ -18,7 +18,7 @@ and an argument that may hold a value the expression made, and the rewrites send
 * any other callee (a keeping method, ``heapq.heappush``, a Python function or method, a class written in
   Python, a C function of an unaudited module such as ``xml.etree.ElementTree.SubElement``), or a callee
   that keeps nothing given a callable that keeps (``sorted(gens, key=d.setdefault)``), gets the arguments
-  :mod:`.stores` named checked as a variable's value is (:func:`.values.check_value`), before it runs, with
+  :mod:`.stores` named checked as a variable's value is (:func:`.reach.check_kept`), before it runs, with
   the callee itself when it carries arguments (a ``partial``, an ``operator.methodcaller``) or when
   :mod:`.stores` names its receiver (``-1``: ``[g].sort(key=xs.append)``); a refusal changes nothing. Unless
   it only keeps (a method of :data:`KEEPING_METHODS`, a function of :data:`KEEPING_FUNCTIONS`), such a callee
@@ -50,8 +50,9 @@ from typing import Any
 
 from .guards import GuardedCallable, SafeIterator, guarded_gather, refuse_metaclass
 from .iterators import LAZY_ITERATOR_TYPES, is_c_iterator
+from .reach import check_kept
 from .stores import RECEIVER
-from .values import PLAIN_TYPES, check_value
+from .values import PLAIN_TYPES
 
 #: :data:`.values.PLAIN_TYPES`, to compare by identity.
 _PLAIN: tuple[Any, ...] = tuple(PLAIN_TYPES)
@@ -178,9 +179,9 @@ def _store(fn: Any, risky: tuple[int | str, ...], args: tuple[Any, ...], kwargs:
         if not any(map(_may_keep_or_call, args)) and not any(map(_may_keep_or_call, kwargs.values())):
             return fn(*args, **kwargs)
         if RECEIVER in risky:  # a made receiver whose items the callable is given: [g].sort(key=xs.append)
-            check_value(fn, _HOLDER)
+            check_kept(fn, _HOLDER)
     if not callee_checked and any(type(fn) is carrier for carrier in _CARRIERS):
-        check_value(fn, _HOLDER)
+        check_kept(fn, _HOLDER)
     given = list(args)
     if "*" in risky:
         first = 1 if _keeps_in_first(fn) else 0  # the target of heappush(heap, x) is changed, not kept
@@ -297,7 +298,7 @@ def _wrapped(given: list[Any], kwargs: dict[str, Any], where: tuple[tuple[int, .
 def _wrap(fn: Any) -> GuardedCallable:
     """``fn`` wrapped so each call goes through the store guard; a carrier callee is checked once, here."""
     if any(type(fn) is carrier for carrier in _CARRIERS):
-        check_value(fn, _HOLDER)
+        check_kept(fn, _HOLDER)
     return GuardedCallable(fn, _guarded_call)
 
 
@@ -334,16 +335,16 @@ def _kept(value: Any, consumed: bool) -> Any:
     kind = type(value)
     if consumed and (any(kind is iterator for iterator in ITERATORS) or is_c_iterator(kind)):
         return _checked_items(value)
-    check_value(value, _HOLDER)
+    check_kept(value, _HOLDER)
     return value
 
 
 def _checked_items(items: Iterable[Any]) -> Iterable[Any]:
-    """The items of ``items``, each checked (:func:`.values.check_value`) before it is handed on."""
+    """The items of ``items``, each checked (:func:`.reach.check_kept`) before it is handed on."""
     checked: dict[int, Any] = {}
     for item in items:
         item_type = type(item)
         if not any(item_type is plain for plain in _PLAIN) and id(item) not in checked:
-            check_value(item, "an item given to a call that keeps it")
+            check_kept(item, "an item given to a call that keeps it")
             checked[id(item)] = item
         yield item

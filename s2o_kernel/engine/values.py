@@ -47,7 +47,7 @@ from typing import Any
 from .denylist import is_metaclass
 from .errors import S2OError
 from .guards import GuardedCallable, SafeAsyncIterator, SafeIterator
-from .iterators import LAZY_ITERATOR_TYPES, calls_a_function, is_c_iterator
+from .iterators import LAZY_ITERATOR_TYPES, calls_a_function, is_c_iterator, type_dict, type_mro
 from .written import too_large_text, too_large_to_write
 
 #: Most characters of text a message shows for one value.
@@ -221,6 +221,8 @@ def _other_parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
         return (v.maps,)
     if t is GuardedCallable:
         return (_GUARDED_FN(v),)
+    if t is types.GenericAlias:
+        return (v.__origin__, *v.__args__)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
     parts = _subclass_parts(v, t)
@@ -262,8 +264,27 @@ def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
     try:
         held = object.__getattribute__(v, "__dict__")
     except AttributeError:
-        return None
-    return (held,) if type(held) is dict else None
+        held = None
+    parts = [held] if type(held) is dict else []
+    parts.extend(_slot_values(v, t))
+    return parts or None
+
+
+def _slot_values(v: Any, t: type) -> list[Any]:
+    """The values in ``v``'s ``__slots__`` (``dataclasses.Field``'s ``default``), read through each class's
+    own member descriptors; a slot never set is skipped."""
+    values = []
+    for klass in type_mro(t):
+        own = type_dict(klass)
+        slots = own.get("__slots__")
+        for name in (slots,) if type(slots) is str else slots if type(slots) in (tuple, list) else ():
+            member = own.get(name) if type(name) is str else None
+            if type(member) is types.MemberDescriptorType:
+                try:
+                    values.append(member.__get__(v))
+                except AttributeError:
+                    continue
+    return values
 
 
 #: Standard-library modules whose instances are never opened (see :func:`_stdlib_instance_parts`).

@@ -287,13 +287,13 @@ def test_ordinary_calls_stay_linear(source: str, monkeypatch: pytest.MonkeyPatch
     s.evaluate(source)  # cold: compile
     s.evaluate("xs.clear()")
     large: list[int] = []
-    checked = kept.check_value
+    checked = kept.check_kept
 
     def counting(value: object, what_holds: str) -> None:
         if _large(value):
             large.append(1)
         checked(value, what_holds)
 
-    monkeypatch.setattr(kept, "check_value", counting)
+    monkeypatch.setattr(kept, "check_kept", counting)
     s.evaluate(source)
     assert len(large) <= 2, f"{source}: {len(large)} checks of a large value"
