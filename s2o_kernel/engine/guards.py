@@ -226,6 +226,24 @@ def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
     return SecretText("".join(out), "".join(masked))
 
 
+class GuardedCallable:
+    """A callable handed to a callee in place of one that may keep its arguments (:mod:`.kept`): each call
+    goes through ``via(fn, args, kwargs)``, the store guard, which checks every argument first. The values
+    check (:func:`.values.check_value`) opens it to ``fn``; its ``repr`` names nothing of ``fn``."""
+
+    __slots__ = ("_fn", "_via")
+
+    def __init__(self, fn: Any, via: Any) -> None:
+        self._fn = fn
+        self._via = via
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._via(self._fn, args, kwargs)
+
+    def __repr__(self) -> str:
+        return "<a guarded callable>"
+
+
 class SafeIterator:
     """What a granted generator function returns: iteration only (SPEC 3.1, 12).
 

@@ -51,6 +51,7 @@ from .denylist import type_name
 from .errors import S2OError
 from .guards import SafeIterator, guard_kwargs
 from .stdlib_audit import object_refusal
+from .values import check_value
 
 #: Hidden globals the rewritten code calls.
 REACH = "__s2o_reach"
@@ -147,6 +148,15 @@ def check(value: Any, what: str = "a value reached through a granted object") ->
     why = first_refusal(value)
     if why is not None:
         raise S2OError("not-allowed", f"{what} is not allowed: {why}")
+
+
+def check_kept(value: Any, holder: str) -> None:
+    """Refuse ``value`` as something a session keeps — a local a ``var`` sets, an argument a call may keep
+    (:mod:`.kept`) — with both checks a local gets: :func:`.values.check_value` (SPEC 6, 12: no generator,
+    module, frame …) and :func:`check` (nothing refused by class: an unaudited module's object, a refused
+    built-in). Raises ``S2OError`` (``not-allowed``, ``not-awaited``)."""
+    check_value(value, holder)
+    check(value, holder)
 
 
 def reach(value: Any) -> Any:

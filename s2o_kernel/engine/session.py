@@ -28,7 +28,7 @@ from .outside.call import Outside
 from .progress import RunProgress
 from .scopes import NO_FIELDS, CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
 from .settings import Settings, bare_settings, merge
-from .values import PLAIN_TYPES, check_value
+from .values import PLAIN_TYPES
 
 #: What :meth:`Session.snapshot` returns: shallow copies of (the current namespace, agent, conv).
 Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
@@ -239,8 +239,7 @@ class Session:
         check_target_name(name)
         if type(value) not in PLAIN_TYPES:  # a str, a number, None…: nothing to refuse, never a host object
             holder = f"the local '{name}'"
-            check_value(value, holder)
-            reach.check(value, holder)
+            reach.check_kept(value, holder)
             if not self._run.engine.guarded and reach.is_host_object(value):
                 self._run.engine = self._run.engine.with_guard()  # the same settings: the scopes stay (a run's
                 self._run.globals["__builtins__"] = self._run.engine.builtins  # own sys among them), not the builtins

@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+from typing import NamedTuple
 
 from .rewrites import store_rewrite
+
+#: The key :func:`risky_arguments` gives for the callee's receiver (:data:`.kept.RECEIVER`).
+RECEIVER = -1
 
 #: Granted builtins that keep none of their arguments in another: they build a new value or read only.
 #: Not ``map``, ``filter``, ``sorted``, ``min``, ``max``: they call a function argument on the items of
@@ -58,19 +62,92 @@ def risky_arguments(node: ast.Call, bound: frozenset[str], granted: frozenset[st
     func = node.func
     if isinstance(func, ast.Name) and func.id in keeps_nothing and func.id not in bound:
         return None
-    arguments: list[tuple[int | str, ast.expr]] = [(i, a) for i, a in enumerate(node.args)]
-    arguments += [(kw.arg if kw.arg is not None else "*", kw.value) for kw in node.keywords]
+    names = _Names(bound, granted, keeps_nothing - bound)
+    arguments = _arguments(node)
     risky = [j for j, (_, arg) in enumerate(arguments) if _made(arg, bound)]
-    if not risky:
+    spread = any(isinstance(arg, ast.Starred) or key == "*" for key, arg in arguments)
+    extra = (RECEIVER,) if _sorts_made_items(func, arguments, names) else ()
+    if not risky and not extra:
+        return () if _hands_a_keeper(arguments, names) else None
+    if not (extra or spread or _targeted(func, arguments, risky, names)):
         return None
+    return ("*", *extra) if spread else (*(arguments[j][0] for j in risky), *extra)
+
+
+class _Names(NamedTuple):
+    """The names a call's arguments are judged by: bound by the comprehensions around it, granted by the
+    allowlist, and granted builtins that keep nothing and call nothing (``len``, ``abs``: never a target)."""
+
+    bound: frozenset[str]
+    granted: frozenset[str]
+    plain: frozenset[str]
+
+
+def _arguments(node: ast.Call) -> list[tuple[int | str, ast.expr]]:
+    """The call's arguments with their keys: positional indices, keyword names, ``"*"`` for a ``**``."""
+    arguments: list[tuple[int | str, ast.expr]] = [(i, a) for i, a in enumerate(node.args)]
+    return arguments + [(kw.arg if kw.arg is not None else "*", kw.value) for kw in node.keywords]
+
+
+def _targeted(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], risky: list[int], names: _Names) -> bool:
+    """Whether the call has a target other than the one argument checked: its callee is a session value's
+    (``xs.append``), or another argument may be a target (:func:`_target`)."""
     callee = func.value if isinstance(func, ast.Attribute) else func
-    targeted = _held(callee, bound, granted) or any(  # a target other than the one value checked
-        _held(arg, bound, granted) for j, (_, arg) in enumerate(arguments) if risky != [j])
-    if not targeted:
-        return None
-    if any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords):
-        return ("*",)
-    return tuple(arguments[j][0] for j in risky)
+    return _held(callee, names.bound, names.granted) or _hands_a_keeper(arguments, names) or any(
+        _target(arg, names) for j, (_, arg) in enumerate(arguments) if risky != [j])
+
+
+def _sorts_made_items(func: ast.expr, arguments: list[tuple[int | str, ast.expr]], names: _Names) -> bool:
+    """Whether the call is ``<made>.sort(key=f)`` with ``f`` a possible target: ``list.sort``, the one C method
+    of a builtin value that keeps nothing and calls an argument, would hand ``f`` the made receiver's items
+    (``[g].sort(key=xs.append)``)."""
+    return (isinstance(func, ast.Attribute) and func.attr == "sort" and _made(func.value, names.bound)
+            and any(_target(arg, names) for _, arg in arguments))
+
+
+def _hands_a_keeper(arguments: list[tuple[int | str, ast.expr]], names: _Names) -> bool:
+    """Whether a call may hand its callee a keeper and a maker to compose, with nothing made in sight
+    (``json.loads(s, parse_int=countdown, object_hook=xs.append)``, ``apply(f, countdown, 1)``): an argument
+    holds a method of a session value, however hidden (``[xs.append][0]``, ``xs.append if c else g``), or a
+    keyword argument reaches a session value (``object_hook=f``, ``**hooks``), beside an uncalled function;
+    or a variable is passed beside an uncalled granted function. The callee may call the one with what the
+    other makes, so its keeping arguments must be handed over wrapped. ``sorted(words, key=len)`` and
+    ``d.get(k, v)`` hand over neither."""
+    held = names.bound, names.granted
+    for j, (key, arg) in enumerate(arguments):
+        strong = _holds_a_method_of_a_value(arg, names) or (type(key) is str and _held(arg, *held))
+        if not strong and not (isinstance(arg, ast.Name) and _held(arg, *held)):
+            continue
+        for i, (other_key, other) in enumerate(arguments):
+            if i == j and not (strong and (other_key == "*" or isinstance(other, ast.Starred))):
+                continue
+            if any(_may_be_callable(n, names) and (strong or not _held(n, *held)) for n in _uncalled(other)):
+                return True
+    return False
+
+
+def _holds_a_method_of_a_value(node: ast.AST, names: _Names) -> bool:
+    """Whether ``node`` holds, uncalled, an attribute of a session value (``xs.append``, ``d.update``)."""
+    return any(isinstance(n, ast.Attribute) and _held(n.value, names.bound, names.granted) for n in _uncalled(node))
+
+
+def _uncalled(node: ast.AST) -> list[ast.AST]:
+    """The names and attributes in ``node`` that are not a call's callee (``f`` in ``[f][0]``, not in ``f()``)."""
+    callees = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return [n for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in callees]
+
+
+def _target(node: ast.AST, names: _Names) -> bool:
+    """Whether the argument ``node`` may be a target: a value of the session (:func:`_held`) or a function the
+    callee may call with the other arguments' parts (:func:`_may_be_callable`)."""
+    return _held(node, names.bound, names.granted) or _may_be_callable(node, names)
+
+
+def _may_be_callable(node: ast.AST, names: _Names) -> bool:
+    """Whether ``node`` names something uncalled — a function the callee may call with the other arguments'
+    parts (``functools.reduce(list.append, [xs, g])``, ``itertools.starmap(list.append, [(xs, g)])``) — other
+    than a granted builtin that keeps nothing (``map(abs, ...)``, ``max(xs, key=len)``)."""
+    return isinstance(node, ast.Attribute) or (isinstance(node, ast.Name) and node.id not in names.plain)
 
 
 def _made(node: ast.AST, bound: frozenset[str]) -> bool:

@@ -25,7 +25,10 @@ bound methods (their ``self``, unless it is a module: granted functions of a mod
 exceptions (``args``, cause, context, attributes; an exception carrying a traceback is refused) and
 the lazy iterators of the builtins and
 :mod:`itertools` (``map``, ``zip``, ``iter(list)``, ``itertools.chain`` …, opened through their C
-``__reduce__``, which reads without consuming; one that cannot be opened is refused). Instances of
+``__reduce__``, which reads without consuming; one that cannot be opened is refused, and so is one that
+calls a function as it is consumed — ``map(f, xs)``, ``filter``, ``itertools.starmap`` … — unless the function
+is plain, :data:`.iterators.PLAIN_FUNCTIONS`: it would make or keep values after every check). An
+``xml.etree.ElementTree.Element`` (its C state: attributes, text, children). Instances of
 classes of the standard library (their ``__dict__``: ``collections.UserList``'s data; not :mod:`asyncio`'s).
 Instances of other classes are not opened: a host object's attributes are the host's business (``docs/security.md``).
 """
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import collections
 import functools
-import itertools
+import operator
 import reprlib
 import sys
 import types
@@ -43,7 +46,8 @@ from typing import Any
 
 from .denylist import is_metaclass
 from .errors import S2OError
-from .guards import SafeAsyncIterator, SafeIterator
+from .guards import GuardedCallable, SafeAsyncIterator, SafeIterator
+from .iterators import LAZY_ITERATOR_TYPES, calls_a_function, is_c_iterator, type_dict, type_mro
 from .written import too_large_text, too_large_to_write
 
 #: Most characters of text a message shows for one value.
@@ -81,28 +85,13 @@ FORBIDDEN_VALUE_TYPES: dict[type, str] = {
     types.CellType: "a cell",
     SafeIterator: "an iterator (of a granted generator, or reached through a granted object)",
     SafeAsyncIterator: "an async iterator of a granted generator",
+    type(functools.cache(len)): "a functools cache (it keeps what its function returns, out of every check)",
     **_async_generator_awaitable_types(),
 }
 
 
-def _lazy_iterator_types() -> frozenset[type]:
-    """Exact types of the C-level lazy iterators of the builtins and :mod:`itertools`."""
-    samples: list[Any] = [  # one of each
-        map(abs, ()), filter(None, ()), zip(), enumerate(()), reversed([]), reversed(()),
-        iter([]), iter(()), iter(set()), iter({}), iter({}.values()), iter({}.items()), iter(bytearray()),
-        iter(collections.deque()), reversed(collections.deque()), iter(int, 1),
-        itertools.chain(), itertools.islice((), 0), itertools.cycle(()), itertools.count(), itertools.repeat(None),
-        itertools.accumulate(()), itertools.compress((), ()), itertools.dropwhile(bool, ()),
-        itertools.takewhile(bool, ()), itertools.filterfalse(None, ()), itertools.groupby(()),
-        itertools.starmap(abs, ()), itertools.tee(())[0], itertools.zip_longest(()), itertools.product(),
-        itertools.permutations(()), itertools.combinations((), 0),
-        itertools.combinations_with_replacement((), 0), itertools.pairwise(()),
-    ]
-    tee_data = itertools.tee(())[0].__reduce__()[2][0]  # what a tee shares with its twins
-    return frozenset(type(s) for s in [*samples, tee_data])
-
-
-LAZY_ITERATOR_TYPES = _lazy_iterator_types()
+#: Callable objects of :mod:`operator` that carry their arguments: opened through their C ``__reduce__``.
+_CARRIER_TYPES = frozenset({operator.methodcaller, operator.attrgetter, operator.itemgetter})
 
 _DICT_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict, collections.Counter})
 #: The ``default_factory`` a ``defaultdict`` held in a result or a local may have (compared by identity):
@@ -125,6 +114,11 @@ _BOUND_TYPES = frozenset({types.BuiltinMethodType, types.MethodWrapperType})
 #: C type flags (``tp_flags``) a class inherits from its built-in base, whatever it overrides.
 _type_flags: Any = vars(type)["__flags__"].__get__
 _LIST_FLAG, _TUPLE_FLAG, _DICT_FLAG = 1 << 25, 1 << 26, 1 << 29
+_HEAP_TYPE_FLAG = 1 << 9
+_type_dict: Any = vars(type)["__dict__"].__get__
+#: What a :class:`.guards.GuardedCallable` wraps, read through its slot.
+_GUARDED_FN: Any = vars(GuardedCallable)["_fn"].__get__
+_type_mro: Any = vars(type)["__mro__"].__get__
 
 #: The C-level descriptors of an exception's parts: reading through them runs no subclass's property.
 _EXC: dict[str, Any] = {name: vars(BaseException)[name]
@@ -168,7 +162,14 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
             reduced = v.__reduce__()
         except Exception:
             raise _refused(f"a {t.__name__} iterator (whose contents cannot be checked)", what_holds) from None
-        return reduced[1:] if type(reduced) is tuple else ()
+        if type(reduced) is not tuple:
+            return ()
+        if calls_a_function(t, reduced):
+            raise _refused(f"a {t.__name__} iterator that calls a function as it is consumed", what_holds)
+        return reduced[1:]
+    if t in _CARRIER_TYPES:
+        reduced = v.__reduce__()
+        return reduced if type(reduced) is tuple else ()
     if issubclass(t, BaseException):
         if _EXC["__traceback__"].__get__(v) is not None:
             raise _refused("an exception that was raised (it carries a traceback)", what_holds)
@@ -176,7 +177,7 @@ def _parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
     if t in _BOUND_TYPES:
         owner = v.__self__
         return () if owner is None or isinstance(owner, types.ModuleType) else (owner,)
-    return _other_parts(v, t)
+    return _other_parts(v, t, what_holds)
 
 
 def parts_of(v: Any) -> Iterable[Any] | None:
@@ -205,7 +206,7 @@ def _subclass_parts(v: Any, t: type) -> Iterable[Any] | None:
     return None
 
 
-def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
+def _other_parts(v: Any, t: type, what_holds: str) -> Iterable[Any] | None:
     if t is types.MappingProxyType:
         return (*v.keys(), *v.values())
     if t is types.MethodType:
@@ -218,10 +219,33 @@ def _other_parts(v: Any, t: type) -> Iterable[Any] | None:
         return (v.start, v.stop, v.step)
     if t is collections.ChainMap:
         return (v.maps,)
+    if t is GuardedCallable:
+        return (_GUARDED_FN(v),)
+    if t is types.GenericAlias:
+        return (v.__origin__, *v.__args__)
     if t is classmethod or t is staticmethod:
         return (v.__func__,)
     parts = _subclass_parts(v, t)
+    if parts is None and is_c_iterator(t):
+        raise _refused(f"a {t.__name__} iterator (whose contents cannot be checked)", what_holds)
     return _stdlib_instance_parts(v, t) if parts is None else parts
+
+
+def _element_type() -> type | None:
+    """``xml.etree.ElementTree.Element`` once that module is loaded (a C type with no ``__dict__`` whose
+    attributes and children may be any value), else ``None``; the engine never imports it for this."""
+    if _ELEMENT:
+        return _ELEMENT[0]
+    module = sys.modules.get("xml.etree.ElementTree")
+    element = getattr(module, "Element", None) if module is not None else None
+    if type(element) is not type:
+        return None
+    _ELEMENT.append(element)
+    return element
+
+
+#: ``xml.etree.ElementTree.Element``, once :func:`_element_type` has found it.
+_ELEMENT: list[type] = []
 
 
 def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
@@ -235,11 +259,32 @@ def _stdlib_instance_parts(v: Any, t: type) -> Iterable[Any] | None:
     top = module.split(".")[0]
     if top not in sys.stdlib_module_names or top in _NOT_OPENED_MODULES:
         return None
+    if top == "xml" and t is _element_type():
+        return (v.__getstate__(),)  # the C state: tag, attrib, text, tail and children
     try:
         held = object.__getattribute__(v, "__dict__")
     except AttributeError:
-        return None
-    return (held,) if type(held) is dict else None
+        held = None
+    parts = [held] if type(held) is dict else []
+    parts.extend(_slot_values(v, t))
+    return parts or None
+
+
+def _slot_values(v: Any, t: type) -> list[Any]:
+    """The values in ``v``'s ``__slots__`` (``dataclasses.Field``'s ``default``), read through each class's
+    own member descriptors; a slot never set is skipped."""
+    values = []
+    for klass in type_mro(t):
+        own = type_dict(klass)
+        slots = own.get("__slots__")
+        for name in (slots,) if type(slots) is str else slots if type(slots) in (tuple, list) else ():
+            member = own.get(name) if type(name) is str else None
+            if type(member) is types.MemberDescriptorType:
+                try:
+                    values.append(member.__get__(v))
+                except AttributeError:
+                    continue
+    return values
 
 
 #: Standard-library modules whose instances are never opened (see :func:`_stdlib_instance_parts`).
@@ -266,7 +311,8 @@ def check_value(value: Any, what_holds: str) -> None:
     ``what_holds`` names the holder in the message ("the result of an expression", "the local 'x'").
     Raises ``S2OError`` ``not-awaited`` for a coroutine (which is closed), ``not-allowed`` for a
     generator, async generator or one of its awaitables, frame, code object, traceback, module, cell,
-    metaclass, a raised exception, an iterator of a granted generator, a lazy iterator that cannot be opened,
+    metaclass, a raised exception, an iterator of a granted generator, a lazy iterator that cannot be opened
+    or that calls a function other than a plain one as it is consumed,
     and for a value with more than :data:`SCAN_LIMIT` items (too large to check). See the module doc
     for what is opened.
     """

@@ -69,7 +69,7 @@ def test_a_generator_never_lands_in_a_variable(session: Session, source: str) ->
         held = session.evaluate(name)
         json.dumps(held)  # JSON through and through: no generator, iterator or other value inside
         if "extend" in source and name == "xs":
-            assert held == [1, 1, 1], held  # each try consumed the 1 before the generator was refused
+            assert held == [1, 1, 1], held  # each try kept the 1 before the generator was refused, as Python would
         else:
             assert held == value, (name, held)
 
@@ -236,3 +236,29 @@ def test_which_callees_keep_nothing(fn, expected) -> None:
 def test_the_guarded_gather_keeps_nothing() -> None:
     from s2o_kernel.engine.guards import guarded_gather
     assert keeps_nothing(guarded_gather) is True
+
+
+HOST_APPLY = "def apply(f, g, n):\n    return f(g(n))\n"
+
+
+@pytest.mark.parametrize("source", [
+    pytest.param("apply(xs.append, countdown, 1)", id="method-positional"),
+    pytest.param("apply(f=xs.append, g=countdown, n=1)", id="method-by-keyword"),
+    pytest.param("apply(f, countdown, 1)", id="variable-positional"),
+    pytest.param("apply(g=countdown, f=f, n=1)", id="variable-by-keyword"),
+])
+def test_a_host_function_composing_a_keeper_and_a_maker_is_checked(source, tmp_path, monkeypatch) -> None:
+    """A granted Python function that calls one callback with what another makes (``f(g(n))``): the keeper
+    it is given is handed over wrapped, so what the maker made is checked before it is kept."""
+    (tmp_path / "hostapply.py").write_text(HOST_APPLY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    s = Session(Engine(bare_settings({"allowlist": "hostapply.apply as apply\nlen\n"
+                                      "s2o_kernel.examples.countdown as countdown"})))
+    assert s.run_fragment({"var": {"xs": "{[]}", "f": "{xs.append}"}}).error is None
+    for _ in range(2):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(source)
+        assert err.value.code == "not-allowed", err.value
+    assert s.evaluate("xs") == []
+    assert s.evaluate("apply(f, len, 'abc')") is None  # a maker of plain values: kept as Python would
+    assert s.evaluate("xs") == [3]
