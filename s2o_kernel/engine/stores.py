@@ -113,22 +113,27 @@ def _hands_a_keeper(arguments: list[tuple[int | str, ast.expr]], names: _Names) 
     or a variable is passed beside an uncalled granted function. The callee may call the one with what the
     other makes, so its keeping arguments must be handed over wrapped. ``sorted(words, key=len)`` and
     ``d.get(k, v)`` hand over neither."""
-    held = names.bound, names.granted
+    if len(arguments) < 2 and not any(key == "*" or isinstance(arg, ast.Starred) for key, arg in arguments):
+        return False  # a keeper and a maker take two arguments, or one spread
+    uncalled = [_uncalled(arg) for _, arg in arguments]
     for j, (key, arg) in enumerate(arguments):
-        strong = _holds_a_method_of_a_value(arg, names) or (type(key) is str and _held(arg, *held))
-        if not strong and not (isinstance(arg, ast.Name) and _held(arg, *held)):
+        strong = _strong_keeper(key, arg, uncalled[j], names)
+        if not strong and not (isinstance(arg, ast.Name) and _held(arg, names.bound, names.granted)):
             continue
         for i, (other_key, other) in enumerate(arguments):
             if i == j and not (strong and (other_key == "*" or isinstance(other, ast.Starred))):
                 continue
-            if any(_may_be_callable(n, names) and (strong or not _held(n, *held)) for n in _uncalled(other)):
+            if any(_may_be_callable(n, names) and (strong or not _held(n, names.bound, names.granted))
+                   for n in uncalled[i]):
                 return True
     return False
 
 
-def _holds_a_method_of_a_value(node: ast.AST, names: _Names) -> bool:
-    """Whether ``node`` holds, uncalled, an attribute of a session value (``xs.append``, ``d.update``)."""
-    return any(isinstance(n, ast.Attribute) and _held(n.value, names.bound, names.granted) for n in _uncalled(node))
+def _strong_keeper(key: int | str, arg: ast.expr, uncalled: list[ast.AST], names: _Names) -> bool:
+    """Whether the argument ``arg`` (passed as ``key``) surely may hand over a keeper: it holds, uncalled, an
+    attribute of a session value (``xs.append``, however hidden), or it reaches a session value by keyword."""
+    return (any(isinstance(n, ast.Attribute) and _held(n.value, names.bound, names.granted) for n in uncalled)
+            or (type(key) is str and _held(arg, names.bound, names.granted)))
 
 
 def _uncalled(node: ast.AST) -> list[ast.AST]:
