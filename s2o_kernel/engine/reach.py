@@ -50,8 +50,9 @@ from .bounded import SIZED_METHODS, sized_attribute
 from .denylist import type_name
 from .errors import S2OError
 from .guards import SafeIterator, guard_kwargs
+from .scopes import check_json
 from .stdlib_audit import object_refusal
-from .values import check_value
+from .values import PLAIN_TYPES, check_value
 
 #: Hidden globals the rewritten code calls.
 REACH = "__s2o_reach"
@@ -155,8 +156,20 @@ def check_kept(value: Any, holder: str) -> None:
     (:mod:`.kept`) — with both checks a local gets: :func:`.values.check_value` (SPEC 6, 12: no generator,
     module, frame …) and :func:`check` (nothing refused by class: an unaudited module's object, a refused
     built-in). Raises ``S2OError`` (``not-allowed``, ``not-awaited``)."""
+    if type(value) in PLAIN_TYPES:  # nothing inside (unlike a slice, which reach's own _PLAIN passes)
+        return
     check_value(value, holder)
     check(value, holder)
+
+
+def check_item(scope: str, name: str, value: Any) -> None:
+    """Check ``value`` as ``scope`` checks a whole value (a local's :func:`check_kept`, JSON for ``agent`` and
+    ``conv``) before it is written into an item of the variable ``name`` (``xs[0]``, ``agent.d.k``): the
+    holder written into is the live one, so a refusal must come before the write."""
+    if scope == "local":
+        check_kept(value, f"an item of the local '{name}'")
+    else:
+        check_json(value, f"{scope}.{name}")
 
 
 def reach(value: Any) -> Any:

@@ -490,5 +490,7 @@ class Session:
             namespace["command"] = NO_FIELDS
 
     def set_result(self, value: Any) -> None:
-        """Set ``result``, the value of the last result-producing command."""
+        """Set ``result``, the last result-producing command's value, checked as a local (``not-allowed``)."""
+        reach.check_kept(value, "result")
         self.namespace()["result"] = value
+

@@ -12,6 +12,7 @@ import ast
 import functools
 from typing import TYPE_CHECKING, Any
 
+from .. import reach
 from ..errors import S2OError
 from ..fragments.dataflow import ref_path
 from ..fragments.tree import join
@@ -139,6 +140,7 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
         if not session.exists(scope, name):
             shown = f"'{name}'" if scope == "local" else f"{scope}.{name}"
             raise S2OError("not-set", f"{shown} has not been set, so '{target}' cannot be set")
+        reach.check_item(scope, name, value)  # before the live holder changes
         root = session.variable(scope, name)
         holder = root
         try:

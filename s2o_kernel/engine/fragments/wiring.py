@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import reach
 from ..errors import S2OError
 from ..references import DAGGER, And, Expr, Item, Or, Ref
 from ..scopes import SysScope
@@ -107,6 +108,7 @@ def write(session: Session, ref: Ref, value: Any) -> None:
     if not path:
         session.set_variable(ref.scope, name, value)
         return
+    reach.check_item(ref.scope, name, value)  # before the live holder changes
     root: Any = session.variable(ref.scope, name) if session.exists(ref.scope, name) else _new_level(path[0])
     holder: Any = root
     for i, item in enumerate(path):
