@@ -31,8 +31,9 @@ import json
 
 import pytest
 from kernel_harness import MODES, execute, install_spec, result_data, running_kernel
+from stores_harness import assert_clean, evaluate_any, make_session
 
-from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings
+from s2o_kernel.engine import S2OError, Session
 from s2o_kernel.engine.values import check_value
 
 ALLOWLIST = "\n".join([
@@ -46,29 +47,12 @@ STATE = {
 
 
 def _session(allowlist: str | None = ALLOWLIST, state: dict | None = None) -> Session:
-    s = Session(Engine(default_settings() if allowlist is None else bare_settings({"allowlist": allowlist})))
-    run = s.run_fragment({"var": STATE if state is None else state})
-    assert run.error is None, run.error
-    return s
+    return make_session(allowlist, STATE if state is None else state)
 
 
-def _run(s: Session, source: str) -> None:
-    """Evaluate ``source``: a value or a coded error are both fine; an internal error is not."""
-    try:
-        s.evaluate(source)
-    except S2OError as err:
-        assert err.code, err
+_run = evaluate_any
+_assert_clean = assert_clean
 
-
-def _assert_clean(s: Session, names) -> None:
-    """Every variable named reads back as a value the set-time check accepts (nothing a hot read would show
-    that a var could never have set)."""
-    for name in names:
-        held = s.evaluate(name)
-        try:
-            check_value(held, f"the variable '{name}'")
-        except S2OError as err:
-            pytest.fail(f"{name} holds a refused value after the run: {held!r} ({err.message})")
 
 
 # -- a lazy iterator given to a keeping callee or callable ------------------------------------------------

@@ -45,10 +45,9 @@ import operator
 import statistics
 
 import pytest
+from stores_harness import assert_clean, evaluate_any, hidden_parts, make_session
 
-from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings, kept
-from s2o_kernel.engine.kept import GuardedCallable
-from s2o_kernel.engine.values import check_value
+from s2o_kernel.engine import S2OError, Session, kept
 
 ALLOWLIST = "\n".join([
     "itertools", "functools", "operator", "collections", "heapq", "json", "statistics", "list", "dict", "map",
@@ -60,47 +59,12 @@ STATE = {"xs": "{[]}", "d": "{ {} }", "st": "{set()}", "dq": "{collections.deque
 
 
 def _session(allowlist: str | None = ALLOWLIST, state: dict | None = None) -> Session:
-    s = Session(Engine(default_settings() if allowlist is None else bare_settings({"allowlist": allowlist})))
-    run = s.run_fragment({"var": STATE if state is None else state})
-    assert run.error is None, run.error
-    return s
+    return make_session(allowlist, STATE if state is None else state)
 
 
-def _run(s: Session, source: str) -> None:
-    """Evaluate ``source``: a value or a coded error are both fine; an internal error is not."""
-    try:
-        s.evaluate(source)
-    except S2OError as err:
-        assert err.code, err
+_run = evaluate_any
+_assert_clean = assert_clean
 
-
-def _hidden(value) -> list:
-    """What the ``GuardedCallable`` values inside ``value`` wrap (``check_value`` does not open them)."""
-    out, stack, seen = [], [value], set()
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        if type(v) is GuardedCallable:
-            out.append(object.__getattribute__(v, "_fn"))
-        elif type(v) in (list, tuple, set, frozenset):
-            stack.extend(v)
-        elif type(v) is dict:
-            stack.extend(v.values())
-    return out
-
-
-def _assert_clean(s: Session, names) -> None:
-    """Every variable named reads back as a value the set-time check accepts, wrapped callables opened."""
-    for name in names:
-        held = s.evaluate(name)
-        try:
-            check_value(held, f"the variable '{name}'")
-            for fn in _hidden(held):
-                check_value(fn, f"a callable wrapped in the variable '{name}'")
-        except S2OError as err:
-            pytest.fail(f"{name} holds a refused value after the run: {held!r} ({err.message})")
 
 
 # -- C iterators check_value does not open ------------------------------------------------------------------
@@ -214,7 +178,7 @@ def test_a_wrapped_callable_is_never_a_result() -> None:
         except S2OError as err:
             assert err.code == "not-allowed", err
             continue
-        assert not _hidden(value), value
+        assert not hidden_parts(value), value
 
 
 @pytest.mark.parametrize("source", [

@@ -40,15 +40,13 @@ from __future__ import annotations
 
 import collections
 import copy
-import gc
 import itertools
 import json
 
 import pytest
+from stores_harness import assert_clean, evaluate_any, make_session
 
-from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings
-from s2o_kernel.engine.kept import GuardedCallable
-from s2o_kernel.engine.values import check_value
+from s2o_kernel.engine import S2OError, Session
 
 ALLOWLIST = "\n".join([
     "itertools", "functools", "operator", "collections", "json", "heapq", "re", "textwrap", "difflib", "list",
@@ -58,56 +56,16 @@ ALLOWLIST = "\n".join([
 
 STATE = {"xs": "{[]}", "d": "{ {} }", "st": "{set()}", "dq": "{collections.deque()}"}
 
-J = """'{"a": 1}'"""
-
 
 def _session(allowlist: str | None = ALLOWLIST, state: dict | None = None) -> Session:
-    s = Session(Engine(default_settings() if allowlist is None else bare_settings({"allowlist": allowlist})))
-    run = s.run_fragment({"var": STATE if state is None else state})
-    assert run.error is None, run.error
-    return s
+    return make_session(allowlist, STATE if state is None else state)
 
 
-def _run(s: Session, source: str) -> None:
-    """Evaluate ``source``: a value or a coded error are both fine; an internal error is not."""
-    try:
-        s.evaluate(source)
-    except S2OError as err:
-        assert err.code, err
+_run = evaluate_any
+_assert_clean = assert_clean
 
 
-def _hidden(value) -> list:
-    """What the ``GuardedCallable`` values inside ``value`` wrap, and what the caches of the
-    ``functools.lru_cache`` wrappers inside it hold (C state ``check_value`` does not open)."""
-    lru = type(__import__("functools").lru_cache(None)(len))
-    out, stack, seen = [], [value], set()
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        if type(v) is GuardedCallable:
-            out.append(object.__getattribute__(v, "_fn"))
-        elif type(v) is lru:
-            out.extend(r for r in gc.get_referents(v) if type(r) is dict and "__wrapped__" not in r)
-        elif type(v) in (list, tuple, set, frozenset, collections.deque):
-            stack.extend(v)
-        elif type(v) is dict:
-            stack.extend(v.values())
-    return out
-
-
-def _assert_clean(s: Session, names) -> None:
-    """Every variable named reads back as a value the set-time check accepts (wrapped callables and caches
-    opened)."""
-    for name in names:
-        held = s.evaluate(name)
-        try:
-            check_value(held, f"the variable '{name}'")
-            for part in _hidden(held):
-                check_value(part, f"a value hidden in the variable '{name}'")
-        except S2OError as err:
-            pytest.fail(f"{name} holds a refused value after the run: {held!r} ({err.message})")
+J = """'{"a": 1}'"""
 
 
 # -- a keeping callable hidden in an expression, in a call with nothing made -----------------------------------

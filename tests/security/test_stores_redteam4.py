@@ -47,9 +47,9 @@ import re
 import statistics
 
 import pytest
+from stores_harness import assert_clean, assert_read_clean, evaluate_any, make_session
 
-from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings
-from s2o_kernel.engine.values import check_value
+from s2o_kernel.engine import S2OError, Session
 
 ALLOWLIST = "\n".join([
     "itertools", "functools", "operator", "collections", "json", "heapq", "bisect", "re", "datetime", "statistics",
@@ -62,41 +62,13 @@ STATE = {"xs": "{[]}", "d": "{ {} }"}
 
 
 def _session(allowlist: str | None = ALLOWLIST, state: dict | None = None) -> Session:
-    s = Session(Engine(default_settings() if allowlist is None else bare_settings({"allowlist": allowlist})))
-    run = s.run_fragment({"var": STATE if state is None else state})
-    assert run.error is None, run.error
-    return s
+    return make_session(allowlist, STATE if state is None else state)
 
 
-def _run(s: Session, source: str) -> None:
-    """Evaluate ``source``: a value or a coded error are both fine; an internal error is not."""
-    try:
-        s.evaluate(source)
-    except S2OError as err:
-        assert err.code, err
+_run = evaluate_any
+_assert_clean = assert_clean
+_assert_read_clean = assert_read_clean
 
-
-def _assert_clean(s: Session, names) -> None:
-    """Every variable named reads back as a value the set-time check accepts."""
-    for name in names:
-        held = s.evaluate(name)
-        try:
-            check_value(held, f"the variable '{name}'")
-        except S2OError as err:
-            pytest.fail(f"{name} holds a refused value after the run: {held!r} ({err.message})")
-
-
-def _assert_read_clean(s: Session, read: str) -> None:
-    """A read with no call (``xs[0].parse_int``) is refused, or gives a value the set-time check accepts."""
-    try:
-        value = s.evaluate(read)
-    except S2OError as err:
-        assert err.code, err
-        return
-    try:
-        check_value(value, read)
-    except S2OError as err:
-        pytest.fail(f"the hot read {read} gave a refused value: {value!r} ({err.message})")
 
 
 # -- an unopened C object of the standard library: json's scanner ----------------------------------------------

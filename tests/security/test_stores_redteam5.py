@@ -35,10 +35,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from stores_harness import assert_clean, assert_read_clean, make_session
 
-from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings
-from s2o_kernel.engine.reach import check_kept
-from s2o_kernel.engine.values import check_value
+from s2o_kernel.engine import S2OError, Session
 
 D = "\u2020"
 ALLOWLIST = "\n".join([
@@ -53,33 +52,12 @@ SCANNER = "{json.JSONDecoder(parse_int=countdown(3)).scan_once}"
 
 
 def _session(allowlist: str | None = None, state: dict | None = None) -> Session:
-    s = Session(Engine(default_settings() if allowlist is None else bare_settings({"allowlist": allowlist})))
-    run = s.run_fragment({"var": STATE if state is None else state})
-    assert run.error is None, run.error
-    return s
+    return make_session(allowlist, STATE if state is None else state)
 
 
-def _assert_clean(s: Session, names) -> None:
-    """Every variable named reads back as a value the set-time check accepts."""
-    for name in names:
-        held = s.evaluate(name)
-        try:
-            check_kept(held, f"the variable '{name}'")
-        except S2OError as err:
-            pytest.fail(f"{name} holds a refused value after the run: {held!r} ({err.message})")
+_assert_clean = assert_clean
+_assert_read_clean = assert_read_clean
 
-
-def _assert_read_clean(s: Session, read: str) -> None:
-    """A hot read is refused, or gives a value the set-time check accepts."""
-    try:
-        value = s.evaluate(read)
-    except S2OError as err:
-        assert err.code, err
-        return
-    try:
-        check_value(value, read)
-    except S2OError as err:
-        pytest.fail(f"the hot read {read} gave a refused value: {value!r} ({err.message})")
 
 
 def _run(s: Session, fragment: Any) -> None:
