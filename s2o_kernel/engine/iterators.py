@@ -45,8 +45,9 @@ LAZY_ITERATOR_TYPES = _lazy_iterator_types()
 #: iterator is consumed, after every check: such an iterator is refused (SPEC 12).
 PLAIN_FUNCTIONS: tuple[Any, ...] = (str, int, float, bool, bytes, complex, abs, len, round, ord, chr, repr, ascii,
                                     hash)
-#: Exact types whose methods make values that hold nothing of the expression's (for :data:`PLAIN_FUNCTIONS`).
-_IMMUTABLE_TYPES: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range)
+#: Exact types whose values cannot change: their C methods make values that hold nothing of the expression's
+#: (for :data:`PLAIN_FUNCTIONS`), and keep no argument (for the store guard, :data:`.kept.IMMUTABLE`).
+IMMUTABLE_TYPES: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range, type(None))
 #: Lazy iterators that call a function they were built with as they are consumed: where, in the arguments
 #: their C ``__reduce__`` gives, the function is (``map(f, xs)`` → ``(map, (f, it))``).
 CALLING_ITERATORS: dict[type, int] = {
@@ -75,9 +76,9 @@ def plain_function(part: Any) -> bool:
     if not callable(part) or any(part is plain for plain in PLAIN_FUNCTIONS):
         return True
     if kind is types.MethodDescriptorType:
-        return any(part.__objclass__ is immutable for immutable in _IMMUTABLE_TYPES)
+        return any(part.__objclass__ is immutable for immutable in IMMUTABLE_TYPES)
     if kind is types.BuiltinMethodType:
-        return any(type(part.__self__) is immutable for immutable in _IMMUTABLE_TYPES)
+        return any(type(part.__self__) is immutable for immutable in IMMUTABLE_TYPES)
     return False
 
 

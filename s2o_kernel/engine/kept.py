@@ -49,7 +49,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .guards import GuardedCallable, SafeIterator, guarded_gather, refuse_metaclass
-from .iterators import LAZY_ITERATOR_TYPES, is_c_iterator
+from .iterators import IMMUTABLE_TYPES, LAZY_ITERATOR_TYPES, is_c_iterator
 from .reach import check_kept
 from .stores import RECEIVER
 from .values import PLAIN_TYPES
@@ -58,7 +58,7 @@ from .values import PLAIN_TYPES
 _PLAIN: tuple[Any, ...] = tuple(PLAIN_TYPES)
 
 #: Exact types whose values cannot change: their bound C methods keep no argument.
-IMMUTABLE: tuple[type, ...] = (str, bytes, int, float, complex, bool, tuple, frozenset, range, type(None))
+IMMUTABLE: tuple[type, ...] = IMMUTABLE_TYPES  # one home: iterators.IMMUTABLE_TYPES
 #: Methods of builtin containers that keep an argument, or the items of one, in the receiver, by the
 #: receiver's exact type; every other C method of these types keeps nothing. ``bytearray`` keeps only ints.
 KEEPING_METHODS: dict[type, frozenset[str]] = {
