@@ -44,3 +44,6 @@ _.handle_async_request, _query_only, record, _.secrets_file
 _.codify, S2OEngine
 # jupyter_client's Session methods and traitlets' dynamic default, overridden (s2o_kernel/kernel/replay.py, kernel.launch)
 _._add_digest, _.clone, _._session_default
+# the engine's public API for callers on an event loop (Session and IsolatedSession; SPEC 6), used by its
+# users and tests, not by the package itself
+_.evaluate_async

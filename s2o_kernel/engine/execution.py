@@ -63,7 +63,7 @@ class Execution:
         self._deadline = Armed(0, 0.0, refire=True)  # reused by every time limit armed in the calling thread
         self._armed = WATCHDOG.armed
         self._token: Any = None
-        self.engine = engine
+        self.use_engine(engine)
         WATCHDOG.start()
 
     @property
@@ -71,26 +71,28 @@ class Execution:
         """The :class:`Engine` in use; the session replaces it when settings change."""
         return self._engine
 
-    @engine.setter
-    def engine(self, engine: Engine) -> None:
+    def use_engine(self, engine: Engine) -> None:
+        """Run with ``engine`` from now on (settings, a fragment's bounds): its compile cache and time limit,
+        and no function made before (a function keeps the builtins it was made with)."""
         self._engine = engine
         self._compiled = engine.compiled  # source -> Compiled, of what this engine compiled
         self._limit = engine.settings.limits.time
-        #: source -> ``(unwatched, plain)``: the expression's functions bound to :attr:`globals`
-        #: (:mod:`.functions`). ``plain`` runs under the time limit; ``unwatched`` (or ``None``) runs without it
-        #: and raises ``Unsure`` when a type it needs does not hold. Made by :meth:`_bind`; a function keeps
-        #: the builtins it was made with, so a new engine starts anew.
-        self._functions: dict[str, tuple[types.FunctionType | None, types.FunctionType]] = {}
-        #: source -> the tested function to use once its narrowed one (in :attr:`_functions`) is unsure.
+        #: source -> the expression's functions (:mod:`.functions`, made by :meth:`_bind`): the plain one, run
+        #: under the time limit, and the one run without it (tested: raises ``Unsure`` when a type it needs
+        #: does not hold), or ``None``. A source is in both tables or in neither.
+        self._plain: dict[str, types.FunctionType] = {}
+        self._unwatched: dict[str, types.FunctionType | None] = {}
+        #: source -> the tested function to use once its narrowed one (in :attr:`_unwatched`) is unsure.
         self._widened: dict[str, types.FunctionType] = {}
 
     # -- in the calling thread ---------------------------------------------------------------
-    def evaluate(self, source: str) -> Any:
+    def evaluate(self, expr: str) -> Any:
         """Run one expression in the calling thread and return its value (SPEC 2, 6).
 
-        Raises :class:`S2OError`: a validation code (stage ``validate``; ``syntax`` for a ``source`` that
-        is not a ``str``), a run-time code, ``timedOut`` when ``limits.time`` (seconds) passes, or
-        ``stopped`` when interrupted.
+        Raises :class:`S2OError`: a validation code (stage ``validate``; ``syntax`` for an ``expr`` that
+        is not a ``str``), a run-time code (``runtime``, ``not-set``, ``not-allowed``, ``not-awaited``, …),
+        ``timedOut`` when ``limits.time`` (seconds) passes, or ``stopped`` when interrupted
+        (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its variables either way.
 
         The hot path (an expression this session ran before) is one dict lookup and a call of the
         expression's function (:mod:`.functions`), with the time limit armed (inline, see
@@ -103,19 +105,20 @@ class Execution:
         of exact builtin values, or read from variables (checked when set).
         """
         try:
-            unwatched, plain = self._functions[source]
+            unwatched = self._unwatched[expr]
         except (KeyError, TypeError):  # not run in this session yet, or not text
-            return self._evaluate_cold(source)
+            return self._evaluate_cold(expr)
         if unwatched is not None:  # runs no bytecode the watchdog could stop, or raises Unsure first
             try:
                 return unwatched()
             except NameError:  # a name it tests is not set (``result``, ``exc``, a local reset): the plain
                 pass  # function decides, as eval does (a branch not taken reads nothing; the name's own position)
             except Unsure:  # a type did not hold: the wider test from now on, then none (armed)
-                self._functions[source] = (self._widened.pop(source, None), plain)
-                return self.evaluate(source)
+                self._unwatched[expr] = self._widened.pop(expr, None)
+                return self.evaluate(expr)
             except BaseException as exc:
-                raise self._failed(exc, self._compiled_of(source), 0.0) from None
+                raise self._failed(exc, self._compiled_of(expr), 0.0) from None
+        plain = self._plain[expr]
         # under the time limit, armed inline (the protocol of _eval_limited)
         entry = self._deadline
         entry.thread_id = get_ident()
@@ -132,10 +135,10 @@ class Execution:
         except BaseException as exc:
             if armed.pop(entry.key, None) is None:
                 WATCHDOG.settle(entry)
-            raise self._failed(exc, self._compiled_of(source), 0.0) from None
+            raise self._failed(exc, self._compiled_of(expr), 0.0) from None
         if type(value) in PLAIN_RESULTS:
             return value
-        return self._settled(self._compiled_of(source), value)
+        return self._settled(self._compiled_of(expr), value)
 
     def _evaluate_cold(self, source: str) -> Any:
         """:meth:`evaluate` of an expression this session has no function for: its first run compiles it
@@ -159,21 +162,23 @@ class Execution:
         codes = self._engine.functions_of(compiled) if g.get("__builtins__") is builtins else None
         if codes is None:
             return False
-        if len(self._functions) >= CACHE_SIZE:
-            self._functions.clear()
+        if len(self._plain) >= CACHE_SIZE:
+            self._unwatched.clear()
+            self._plain.clear()
             self._widened.clear()
         plain_code, tested_code = codes
         plain = types.FunctionType(plain_code, g)
+        self._plain[source] = plain
         if compiled.simple or tested_code is None:
-            self._functions[source] = (plain if compiled.simple else None, plain)
+            self._unwatched[source] = plain if compiled.simple else None
             return True
         tested = types.FunctionType(tested_code, g, None, (False,) if tested_code.co_argcount else None)  # probe=False
         observed = functions.observed(compiled.unwatched or (), tested, g, builtins)
         narrowed = None if observed is None else self._engine.narrowed_of(compiled, observed)
         if narrowed is None:
-            self._functions[source] = (tested, plain)
+            self._unwatched[source] = tested
         else:
-            self._functions[source] = (types.FunctionType(narrowed, g), plain)
+            self._unwatched[source] = types.FunctionType(narrowed, g)
             self._widened[source] = tested
         return True
 
@@ -197,10 +202,10 @@ class Execution:
             return self.finish(compiled, value)
         return self._await_here(coro, compiled, start)
 
-    async def evaluate_async(self, source: str) -> Any:
+    async def evaluate_async(self, expr: str) -> Any:
         """Like :meth:`evaluate`, for callers on an event loop: awaiting happens off their loop."""
         start = time.monotonic()
-        compiled, value = self._run_sync(source, start)
+        compiled, value = self._run_sync(expr, start)
         coro = self._coroutine_of(compiled, value)
         if coro is None:
             return self.finish(compiled, value)
@@ -273,10 +278,7 @@ class Execution:
 
     def run_coroutine(self, coro: Coroutine[Any, Any, Any], start: float) -> Any:
         """Run ``coro`` (a whole fragment run) on the session's loop under the time limit; wait for it here.
-
-        Raises ``S2OError`` ``timedOut`` or ``stopped`` (:meth:`_outcome`); other exceptions of ``coro``
-        propagate.
-        """
+        Raises ``S2OError`` ``timedOut`` or ``stopped`` (:meth:`_outcome`); other exceptions of ``coro`` propagate."""
         return self._outcome(coro, None, start)
 
     # -- the loop thread and interrupts --------------------------------------------------------
@@ -304,7 +306,8 @@ class Execution:
         return run.start(step(), coro)
 
     def warm_up(self) -> None:
-        """Start the threads a run uses (event loop, watchdog) with a trivial expression and coroutine."""
+        """Start the threads a run uses (event loop, watchdog) with a trivial expression and coroutine, so that
+        memory measured afterwards is the session's resting size."""
         self.evaluate("[1 for x in [1]]")
         self.submit(_noop(), time.monotonic()).future.result(5)
 

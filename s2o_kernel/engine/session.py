@@ -2,7 +2,7 @@
 
 A session is what persists between runs: locals, agent and conversation variables, the functions of
 the last agent definition, and the :class:`~.engine.Engine` in use. Expressions run through its
-:class:`~.execution.Execution` (the one evaluator); fragments are parsed by :mod:`.fragments` and run
+:class:`~.execution.Execution`, the one evaluator, which a session is; fragments are parsed by :mod:`.fragments` and run
 by :mod:`.fragments.interpreter`, which reach the session only through the public methods below. A
 session runs one evaluation at a time.
 
@@ -66,8 +66,13 @@ class RunResult:
     error: S2OError | None = None
 
 
-class Session:
+class Session(Execution):
     """One running agent: locals, agent and conversation variables, and the engine in use (SPEC 5).
+
+    A session is its own :class:`~.execution.Execution` (the run state: globals, loop thread, time limit),
+    so that :meth:`~.execution.Execution.evaluate`, the hot path, is a plain method call on it, with no
+    delegating call or attribute lookup in between (docs/performance.md). It offers ``evaluate``,
+    ``evaluate_async``, ``interrupt``, ``warm_up`` and the read-only ``engine`` from there.
 
     ``Session(engine)``; ``engine`` defaults to ``Engine(Settings())`` (SPEC 10's bare defaults: an
     empty allowlist). Optional ``locals``, ``agent`` and ``conv`` give starting variables (agent and
@@ -82,13 +87,10 @@ class Session:
 
     def __init__(self, engine: Engine | None = None, *, locals: dict[str, Any] | None = None,
                  agent: dict[str, Any] | None = None, conv: dict[str, Any] | None = None) -> None:
-        self._run = Execution(engine if engine is not None else Engine())
-        # The hot path: the instance's evaluate is the Execution's own bound method (no delegating call);
-        # the method below documents it and is what the class offers (docs/performance.md).
-        self.__dict__["evaluate"] = self._run.evaluate
+        super().__init__(engine if engine is not None else Engine())
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
-        self._functions: dict[str, Any] = {}
+        self._agent_functions: dict[str, Any] = {}
         self._outside: Outside | None = None
         self._own_outside = True
         self.llm_messages: list[dict[str, Any]] = []  # the conversation's model messages (llm, SPEC 7.1)
@@ -105,9 +107,9 @@ class Session:
             self.set_local(name, value)
 
     def _bind_engine(self) -> None:
-        s = self._run.engine.settings
-        g = self._run.globals
-        g["__builtins__"] = self._run.engine.builtins
+        s = self.engine.settings
+        g = self.globals
+        g["__builtins__"] = self.engine.builtins
         g["agent"] = VarScope(self._agent, "agent")
         g["conv"] = VarScope(self._conv, "conv")
         g["const"] = VarScope(dict(s.const), "const")
@@ -115,28 +117,23 @@ class Session:
         g["command"] = CommandScope({}, "command")
 
     def _sys_scope(self, inputs: dict[str, Any]) -> SysScope:
-        s = self._run.engine.settings
+        s = self.engine.settings
         return SysScope(inputs, s.sys.enabled(), dict(s.secrets), self.exists)
 
     # -- what the session is ----------------------------------------------------------------
     @property
-    def engine(self) -> Engine:
-        """The engine in use (replaced by :meth:`update_settings`)."""
-        return self._run.engine
-
-    @property
     def execution(self) -> Execution:
         """The session's evaluator (its globals, loop thread and time limit); used by the fragment runner."""
-        return self._run
+        return self
 
     @property
     def settings(self) -> Settings:
         """The settings in use."""
-        return self._run.engine.settings
+        return self.engine.settings
 
     def settings_dict(self) -> dict[str, Any]:
         """The settings as a SPEC-10-shaped dict (secret values masked)."""
-        return self._run.engine.settings.masked_dict()
+        return self.engine.settings.masked_dict()
 
     @property
     def outside(self) -> Outside:
@@ -155,12 +152,12 @@ class Session:
     @property
     def warnings(self) -> list[str]:
         """What the settings in use loaded with a warning (one message per allowlist entry)."""
-        return list(self._run.engine.warnings)
+        return list(self.engine.warnings)
 
     @property
     def functions(self) -> dict[str, Any]:
         """Functions of the last agent definition, name → parsed function (``call`` reaches them)."""
-        return dict(self._functions)
+        return dict(self._agent_functions)
 
     # -- variables ------------------------------------------------------------------------------
     @property
@@ -190,8 +187,8 @@ class Session:
         if scope == "conv":
             return name in self._conv
         if scope == "const":
-            return name in self._run.engine.settings.const
-        return self._run.engine.allowlist.grants(name)
+            return name in self.engine.settings.const
+        return self.engine.allowlist.grants(name)
 
     def variable(self, scope: str, name: str) -> Any:
         """The value of variable ``name`` in ``scope`` (``local``, ``agent`` or ``conv``; agent and
@@ -240,9 +237,9 @@ class Session:
         if type(value) not in PLAIN_TYPES:  # a str, a number, None…: nothing to refuse, never a host object
             holder = f"the local '{name}'"
             reach.check_kept(value, holder)
-            if not self._run.engine.guarded and reach.is_host_object(value):
-                self._run.engine = self._run.engine.with_guard()  # the same settings: the scopes stay (a run's
-                self._run.globals["__builtins__"] = self._run.engine.builtins  # own sys among them), not the builtins
+            if not self.engine.guarded and reach.is_host_object(value):
+                self.use_engine(self.engine.with_guard())  # the same settings: the scopes stay (a run's
+                self.globals["__builtins__"] = self.engine.builtins  # own sys among them), not the builtins
         self.namespace()[name] = value
 
     def set_agent(self, name: str, value: Any) -> None:
@@ -259,7 +256,7 @@ class Session:
 
     def reset(self) -> None:
         """Clear locals, agent and conversation variables; the settings stay."""
-        g = self._run.globals
+        g = self.globals
         for name in list(self.locals):
             del g[name]
         g.pop("result", None)
@@ -292,10 +289,11 @@ class Session:
         Returns the new engine's warnings. Raises ``S2OError`` with stage ``load`` (codes ``settings``,
         ``allowlist``, ``refused-entry``) and then leaves the session exactly as it was.
         """
-        engine = Engine(bare_settings(merge(self._run.engine.settings.to_dict(), patch)))
-        if self._run.engine.guarded:
+        engine = Engine(bare_settings(merge(self.engine.settings.to_dict(), patch)))
+        if self.engine.guarded:
             engine = engine.with_guard()
-        old, self._run.engine = self._run.engine.settings, engine
+        old = self.engine.settings
+        self.use_engine(engine)
         if self._own_outside and self._outside is not None and not old.same_outside(engine.settings):
             self._outside.close()
             self._outside = None
@@ -305,17 +303,7 @@ class Session:
     # -- expressions ---------------------------------------------------------------------------
     def validate(self, expr: str) -> Validation:
         """Check ``expr`` against the rules and this session's locals, without running it."""
-        return self._run.engine.validate(expr, locals=self.locals.keys())
-
-    def evaluate(self, expr: str) -> Any:
-        """Run one expression and return its value (SPEC 2, 6).
-
-        Raises :class:`S2OError`: a validation code (stage ``validate``), a run-time code (``runtime``,
-        ``not-set``, ``not-allowed``, ``not-awaited``, …), ``timedOut`` when the time limit passes, or
-        ``stopped`` when interrupted (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its
-        variables either way. (An instance calls :meth:`.execution.Execution.evaluate` directly.)
-        """
-        return self._run.evaluate(expr)
+        return self.engine.validate(expr, locals=self.locals.keys())
 
     def evaluate_dynamic(self, text: str) -> Any:
         """The value of a dynamic string (SPEC 1): plain text as is, ``{ expr }`` evaluated.
@@ -323,31 +311,18 @@ class Session:
         Raises ``S2OError`` ``too-long`` past ``limits.definition_length`` characters, else as
         :meth:`evaluate`; positions stay relative to the expression, as SPEC 3 says.
         """
-        limit = self._run.engine.settings.limits.definition_length
+        limit = self.engine.settings.limits.definition_length
         if len(text) > limit:
             raise S2OError("too-long", f"the value is {len(text)} characters long; the limit is {limit}",
                            stage="validate")
         found = expression_of(text)
         if found is None:
             return text
-        return self._run.evaluate_at(found[0], time.monotonic())
-
-    async def evaluate_async(self, expr: str) -> Any:
-        """Like :meth:`evaluate`, for callers on an event loop: awaiting happens off their loop."""
-        return await self._run.evaluate_async(expr)
-
-    def interrupt(self) -> None:
-        """Stop the evaluation in progress (from another thread); it ends with code ``stopped``."""
-        self._run.interrupt()
-
-    def warm_up(self) -> None:
-        """Start the threads a run uses (event loop, watchdog), so memory measured afterwards is the
-        session's resting size."""
-        self._run.warm_up()
+        return self.evaluate_at(found[0], time.monotonic())
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***`` (for messages and displayed values)."""
-        return self._run.engine.settings.redact(text)
+        return self.engine.settings.redact(text)
 
     # -- introspection for tools (completion, inspection): see introspection.py --------------
     def completion_names(self) -> dict[str, str]:
@@ -388,24 +363,24 @@ class Session:
                 "fragment", "a function can only be chosen in an agent definition ({\"functions\": {...}})",
                 stage="validate"))
         try:
-            program = parse_fragment(self.engine, fragment, known=set(self.locals), functions=self._functions)
+            program = parse_fragment(self.engine, fragment, known=set(self.locals), functions=self._agent_functions)
         except S2OError as exc:
             return RunResult(code="errorInAgent", error=exc)
         if program.kind == "agent":
-            self._functions = dict(program.functions)
+            self._agent_functions = dict(program.functions)
             if function is not None:
                 if function not in program.functions:
                     return RunResult(code="errorInAgent", error=S2OError(
                         "unknown-function", f"there is no function named '{function}'", stage="validate"))
                 program.body = program.functions[function]
-        g = self._run.globals
+        g = self.globals
         run_inputs = dict(inputs if inputs is not None else self.settings.sys.inputs)
         sys_scope, g["sys"] = g["sys"], self._sys_scope(dict(run_inputs))  # the run's own: ask adds answers
         try:
             coro = run_program(self, program, on_output, start, run_inputs)
             try:
-                with bounds.applied(self._run, program.bounds):
-                    code, value, outputs, logs, error = self._run.run_coroutine(coro, start)
+                with bounds.applied(self, program.bounds):
+                    code, value, outputs, logs, error = self.run_coroutine(coro, start)
             except S2OError as exc:
                 code = exc.code if exc.code in ("timedOut", "stopped") else "errorInAgent"
                 return RunResult(code=code, error=exc)
@@ -419,15 +394,15 @@ class Session:
         :class:`~.errors.ErrorGroup` for several), as ``run_fragment`` reports them."""
         from .fragments.parser import parse_fragment
 
-        return parse_fragment(self.engine, fragment, known=set(self.locals), functions=self._functions).dataflow
+        return parse_fragment(self.engine, fragment, known=set(self.locals), functions=self._agent_functions).dataflow
 
     # -- what the fragment runner sets -----------------------------------------------------------
     def namespace(self) -> dict[str, Any]:
         """The globals dict expressions of the current task evaluate against: the namespace of the function
         call running in this task of a fragment run, else the evaluator's globals (the notebook's function)."""
         frame = _FRAME.get()
-        if frame is None or frame[0] is not self._run:
-            return self._run.globals
+        if frame is None or frame[0] is not self:
+            return self.globals
         return frame[1]
 
     @contextlib.contextmanager
@@ -443,7 +418,7 @@ class Session:
         frame = {name: caller[name] for name in SHARED_NAMES if name in caller}
         frame["command"] = NO_FIELDS
         frame.update(bound)
-        token = _FRAME.set((self._run, frame))
+        token = _FRAME.set((self, frame))
         handling = scopes.HANDLING.set(None)
         try:
             yield
@@ -478,7 +453,7 @@ class Session:
         one function) each see their own command fields and error.
         """
         namespace = self.namespace()
-        namespace["__builtins__"] = self._run.engine.builtins  # the engine may have turned guarded mid-run
+        namespace["__builtins__"] = self.engine.builtins  # the engine may have turned guarded mid-run
         namespace["command"] = CommandScope(fields, "command") if fields else NO_FIELDS
         self._show_exc(namespace)
         return namespace

@@ -203,6 +203,23 @@ def test_update_settings_is_all_or_nothing():
     assert s.evaluate("max(x) + sys.inputs['q']") == 2 and s.settings.limits.time == 30
 
 
+def test_a_settings_change_drops_the_functions_made_before_it():
+    """From its second run an expression runs as a function bound to the engine's builtins; after a settings
+    change none of them runs (the name granted before is refused), and the engine changes only that way."""
+    s = session(allowlist="len", locals={"x": [1, 2]})
+    for _ in range(3):
+        assert s.evaluate("len(x)") == 2
+    s.update_settings({"allowlist": "max"})
+    for _ in range(2):
+        with pytest.raises(S2OError) as err:
+            s.evaluate("len(x)")
+        assert err.value.code == "unknown-name"
+        assert s.evaluate("max(x)") == 2
+    with pytest.raises(AttributeError):
+        s.engine = Engine(bare_settings({"allowlist": "len"}))  # type: ignore[misc]
+    assert s.engine.allowlist.grants("max") and not s.engine.allowlist.grants("len")
+
+
 def test_reset_clears_variables_not_settings():
     s = session(allowlist="len", locals={"x": 1}, agent={"a": 1})
     s.reset()

@@ -1,4 +1,4 @@
-"""What tests read of a session's expression functions (``Execution._functions``, :mod:`s2o_kernel.engine.functions`)."""
+"""What tests read of a session's expression functions (``Execution._unwatched`` and ``_plain``, :mod:`s2o_kernel.engine.functions`)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,18 @@ from s2o_kernel.engine import S2OError
 
 def only_armed(execution: Any) -> None:
     """Drop the unwatched functions ``execution`` made: each expression it ran runs under the time limit."""
-    execution._functions = {source: (None, plain) for source, (_, plain) in execution._functions.items()}
+    execution._unwatched = dict.fromkeys(execution._plain)
+    execution._widened = {}
 
 
 def bound_functions(execution: Any) -> list[types.FunctionType]:
     """Every function ``execution`` has made and keeps."""
-    return [f for pair in execution._functions.values() for f in pair if f is not None]
+    return [f for table in (execution._unwatched, execution._plain) for f in table.values() if f is not None]
 
 
 def has_functions(execution: Any, source: str) -> bool:
     """Whether ``execution`` runs ``source`` as functions (it ran it before, and it does not await)."""
-    return source in execution._functions
+    return source in execution._plain
 
 
 def outcome(session: Any, source: str) -> Any:

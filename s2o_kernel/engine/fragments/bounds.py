@@ -85,8 +85,8 @@ def applied(execution: Execution, bounds: dict[str, float]) -> Iterator[None]:
         yield
         return
     engine = execution.engine
-    execution.engine = engine.bounded({LIMIT_OF[k]: (f"bounds.{k}", v) for k, v in bounds.items()})
+    execution.use_engine(engine.bounded({LIMIT_OF[k]: (f"bounds.{k}", v) for k, v in bounds.items()}))
     try:
         yield
     finally:
-        execution.engine = engine.with_guard() if execution.engine.guarded else engine
+        execution.use_engine(engine.with_guard() if execution.engine.guarded else engine)
