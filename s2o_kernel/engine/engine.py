@@ -175,13 +175,14 @@ class Engine:
         self.guarded = not unsafe_ok and (guard or any(reach.is_host_object(o) for o in self.allowlist.names.values()))
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
-        #: Hidden names bound to the engine's own helpers, which :func:`.unwatched.plan` may let run
-        #: without the watchdog on exact builtin values: the f-string's test and helper, and each operator
-        #: rewritten to a bounded operator (not one rewritten to an allowlist function: any code).
+        #: Hidden names bound to the engine's own helpers that :func:`.unwatched.plan` plans for: the f-string's
+        #: test and helper, and each operator rewritten to a bounded operator with a numeric fast path
+        #: (:data:`.rewrites.NUMERIC_SAFE`; not one rewritten to an allowlist function: any code).
         self.unwatched_helpers = frozenset(
             {rewrites.FSTRING_HELPER, rewrites.TYPE_HELPER, rewrites.PLAIN_TEXT}
-            | {helper for helper in map(rewrites.operator_helper_name, self.settings.rules.operators)
-               if any(self.builtins.get(helper) is bounded for bounded in BOUNDED_OPERATORS.values())})
+            | {rewrites.operator_helper_name(symbol) for symbol, setting in self.settings.rules.operators.items()
+               if setting in rewrites.NUMERIC_SAFE
+               and self.builtins.get(rewrites.operator_helper_name(symbol)) is BOUNDED_OPERATORS.get(setting)})
         limits = self.settings.limits
         rules_cfg = self.settings.rules
         self.rule_context = rules.RuleContext(

@@ -116,13 +116,13 @@ class Execution:
             except Unsure:  # a type did not hold: the wider test from now on, then none (armed)
                 self._unwatched[expr] = self._widened.pop(expr, None)
                 return self.evaluate(expr)
-            except BaseException as exc:
-                raise self._failed(exc, self._compiled_of(expr), 0.0) from None
+            except BaseException as exc:  # nothing long ran: never the time limit (a TimeoutError is the call's)
+                raise self._failed(exc, self._compiled_of(expr), monotonic()) from None
         plain = self._plain[expr]
         # under the time limit, armed inline (the protocol of _eval_limited)
         entry = self._deadline
         entry.thread_id = get_ident()
-        entry.deadline = monotonic() + self._limit
+        entry.deadline = (start := monotonic()) + self._limit
         entry.fired = False
         armed = self._armed
         armed[entry.key] = entry
@@ -135,7 +135,7 @@ class Execution:
         except BaseException as exc:
             if armed.pop(entry.key, None) is None:
                 WATCHDOG.settle(entry)
-            raise self._failed(exc, self._compiled_of(expr), 0.0) from None
+            raise self._failed(exc, self._compiled_of(expr), start) from None
         if type(value) in PLAIN_RESULTS:
             return value
         return self._settled(self._compiled_of(expr), value)
@@ -146,40 +146,36 @@ class Execution:
         made (:meth:`_bind`) and run."""
         if type(source) is not str:
             raise not_text(source)
-        compiled = self._compiled.get(source)
-        if compiled is None or not self._bind(source, compiled):
+        compiled = self._compiled.get(source)  # this engine compiled it: maybe for another session, or a run
+        if compiled is None or not compiled.local_names <= self.globals.keys():  # refused before it runs
             return self.evaluate_at(source, time.monotonic())
-        return self.evaluate(source)
+        try:
+            bound = self._bind(source, compiled)
+        except BaseException as exc:  # a SIGINT during the probe: ``stopped``
+            raise self._failed(exc, compiled, time.monotonic()) from None
+        return self.evaluate(source) if bound else self.evaluate_at(source, time.monotonic())
+
+    def forget_functions(self) -> None:
+        """Drop every expression function made (a local was removed): a function runs until it reads a name,
+        where a first run refuses the expression (``unknown-name``) before anything in it runs."""
+        self._plain.clear()
+        self._unwatched.clear()
+        self._widened.clear()
 
     def _bind(self, source: str, compiled: Compiled) -> bool:
-        """Make the functions of ``compiled`` bound to :attr:`globals`; False when it has none (it awaits)
-        or the globals' builtins are not this engine's (a function would keep them). The tested function is
-        narrowed (:meth:`.Engine.narrowed_of`) to the exact types its names hold now and its items have in a
-        probe run (:func:`.functions.tested_code`: no effect but time), with the wider one kept for when they
-        change."""
+        """Make the functions of ``compiled`` bound to :attr:`globals` (:func:`.functions.bind`); False when it
+        has none (it awaits) or the globals' builtins are not this engine's (a function would keep them)."""
         g = self.globals
         builtins = self._engine.builtins
         codes = self._engine.functions_of(compiled) if g.get("__builtins__") is builtins else None
         if codes is None:
             return False
         if len(self._plain) >= CACHE_SIZE:
-            self._unwatched.clear()
-            self._plain.clear()
-            self._widened.clear()
-        plain_code, tested_code = codes
-        plain = types.FunctionType(plain_code, g)
-        self._plain[source] = plain
-        if compiled.simple or tested_code is None:
-            self._unwatched[source] = plain if compiled.simple else None
-            return True
-        tested = types.FunctionType(tested_code, g, None, (False,) if tested_code.co_argcount else None)  # probe=False
-        observed = functions.observed(compiled.unwatched or (), tested, g, builtins)
-        narrowed = None if observed is None else self._engine.narrowed_of(compiled, observed)
-        if narrowed is None:
-            self._unwatched[source] = tested
-        else:
-            self._unwatched[source] = types.FunctionType(narrowed, g)
-            self._widened[source] = tested
+            self.forget_functions()
+        unwatched, plain, wider = functions.bind(codes, compiled, self._engine.narrowed_of, g, builtins)
+        self._plain[source], self._unwatched[source] = plain, unwatched
+        if wider is not None:
+            self._widened[source] = wider
         return True
 
     def _compiled_of(self, source: str) -> Compiled:

@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import ast
 import types
-from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .rewrites import EXACT_NAMES, EXACT_ORDER, PLAIN_TEXT, PLAIN_TEXT_TYPES, TYPE_HELPER, placed_at
-from .unwatched import Needs, Plan
+from .unwatched import Needs, Plan, numeric_fast_path
+
+if TYPE_CHECKING:
+    from .engine import Compiled
 
 
 class Unsure(BaseException):
@@ -96,6 +99,27 @@ def observed(needs: Needs, tested: types.FunctionType, g: dict[str, Any], builti
     return found
 
 
+def bind(codes: tuple[types.CodeType, types.CodeType | None], compiled: Compiled,
+         narrowed_of: Callable[[Compiled, tuple[type | None, ...]], types.CodeType | None], g: dict[str, Any],
+         builtins: dict[str, Any]) -> tuple[types.FunctionType | None, types.FunctionType, types.FunctionType | None]:
+    """``(unwatched, plain, wider)``: the functions of ``compiled`` (``codes``: :meth:`.Engine.functions_of`)
+    bound to the globals ``g`` whose builtins are ``builtins``. ``plain`` runs under the time limit;
+    ``unwatched`` without it (the plain function of a ``simple`` expression, the tested function narrowed by
+    ``narrowed_of`` to the exact types its names hold now and its items have in a probe run (:func:`observed`:
+    no effect but time), else the tested one, else ``None``); ``wider``: the tested function a narrowed one
+    gives way to, or ``None``. Raises what the probe's own code does not catch (``KeyboardInterrupt``)."""
+    plain_code, tested_code = codes
+    plain = types.FunctionType(plain_code, g)
+    if compiled.simple or tested_code is None:
+        return (plain if compiled.simple else None), plain, None
+    tested = types.FunctionType(tested_code, g, None, (False,) if tested_code.co_argcount else None)  # probe=False
+    seen = observed(compiled.unwatched or (), tested, g, builtins)
+    narrowed = None if seen is None else narrowed_of(compiled, seen)
+    if narrowed is None:
+        return tested, plain, None
+    return types.FunctionType(narrowed, g), plain, tested
+
+
 def plain_code(tree: ast.Expression, filename: str) -> types.CodeType:
     """The code of the plain function of ``tree`` (a checked and rewritten expression): no argument, positions
     the expression's own. Raises what ``compile`` raises (``SyntaxError``, ``ValueError``, ``RecursionError``,
@@ -117,7 +141,7 @@ def tested_code(tree: ast.Expression, found: Plan, observed: Sequence[type | Non
 
     **Changes** ``tree`` (each tested item in place; then the decided tests): compile the plain function
     first."""
-    body = tree.body
+    body = _GiveWay().visit(tree.body)
     count = len(found.needs)
     names: Sequence[type | None] = observed[:count] if observed is not None else (None,) * count
     testing = _Testing(found.tests, observed[count:] if observed is not None else (None,) * len(found.tests))
@@ -188,6 +212,18 @@ def _one_of(value: ast.expr, kinds: frozenset[type], at: ast.AST, order: tuple[t
                                            comparators=[placed_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), at)]),
                                at))
     return tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.Or(), values=tests), at)
+
+
+class _GiveWay(ast.NodeTransformer):
+    """Makes a numeric fast path (:func:`.unwatched.numeric_fast_path`) call ``__s2o_unsure`` where it would
+    call its operator's helper: a tested function runs the native operation on small numbers only, and the
+    plain function, armed, runs the helper (whose C work grows faster than its operands)."""
+
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
+        self.generic_visit(node)
+        if numeric_fast_path(node):
+            node.orelse = _unsure_call(node.orelse)
+        return node
 
 
 class _Testing(ast.NodeTransformer):

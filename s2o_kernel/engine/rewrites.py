@@ -16,13 +16,18 @@ from typing import Any, TypeVar
 
 from .bounded import spec_within_bounds
 
+#: Each operator's part of the hidden name under which the compiled code finds its rewritten function.
+_OPERATOR_NAMES = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
+                   "**": "pow", "<<": "lshift", ">>": "rshift", "@": "matmul", "&": "and", "|": "or", "^": "xor"}
 
-#: Name under which the compiled code finds a rewritten operator's function.
+
 def operator_helper_name(symbol: str) -> str:
     """The hidden global that holds the rewrite target of ``symbol``."""
-    names = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
-             "**": "pow", "<<": "lshift", ">>": "rshift", "@": "matmul", "&": "and", "|": "or", "^": "xor"}
-    return f"__s2o_op_{names[symbol]}"
+    return f"__s2o_op_{_OPERATOR_NAMES[symbol]}"
+
+
+#: Every hidden global an operator may be rewritten to call.
+OPERATOR_HELPERS = frozenset(map(operator_helper_name, _OPERATOR_NAMES))
 
 
 def operator_rewrite(symbol: str, setting: str, in_comprehension: bool) -> str:

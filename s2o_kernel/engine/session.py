@@ -257,6 +257,7 @@ class Session(Execution):
     def reset(self) -> None:
         """Clear locals, agent and conversation variables; the settings stay."""
         g = self.globals
+        self.forget_functions()
         for name in list(self.locals):
             del g[name]
         g.pop("result", None)
@@ -274,6 +275,7 @@ class Session(Execution):
     def restore(self, snap: Snapshot) -> None:
         """Restore state saved by :meth:`snapshot`."""
         g, a, c = snap
+        self.forget_functions()  # a name the failed command set may go
         namespace = self.namespace()
         namespace.clear()
         namespace.update(g)

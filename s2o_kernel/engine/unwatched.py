@@ -12,9 +12,10 @@ test of exact types at run time, and what that test is (``docs/performance.md``,
 * every *item* a subscript gives that is itself used so (``items[numbers[42]]['name']``: the item of
   ``numbers`` is an index, the item of ``items`` is subscripted again) is tested where it is made, inside
   the expression's tested function (:mod:`.functions`), against the types its use allows;
-* a call must be a C method of an exact builtin value (:data:`UNWATCHED_METHODS`) or one of the engine's
-  own bounded helpers; at most :data:`MAX_UNWATCHED_OPERATIONS` operations; no comprehension, ``await``,
-  lambda or walrus.
+* a call must be a C method of an exact builtin value (:data:`UNWATCHED_METHODS`) or the f-string's helper;
+  never an operator's helper (:data:`.rewrites.OPERATOR_HELPERS`): the numeric fast path of ``*`` and ``%``
+  runs natively on small numbers, and the tested function gives way where it would call the helper; at most
+  :data:`MAX_UNWATCHED_OPERATIONS` operations; no comprehension, ``await``, lambda or walrus.
 
 A value only *carried* (an ``if``'s branch, a list item, the last operand of ``and``/``or``, the item a
 subscript gives to the result) is not tested: nothing runs on it.
@@ -26,7 +27,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from .rewrites import operator_helper_name
+from .rewrites import OPERATOR_HELPERS, SMALL_NUMBER
 
 #: Methods that run no bytecode, by the exact receiver type they are safe for: C methods whose
 #: arguments (``str``, ``int``, ``float``, ``bool``, ``None``) are read by C code alone, that call no
@@ -70,11 +71,12 @@ OPERAND_TYPES = ARGUMENT_TYPES
 #: per colliding key the dict was built with). The item is carried, or tested where it is made.
 SUBSCRIBED_TYPES = OPERAND_TYPES | {list, tuple, dict}
 
-#: Exact types a name must have as an operand of ``%`` (the engine's ``bounded_mod``): on a ``str`` it checks
-#: the %-format's widths by a Python loop over the text (seconds for a long one), which only the watchdog stops.
-MOD_OPERAND_TYPES = frozenset({int, float, bool})
-#: The hidden name of the ``%`` operator's helper.
-MOD_HELPER = operator_helper_name("%")
+#: Exact types a name must have as an operand of a numeric fast path (``a * b if <small numbers> else
+#: helper(a, b)``, :func:`.rewrites._rewrite_numeric`) run unwatched: its native operation on an int within
+#: the rewrite's test or a float is constant time. The helper is never called unwatched: a bounded operator's
+#: C work grows faster than its operands (a remainder of a 10**6-bit int by a 5 * 10**5-bit one takes ~0.35
+#: s, 32 of them ~12 s), and on a ``str`` ``bounded_mod`` checks the widths by a Python loop over the text.
+FAST_OPERAND_TYPES = frozenset({int, float})
 #: Most operations (operators, calls, comparisons, subscripts, truth tests) an expression run without the
 #: watchdog may hold: each may be one C call over a long value, and a chain of them (``s.count('x') == 0 and
 #: …``, ``s + s + …``) would otherwise run as many as the definition length allows, past the time limit.
@@ -101,16 +103,19 @@ def plan(tree: ast.AST, helpers: frozenset[str] = frozenset()) -> Plan | None:
     """The :class:`Plan` that lets the compiled (rewritten) ``tree`` run no bytecode the watchdog could stop,
     or ``None`` when no test of types could do (then the time limit is armed).
 
-    ``helpers`` are the hidden names the engine binds to its own bounded helpers (bounded operators, the
-    f-string's helper and test), which may be called on used values (``%``'s: names of exact numbers or
-    number constants, :data:`MOD_OPERAND_TYPES`). A call must be ``name.method(args)`` with ``method`` in
-    :data:`UNWATCHED_METHODS` for the receiver's type (``name`` may also be such a call of a method of
-    :data:`STR_RESULTS`: ``name.strip().lower()``), no ``*``/``**``, every argument a constant (``str``,
-    ``int``, ``float``, ``bool``, ``None``) or a name of :data:`ARGUMENT_TYPES`. Any other hidden name, call,
-    comprehension, ``await``, lambda or walrus, or more than :data:`MAX_UNWATCHED_OPERATIONS` operations:
-    ``None``. A numeric fast path the rewrites made (``a * b if <a and b are small numbers> else
-    helper(a, b)``, :func:`.rewrites.apply_rewrites`) is planned as its helper call: its test and its native
-    operation run C code only, on the values the call would get.
+    ``helpers`` are the hidden names the engine binds to its own helpers: the f-string's helper and test, which
+    may be called on used values, and the bounded operators with a numeric fast path (``*`` and ``%``:
+    :data:`.rewrites.NUMERIC_SAFE`), whose helper never runs unwatched: their fast path (``a * b if <a and b
+    are small numbers> else helper(a, b)``, every such operator of an expression's function) is planned as its
+    native operation on names of :data:`FAST_OPERAND_TYPES` or small number constants, and
+    :func:`.functions.tested_code` makes its call of the helper give way (``Unsure``); a call of such a helper
+    (the same operator at the top level of an ``eval``'d expression) is planned as the fast path its
+    function form has. Any other operator's helper (``**``, ``<<``) is not planned. A call must be
+    ``name.method(args)`` with ``method`` in :data:`UNWATCHED_METHODS` for the receiver's type (``name`` may
+    also be such a call of a method of :data:`STR_RESULTS`: ``name.strip().lower()``), no ``*``/``**``, every
+    argument a constant (``str``, ``int``, ``float``, ``bool``, ``None``) or a name of :data:`ARGUMENT_TYPES`.
+    Any other hidden name, call, comprehension, ``await``, lambda or walrus, or more than
+    :data:`MAX_UNWATCHED_OPERATIONS` operations: ``None``.
 
     An expression with item tests but no name to test (``[[1]][0][0]``) is ``None``: ``()`` says that nothing
     in the expression dispatches to any value's methods (``Compiled.simple``)."""
@@ -141,9 +146,11 @@ def _hidden(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id.startswith("_")
 
 
-def _numeric_fast_path(node: ast.IfExp) -> bool:
+def numeric_fast_path(node: ast.AST) -> bool:
     """Whether ``node`` is the numeric fast path :func:`.rewrites._rewrite_numeric` made: its ``orelse`` calls
     the helper with the very operand nodes of its ``body`` (no parsed expression shares nodes so)."""
+    if not isinstance(node, ast.IfExp):
+        return False
     call, native = node.orelse, node.body
     return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and _hidden(call.func)
             and isinstance(native, ast.BinOp) and len(call.args) == 2 and not call.keywords
@@ -201,9 +208,10 @@ class _Walk:
                    for k, v in zip(node.keys, node.values, strict=True))
 
     def if_exp(self, node: ast.IfExp, used: frozenset[type] | None) -> bool:
-        if _numeric_fast_path(node):
-            self.operations -= 1  # counted as its call
-            return self.value(node.orelse, used)
+        if numeric_fast_path(node):  # its native operation on small numbers; its helper never (Unsure)
+            native, call = node.body, node.orelse
+            assert isinstance(native, ast.BinOp) and isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            return call.func.id in self.helpers and self.fast_operand(native.left) and self.fast_operand(native.right)
         return self.value(node.test, OPERAND_TYPES) and self.value(node.body, used) and self.value(node.orelse, used)
 
     def bool_op(self, node: ast.BoolOp, used: frozenset[type] | None) -> bool:  # the last operand is carried
@@ -219,9 +227,10 @@ class _Walk:
     def call(self, node: ast.Call, within: frozenset[type]) -> bool:
         """Whether the call ``node`` qualifies, its receiver being of one of ``within``."""
         func = node.func
-        if isinstance(func, ast.Name):  # a hidden helper of the engine's own, on operated-on values
-            if func.id == MOD_HELPER:  # numbers only: names of them, or number constants
-                return func.id in self.helpers and not node.keywords and all(self.number(a) for a in node.args)
+        if isinstance(func, ast.Name) and func.id in OPERATOR_HELPERS:  # planned as its function form's fast path
+            return (func.id in self.helpers and not node.keywords and len(node.args) == 2
+                    and all(self.fast_operand(a) for a in node.args))
+        if isinstance(func, ast.Name):  # the f-string's helper or test, on operated-on values
             return (func.id in self.helpers and not node.keywords
                     and all(not isinstance(a, ast.Starred) and self.value(a, OPERAND_TYPES) for a in node.args))
         if not isinstance(func, ast.Attribute) or any(kw.arg is None for kw in node.keywords):
@@ -229,12 +238,14 @@ class _Walk:
         kinds = _RECEIVERS.get(func.attr, frozenset()) & within
         return bool(kinds) and self.receiver(func.value, kinds) and self.arguments(node)
 
-    def number(self, node: ast.AST) -> bool:
-        """Whether ``node`` is a number constant or a name (then asked to hold an exact number)."""
+    def fast_operand(self, node: ast.AST) -> bool:
+        """Whether ``node`` is an operand a numeric fast path is made for: a number constant within
+        :data:`.rewrites.SMALL_NUMBER`, or a name (then asked to hold an exact number)."""
         if isinstance(node, ast.Constant):
-            return type(node.value) in MOD_OPERAND_TYPES
+            value = node.value
+            return type(value) in FAST_OPERAND_TYPES and isinstance(value, (int, float)) and abs(value) < SMALL_NUMBER
         if isinstance(node, ast.Name) and not _hidden(node):
-            self.need(node.id, MOD_OPERAND_TYPES)
+            self.need(node.id, FAST_OPERAND_TYPES)
             return True
         return False
 

@@ -66,7 +66,7 @@ def test_percent_of_text_is_never_unwatched(source):
 
 
 def test_percent_of_numbers_stays_unwatched():
-    assert Engine(default_settings()).compile("n % 2").unwatched == (("n", unwatched.MOD_OPERAND_TYPES),)
+    assert Engine(default_settings()).compile("n % 2").unwatched == (("n", unwatched.FAST_OPERAND_TYPES),)
 
 
 def test_a_long_chain_of_c_calls_is_watched():
