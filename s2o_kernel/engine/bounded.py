@@ -26,6 +26,8 @@ read with ``getattr``).
 
 from __future__ import annotations
 
+import array
+import collections
 import decimal
 import fractions
 import math
@@ -46,7 +48,12 @@ MAX_FORMAT_WIDTH = 100_000
 _SPEC_NUMBERS = re.compile(r"(\d+)")
 _PERCENT_NUMBERS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
-_SEQUENCES = (str, bytes, bytearray, list, tuple)
+#: Sequences whose ``*`` repeats them: the builtin ones and the standard library's (their ``__mul__`` repeats
+#: the data in one C call; red team of 2026-12-04: ``collections.deque('a') * 10**9``).
+_SEQUENCES = (str, bytes, bytearray, list, tuple, collections.deque, collections.UserList, collections.UserString,
+              array.array)
+#: Text a ``%``-format or a sized method writes from: ``UserString`` delegates to its ``str``.
+_TEXTS = (str, collections.UserString)
 
 #: Integers below this in size multiply without a bound check (their product has at most 124 bits).
 _SMALL = 1 << 62
@@ -102,6 +109,8 @@ def bounded_mult(left: Any, right: Any) -> Any:
         bits = abs(left).bit_length() + abs(right).bit_length()
         if bits > MAX_INT_BITS:
             raise OverflowError(f"the result of * would have about {bits} bits; the bound is {MAX_INT_BITS}")
+    elif isinstance(left, (int, fractions.Fraction)) and isinstance(right, (int, fractions.Fraction)):
+        _check_bits(_base_bits(left) + _base_bits(right), "the result of *")  # a Fraction's terms multiply
     return left * right
 
 
@@ -161,8 +170,8 @@ def bounded_format(value: Any, spec: str = "") -> str:
 
 def bounded_mod(left: Any, right: Any) -> Any:
     """``left % right`` with %-format widths bounded (``'%10000000000d' % 1`` is refused)."""
-    if isinstance(left, (str, bytes, bytearray)):
-        text = str(left) if isinstance(left, str) else bytes(left).decode("latin-1")
+    if isinstance(left, (*_TEXTS, bytes, bytearray)):
+        text = str(left) if isinstance(left, _TEXTS) else bytes(left).decode("latin-1")
         numbers = [n for pair in _PERCENT_NUMBERS.findall(text) for n in pair]
         _check_widths(numbers, "%-format")
         args = right if isinstance(right, tuple) else (right,)
@@ -193,8 +202,8 @@ def _expandtabs(receiver: Any, args: tuple[Any, ...], kwargs: dict[str, Any], na
     size = _width(args, kwargs, "tabsize")
     if not _int_like(size):
         return
-    if isinstance(receiver, str):
-        tabs = receiver.count("\t")
+    if isinstance(receiver, _TEXTS):
+        tabs = str(receiver).count("\t")
     elif isinstance(receiver, (bytes, bytearray)):
         tabs = receiver.count(b"\t")
     else:
@@ -217,7 +226,7 @@ SIZED_METHODS: dict[str, Callable[[Any, tuple[Any, ...], dict[str, Any], str], N
 }
 
 #: Receiver types whose sized methods are checked (a host object's own method of that name is not).
-_SIZED_RECEIVERS = (str, bytes, bytearray, int)
+_SIZED_RECEIVERS = (*_TEXTS, bytes, bytearray, int)
 
 
 class SizedMethod:
@@ -248,7 +257,8 @@ class SizedMethod:
 
 def sized_attribute(obj: Any, name: str) -> Any:
     """``obj.<name>`` for a name of :data:`SIZED_METHODS`: a :class:`SizedMethod` when ``obj`` is (an
-    instance of) ``str``, ``bytes``, ``bytearray`` or ``int``, the plain attribute otherwise."""
+    instance of) ``str``, ``collections.UserString``, ``bytes``, ``bytearray`` or ``int``, the plain attribute
+    otherwise."""
     value = getattr(obj, name)
     is_sized = isinstance(obj, _SIZED_RECEIVERS) or (isinstance(obj, type) and issubclass(obj, _SIZED_RECEIVERS))
     return SizedMethod(value, name, obj) if is_sized and name in SIZED_METHODS else value

@@ -63,6 +63,8 @@ class Execution:
         self._deadline = Armed(0, 0.0, refire=True)  # reused by every time limit armed in the calling thread
         self._armed = WATCHDOG.armed
         self._token: Any = None
+        #: The JSON path of the command a fragment run was running when it was interrupted (its ``stopped``).
+        self.stopped_at: str | None = None
         self.use_engine(engine)
         WATCHDOG.start()
 
@@ -285,6 +287,7 @@ class Execution:
             self._loop_thread = LoopThread()
             weakref.finalize(self, self._loop_thread.stop)
         remaining = max(self.engine.settings.limits.time - (time.monotonic() - start), 0.0)
+        self.stopped_at = None
 
         async def step() -> Any:
             token = WATCHDOG.arm(remaining + 0.1)
@@ -434,8 +437,8 @@ class Execution:
             self._stop_and_wait()
             raise self.timeout_error(compiled) from None
         except (KeyboardInterrupt, concurrent.futures.CancelledError, asyncio.CancelledError, RunInterrupt):
-            self._stop_and_wait()
-            raise S2OError("stopped", INTERRUPTED, source=source) from None
+            self._stop_and_wait()  # a fragment run has ended: where it stopped is known
+            raise S2OError("stopped", INTERRUPTED, source=source, path=self.stopped_at) from None
 
     def _stop_and_wait(self) -> None:
         """Cancel the run on the loop thread and wait (at most :data:`UNWIND_WAIT`) for its task to end; its own outcome

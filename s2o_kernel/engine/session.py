@@ -28,10 +28,12 @@ from .outside.call import Outside
 from .progress import RunProgress
 from .scopes import NO_FIELDS, CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
 from .settings import Settings, bare_settings, merge
+from .undo import ItemJournal
 from .values import PLAIN_TYPES
 
-#: What :meth:`Session.snapshot` returns: shallow copies of (the current namespace, agent, conv).
-Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+#: What :meth:`Session.snapshot` returns: shallow copies of (the current namespace, agent, conv), and the mark
+#: of the run's journal of items written (:class:`~.undo.ItemJournal`).
+Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]
 
 #: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
 VARIABLE_SCOPES = ("local", "agent", "conv")
@@ -91,6 +93,8 @@ class Session(Execution):
         self._agent: dict[str, Any] = {}
         self._conv: dict[str, Any] = {}
         self._agent_functions: dict[str, Any] = {}
+        #: The items of locals the current run's commands wrote (``var``'s item targets, ``outputPath``).
+        self.items_written = ItemJournal()
         self._outside: Outside | None = None
         self._own_outside = True
         self.llm_messages: list[dict[str, Any]] = []  # the conversation's model messages (llm, SPEC 7.1)
@@ -269,12 +273,14 @@ class Session(Execution):
             self._outside.close()  # pooled connections go; the next call opens them anew
 
     def snapshot(self) -> Snapshot:
-        """Shallow copies of (the current namespace, agent, conv), to restore after a failed command."""
-        return dict(self.namespace()), dict(self._agent), dict(self._conv)
+        """Shallow copies of (the current namespace, agent, conv), to restore after a failed command, and the
+        mark of the journal of items written (:attr:`items_written`)."""
+        return dict(self.namespace()), dict(self._agent), dict(self._conv), self.items_written.mark()
 
     def restore(self, snap: Snapshot) -> None:
-        """Restore state saved by :meth:`snapshot`."""
-        g, a, c = snap
+        """Restore state saved by :meth:`snapshot`: the variables, and the items written since."""
+        g, a, c, mark = snap
+        self.items_written.undo(mark)
         self.forget_functions()  # a name the failed command set may go
         namespace = self.namespace()
         namespace.clear()
@@ -388,6 +394,7 @@ class Session(Execution):
                 return RunResult(code=code, error=exc)
         finally:
             g["sys"] = sys_scope
+            self.items_written.clear()
         return RunResult(code=code, value=value, outputs=outputs, logs=logs, error=error)
 
     def dataflow(self, fragment: Any) -> Dataflow:

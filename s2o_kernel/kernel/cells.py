@@ -24,8 +24,9 @@ A trailing ``;`` on any of the last three (``x * 2;``, ``{"var": {"x": 1}};``) h
 IPython: the cell runs as without it and shows no ``execute_result`` (``Cell.quiet``; an agent's
 expression has no ``;``, so this is the kernel's convention, like ``%``).
 
-Comment stripping is line-based: a line inside a triple-quoted string literal
-that starts with ``#`` is removed too (a documented limitation).
+Comment stripping is line-based, and knows string literals: a line that
+begins inside a triple-quoted string (three single or three double quotes, as
+Python and TOML write them) is text of the string and stays, whatever it starts with.
 """
 
 from __future__ import annotations
@@ -72,8 +73,45 @@ def is_comment_line(line: str) -> bool:
 
 
 def strip_comments(code: str) -> str:
-    """Drop every ``#`` comment line; other lines are kept exactly."""
-    return "\n".join(line for line in code.splitlines() if not is_comment_line(line))
+    """Drop every ``#`` comment line; other lines, and every line that begins inside a triple-quoted string
+    (:func:`lines_in_strings`), are kept exactly."""
+    lines = code.splitlines()
+    kept = lines_in_strings(lines)
+    return "\n".join(line for number, line in enumerate(lines) if number in kept or not is_comment_line(line))
+
+
+def lines_in_strings(lines: list[str]) -> set[int]:
+    """The numbers (from 0) of the ``lines`` that begin inside a triple-quoted string literal: one opened by
+    three single or three double quotes outside any string or comment and not closed on an earlier line
+    (backslash escapes skipped). A one-line string (``"a # b"``) and a ``#`` comment end with their line."""
+    inside: str | None = None
+    found: set[int] = set()
+    for number, line in enumerate(lines):
+        if inside is not None:
+            found.add(number)
+        i, end = 0, len(line)
+        while i < end:
+            char = line[i]
+            if inside is not None:  # in a triple-quoted string: look for its closing quotes
+                if char == "\\":
+                    i += 2
+                elif line.startswith(inside, i):
+                    inside, i = None, i + 3
+                else:
+                    i += 1
+            elif char == "#":  # a comment: the rest of the line
+                break
+            elif char in "'\"":
+                if line.startswith(char * 3, i):
+                    inside, i = char * 3, i + 3
+                    continue
+                i += 1
+                while i < end and line[i] != char:  # a one-line string
+                    i += 2 if line[i] == "\\" else 1
+                i += 1
+            else:
+                i += 1
+    return found
 
 
 @dataclass(frozen=True)
@@ -137,15 +175,31 @@ def _magic_cell(text: str, code: str) -> Cell:
     return Cell(LINE_MAGIC, text, magic=name, arg=full_arg)
 
 
+class NotJSON(ValueError):
+    """A token Python's ``json`` reads but JSON has not: ``NaN``, ``Infinity``, ``-Infinity``."""
+
+
+def _not_json(token: str) -> Any:
+    raise NotJSON(f"{token} is not JSON")
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` of a cell or a magic's argument, refusing what JSON has not (:class:`NotJSON`): a fragment
+    is JSON (SPEC 7), and an agent definition tested here must load elsewhere too."""
+    return json.loads(text, parse_constant=_not_json)
+
+
 def _json_cell(text: str, fragment_kind: FragmentKind | None) -> Cell | str | None:
     """JSON-looking text: a dynamic-string or fragment cell; else why it is not JSON (or ``None``).
 
     The reason is kept only for text most likely meant as JSON (``{"var": ...``).
     """
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         return json_error_text(exc) if _MEANT_AS_JSON.match(text) else None
+    except NotJSON as exc:
+        return str(exc) if _MEANT_AS_JSON.match(text) else None
     except (ValueError, RecursionError):
         return "not valid JSON" if _MEANT_AS_JSON.match(text) else None
     if isinstance(data, str):
@@ -202,7 +256,7 @@ def parse_json_argument(text: str, what: str, *, quote: bool = True) -> Any:
     ``json``'s own messages (``Expecting value``, ``Extra data``, …) quote nothing.
     """
     try:
-        return json.loads(text)
+        return load_json(text)
     except json.JSONDecodeError as exc:
         raise S2OError(
             "syntax",
@@ -214,6 +268,8 @@ def parse_json_argument(text: str, what: str, *, quote: bool = True) -> Any:
         ) from None
     except RecursionError:
         raise S2OError("too-deep", f"{what} nests too deeply to read (SPEC 12)", stage="validate") from None
+    except NotJSON as exc:  # our own message: it quotes only the token
+        raise S2OError("syntax", f"{what} is not valid JSON: {exc}", stage="validate") from None
     except ValueError as exc:
         raise S2OError(
             "syntax", f"{what} is not valid JSON: {type(exc).__name__}", stage="validate"

@@ -382,12 +382,14 @@ def _incomplete_json(text: str) -> dict[str, str] | None:
     return status if status is not None and status["status"] == "incomplete" else None
 
 
-def _cell_magic_status(text: str) -> dict[str, str]:
-    """``%%name`` cells: a body is needed; ``%%fragment`` and ``%%expr`` bodies are checked."""
+def _cell_magic_status(text: str, ended: bool) -> dict[str, str]:
+    """``%%name`` cells, as IPython's: complete once a blank line ends the body (``ended``: the cell's last
+    line is blank; a console sends the cell when Enter is pressed on a blank line), or after two blank lines
+    with no body; then ``%%fragment``, ``%%expr`` and JSON bodies are checked."""
     first, _, body = text.partition("\n")
-    body = body.strip()
-    if not body:
+    if not ended or (not body.strip() and body.count("\n") < 1):
         return {"status": "incomplete", "indent": ""}
+    body = body.strip()
     name = first[2:].split(None, 1)[0] if first[2:].strip() else ""
     if name == "fragment":
         return _json_status(body) or {"status": "invalid"}
@@ -413,7 +415,8 @@ def _is_complete(code: str) -> dict[str, str]:
     if not text:
         return _COMPLETE.copy()
     if text.startswith("%%"):
-        return _cell_magic_status(text)
+        unstripped = strip_comments(code.lstrip()) + ("\n" if code.endswith("\n") else "")
+        return _cell_magic_status(unstripped, "\n" in unstripped and not unstripped.rsplit("\n", 1)[1].strip())
     if text.startswith("%"):
         return _line_magic_status(text)
     if text.endswith(";") and text[:-1].strip():  # ``x;``: the cell without it, its result hidden (cells.py)

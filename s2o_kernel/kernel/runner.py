@@ -409,15 +409,16 @@ class CellRunner:
             self.emit_stream(
                 "stderr",
                 "note: this cell looks like a fragment but is not valid JSON "
-                f"({cell.json_error}), so it was read as an expression and did not run.\n",
+                f"({cell.json_error}): it ran as an expression, shown below, and the fragment's commands did "
+                "not run; %%fragment refuses JSON that is not valid.\n",
             )
         elif isinstance(value, (dict, list)) and cells.looks_like_json(cell.text):
             hint = self.fragment_hint(value)  # JSON, but a misspelled fragment: it showed back, ran nothing
             if hint:
                 self.emit_stream(
                     "stderr",
-                    f"note: this cell is JSON but not a fragment ({hint}), so it was read as an "
-                    "expression and did not run; %%fragment reads it as a fragment.\n",
+                    f"note: this cell is JSON but not a fragment ({hint}): it ran as an expression, shown "
+                    "below, and its commands did not run; %%fragment reads it as a fragment.\n",
                 )
         if not cell.quiet:  # ``x;``: run, show no result (IPython)
             self.show_value(value)

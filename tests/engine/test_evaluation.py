@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import threading
 import time
 from pathlib import Path
@@ -235,6 +236,54 @@ def test_var_fragment_sets_in_order_and_rolls_back_a_failing_command():
     r = s.run_fragment([{"var": {"z": 1}}, {"var": {"w": 2, "v": "{ 1 / 0 }"}}])
     assert r.code == "errorInAgent" and r.error.code == "runtime" and r.error.path == "[1].var.v"
     assert "z" in s.locals and "w" not in s.locals
+
+
+BEFORE = {"xs": [1, 2], "d": {"a": 1, "n": [0]}}
+
+
+@pytest.mark.parametrize("fragment, expected", [
+    ({"var": {"xs[0]": 100, "xs[2]": 7, "d['b']": 2, "d['a']": 5, "d['n'][0]": 9, "z": "{ 1 / 0 }"}}, BEFORE),
+    ({"var": {"xs[0]": 100, "z": "{ 1 / 0 }"}, "onError": {"log": "handled"}}, BEFORE),
+    ([{"var": {"d['b']": 1, "xs[2]": 3}}, {"var": {"d['a']": 0, "xs[3]": 4, "z": "{ 1 / 0 }"},
+                                          "onError": {"log": "handled"}}, {"log": "after"}],
+     {"xs": [1, 2, 3], "d": {"a": 1, "n": [0], "b": 1}}),  # the first command succeeded: its items stay
+    ({"for": {"item": "i", "in": [0, 1, 2], "commands": [
+        {"var": {"xs[0]": "{ i }"}}, {"var": {"xs[2]": "{ i }"}}, {"var": {"q": "{ 1 / (1 - i // 2) }"}}]}}, BEFORE),
+    ([{"var": {"n": 2}}, {"while": {"condition": "{ n > -1 }", "commands": [
+        {"var": {"xs[1]": "{ n }", "n": "{ n - 1 }"}}, {"var": {"d['n'][0]": "{ 10 // n }"}}]}}],
+     {"n": 2, **BEFORE}),
+])
+def test_a_failing_command_puts_back_the_items_it_wrote_in_locals(fragment, expected):
+    """``var``'s item targets write inside a local's value; a failing command (a failing loop, whatever pass
+    failed) leaves each item as it was before it, new keys and appends removed, as it leaves the variables it
+    set; a command that succeeded keeps its items (a new user's trial, 2026-12-04: ``xs[0]`` stayed written)."""
+    s = session(locals=copy.deepcopy(BEFORE))
+    r = s.run_fragment(fragment)
+    assert r.code in ("errorInAgent", "success") and s.locals == expected, (r.code, r.error)
+
+
+def test_a_failing_loop_puts_back_what_its_output_paths_wrote():
+    """An ``outputPath`` into a local's item, written by a pass of a loop that then fails: put back."""
+    agent = {"functions": {
+        "main": {"commands": [
+            {"var": {"d": {"a": 1}, "xs": [0]}},
+            {"for": {"item": "i", "in": [1, 2], "commands": [
+                {"call": {"function": "add", "args": {"a": "{ i }"}, "outputPath": "\u2020local.d.k"}},
+                {"call": {"function": "add", "args": {"a": "{ i }"}, "outputPath": "\u2020local.xs[1]"}},
+                {"var": {"q": "{ 1 / (2 - i) }"}}]},
+             "onError": {"log": "the loop failed"}},
+            {"return": "{ [d, xs] }"}]},
+        "add": {"args": {"a": "int"}, "commands": {"return": "{ a + 1 }"}}}}
+    r = session().run_fragment(agent)
+    assert r.code == "success" and r.logs == ["the loop failed"] and r.value == [{"a": 1}, [0]]
+
+
+def test_an_expressions_own_changes_in_place_stay_when_its_command_fails():
+    """What a method an expression calls changes is the expression's effect, kept as in Python (docs/design.md,
+    "A failing command"); the command's own item write beside it is put back."""
+    s = session(locals={"xs": [1, 2], "seen": []})
+    r = s.run_fragment({"var": {"xs[0]": 9, "z": "{ seen.append(1) or 1 / 0 }"}})
+    assert r.code == "errorInAgent" and s.locals["seen"] == [1] and s.locals["xs"] == [1, 2]
 
 
 def test_fragment_reports_all_problems_before_running():

@@ -302,6 +302,24 @@ def test_interrupts_before_and_after_a_run_do_not_reach_the_next_run():
         assert r.code == "success", r.error
 
 
+def test_an_interrupted_fragment_says_where_it_stopped():
+    """``stopped`` carries the JSON path of the command the run was in, as ``timedOut`` does (a new user's
+    trial, 2026-12-04: an interrupted fragment's error had no path, so no caret); a run interrupted later in
+    another command names that one, and a run that ends normally leaves nothing for the next."""
+    s = session()
+    for fragment, path in (({"var": {"b": "{ wait_long() }"}}, "var.b"),
+                           ([{"var": {"n": 0}}, {"while": {"condition": "{ n < 3 }", "commands": [
+                               {"var": {"n": "{ n + 1 }"}}, {"var": {"w": "{ wait_long() }"}}]}}],
+                            "[1].while.commands[1].var.w")):
+        STARTED.clear()
+        thread = interrupt_when_started(s)
+        r = s.run_fragment(fragment)
+        thread.join(5)
+        assert r.code == "stopped" and r.error.code == "stopped" and r.error.path == path, r.error
+    s.interrupt()
+    assert s.run_fragment({"var": {"a": "{ 1 }"}}).code == "success"
+
+
 # -- outside calls end with the run ----------------------------------------------------------------------
 
 LONG_SQL = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000000) "

@@ -88,13 +88,14 @@ class S2OKernelTests(jupyter_kernel_test.KernelTests):
         "{ 6 * 7 }",
         "# NBVAL_SKIP\nlen([1])",
         "%vars",
-        "%%allowlist\nlen",
+        "%%allowlist\nlen\n",  # a blank line ends a cell magic's body, as in IPython
     ]
     incomplete_code_samples = [
         "len(",
         '{"var": {"x": 1}',
         '[{"var":\n',
         "%%allowlist",
+        "%%allowlist\nlen",
         '%limits {"time":',
     ]
     invalid_code_samples = ["1 +", "x = 1", '{"var" 1}', "a; b"]

@@ -68,6 +68,32 @@ def test_classify(code: str, kind: str, text: str) -> None:
     assert cell.text == text
 
 
+@pytest.mark.parametrize("code, expected", [
+    ('len("""abc\n# not a comment\nxyz""")', 'len("""abc\n# not a comment\nxyz""")'),
+    ("'''line1\n#tag\nline3'''\n# a comment\nx", "'''line1\n#tag\nline3'''\nx"),
+    ('x = "a # b"\n# c\n"""q\n # in """  # after\n#gone', 'x = "a # b"\n"""q\n # in """  # after'),
+    ('"\\\\"""\n# c', '"\\\\"""'),  # a string of one backslash, then an empty one: no triple quote
+    ('"""a \\""" # b\n# still in\n"""', '"""a \\""" # b\n# still in\n"""'),  # an escaped quote
+    ("# '''\nx\n# '''", "x"),  # quotes in a comment open nothing
+])
+def test_strip_comments_keeps_the_lines_of_triple_quoted_strings(code: str, expected: str) -> None:
+    """A line that begins inside a triple-quoted string is text, not a comment (a new user's trial,
+    2026-12-04: a triple-quoted string's line starting with ``#`` was dropped, changing the value)."""
+    assert cells.strip_comments(code) == expected
+
+
+@pytest.mark.parametrize("code", ['{"var": {"x": NaN}}', '[{"var": {"x": Infinity}}]', '{"var": {"x": -Infinity}}'])
+def test_a_fragment_with_a_token_json_has_not_is_not_json(code: str) -> None:
+    """Python's ``json`` reads ``NaN`` and ``Infinity``; JSON has neither, so such a cell is no fragment (a new
+    user's trial, 2026-12-04: ``{"var": {"x": NaN}}`` set a local ``nan``); it is read as an expression, whose
+    unknown name the JSON hint then explains."""
+    cell = cells.classify(code, fake_fragment_kind)
+    assert cell.kind != cells.FRAGMENT and cell.json_error is not None and "is not JSON" in cell.json_error
+    with pytest.raises(S2OError) as err:
+        cells.parse_json_argument(code, "The body")
+    assert err.value.code == "syntax" and "is not JSON" in err.value.message
+
+
 def test_strip_comments_keeps_code_lines_exactly() -> None:
     code = "  # a\nx +\n   # b\n  y  # trailing comment stays\n#c"
     assert cells.strip_comments(code) == "x +\n  y  # trailing comment stays"
@@ -393,6 +419,12 @@ def test_allowlist_show_and_replace(runner: CellRunner, session: FakeSession) ->
     assert session.patches[-1] == {"allowlist": "# teaching list\nlen\ntime.sleep"}
     assert streams(out, "stderr") == "warning: time.sleep blocks the event loop\n"
     assert runner.run("%allowlist extra").error.ename == "magic"
+    patches = len(session.patches)
+    for empty in ("%%allowlist", "%%allowlist\n", "%%allowlist\n  \n\n"):  # would take every entry away
+        out = runner.run(empty)
+        assert out.error.ename == "magic" and "comment line only" in out.error.evalue
+    assert len(session.patches) == patches  # nothing changed
+    assert runner.run("%%allowlist\n# nothing granted").ok and session.patches[-1] == {"allowlist": "# nothing granted"}
     # Other settings magics do not repeat the allowlist's warnings.
     out = runner.run('%limits {"time": 3}')
     assert out.ok and streams(out, "stderr") == ""
@@ -664,10 +696,18 @@ def test_inspect(session: FakeSession) -> None:
         ("%vars", "complete"),
         ('%limits {"time":', "incomplete"),
         ("%%allowlist", "incomplete"),
-        ("%%allowlist\nlen", "complete"),
+        # a cell magic's body ends with a blank line, as in IPython (a console sends the cell when Enter is
+        # pressed on one): a new user's trial, 2026-12-04, saw %%allowlist run after its first entry
+        ("%%allowlist\n", "incomplete"),
+        ("%%allowlist\nlen", "incomplete"),
+        ("%%allowlist\nlen\nmath", "incomplete"),
+        ("%%allowlist\nlen\nmath\n", "complete"),
+        ("%%allowlist\n\n", "complete"),  # two blank lines: not waiting for ever (the magic refuses it)
         ("%%fragment\n[", "incomplete"),
-        ("%%fragment\n[]", "complete"),
-        ("%%expr\n(1 +", "incomplete"),
+        ("%%fragment\n[\n", "incomplete"),
+        ("%%fragment\n[]", "incomplete"),
+        ("%%fragment\n[]\n", "complete"),
+        ("%%expr\n(1 +\n", "incomplete"),
     ],
 )
 def test_is_complete(code: str, status: str) -> None:

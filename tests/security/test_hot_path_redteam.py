@@ -142,3 +142,29 @@ def test_a_sigint_during_the_probe_ends_the_evaluation_stopped(monkeypatch):
     assert err.value.code == "stopped"
     monkeypatch.setattr(functions, "observed", real)
     assert [s.evaluate(source) for _ in range(3)] == [3, 3, 3]
+
+
+@pytest.mark.parametrize("source", [
+    "len(collections.deque('a') * 10000001)", "len(10000001 * collections.deque('a'))",
+    "len(collections.UserList([1]) * 10000001)", "len(collections.UserString('a') * 10000001)",
+    "len(collections.UserString('%10000001d') % 1)", "len(collections.UserString('a').center(10000001))",
+    "len(collections.UserString('a\\tb').expandtabs(10000001))",
+    "(fractions.Fraction(n) * n).numerator.bit_length()", "(n * fractions.Fraction(n, 3)).numerator.bit_length()",
+])
+def test_bounded_operators_bound_the_standard_librarys_sequences_and_fractions(source):
+    """The same bound as the builtin twin (``'a' * 10000001``, ``'%10000001d' % 1``, ``'a'.center(10000001)``,
+    ``n * n``): the standard library's sequences repeat, pad and format their data in one C call, and a
+    ``Fraction``'s terms multiply (red team of 2026-12-04, by capability rather than by builtin type)."""
+    s = Session(Engine(make_settings({"allowlist": "collections\nfractions\nlen", "limits": {"time": 10}})),
+                locals={"n": 2 ** 999_999})
+    with pytest.raises(S2OError) as err:
+        s.evaluate(source)
+    assert err.value.code == "runtime" and "OverflowError" in err.value.message
+
+
+def test_small_repetitions_of_the_standard_librarys_sequences_still_work():
+    s = Session(Engine(make_settings({"allowlist": "collections\nfractions\nlen\nlist\nstr"})))
+    assert s.evaluate("list(collections.deque('ab') * 3)") == list("ababab")
+    assert s.evaluate("str(collections.UserString('%5d') % 42)") == "   42"
+    assert s.evaluate("str(collections.UserString('ab').center(6))") == "  ab  "
+    assert s.evaluate("fractions.Fraction(1, 3) * 3") == 1

@@ -147,10 +147,14 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
             for key in items[:-1]:
                 holder = holder[key]
             if isinstance(holder, list) and items[-1] == len(holder):
+                if scope == "local":
+                    session.items_written.note(holder, items[-1])  # restored if the command fails
                 holder.append(value)
             else:
                 if isinstance(holder, list) and not -len(holder) <= items[-1] < len(holder):
                     raise IndexError("list index out of range")
+                if scope == "local":
+                    session.items_written.note(holder, items[-1])
                 holder[items[-1]] = value
         except S2OError:
             raise

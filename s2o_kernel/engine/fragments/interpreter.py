@@ -44,6 +44,7 @@ from ..errors import S2OError
 from ..failures import INTERRUPTED
 from ..limits import RunInterrupt, RunTimeout
 from ..outside.call import CALL_FAILED_CODES
+from ..outside.llm import cost_limit_error
 from ..references import has_reference, parse_reference
 from ..values import error_message, runtime_error
 from . import wiring
@@ -78,19 +79,6 @@ _DEPTH: ContextVar[int] = ContextVar("s2o_depth", default=0)
 TOO_DEEP = "the run nests too deeply"
 
 
-def dollars_text(amount: float) -> str:
-    """US dollars for a message: ``$0.0021``, ``$0.5``, ``$0`` (at most six decimals)."""
-    return "$" + (f"{amount:.6f}".rstrip("0").rstrip(".") or "0")
-
-
-def cost_limit_error(spend: float, bound: float, name: str, path: str | None) -> S2OError:
-    """The ``cost-limit`` error of a run whose LLM spend (US dollars) passed ``bound``, the limit ``name``
-    (``limits.llm_cost`` or ``bounds.cost``); raised by the run, and by the worker's parent, which counts
-    the spend itself (SPEC 7.1)."""
-    return S2OError("cost-limit", f"the run's LLM spend {dollars_text(spend)} passed the cost limit "
-                    f"({name} = {dollars_text(bound)})", path=path, details={"spend": spend, "bound": bound})
-
-
 def type_name(value: Any) -> str:
     """The SPEC 7 type name of a value (``str``, ``int``, …), else the Python type's name."""
     for name in ("bool", "int", "float", "str", "list", "dict"):
@@ -110,8 +98,8 @@ class Interpreter:
             with one, parts go to the sink alone, so nothing holds a run's output; ``logs``: log lines.
         output_budget: the run's output caps and what was used (:class:`~..commands.output.OutputBudget`).
         parallel_depth: how many ``parallel`` commands enclose the running command (no per-command
-            snapshot inside one: branches share state).
-        current_path: JSON path of the command running now (for ``timedOut``).
+            snapshot inside one: branches share state). current_path: the running command's JSON path;
+            stopped_at: the field's, when an interrupt cancelled its expression.
         execution: the session's evaluator (:class:`~..execution.Execution`).
         spend: US dollars the run's model calls have cost so far (SPEC 6, 7.1; :meth:`add_spend`).
         compiled: (dynamic string, command field names) → its code under ``compiled_by``, the session's
@@ -130,6 +118,7 @@ class Interpreter:
         self.output_budget = OutputBudget.of(self.limits)
         self.parallel_depth, self.spend = 0, 0.0
         self.current_path: str | None = None
+        self.stopped_at: str | None = None  # the field an interrupt cancelled while it awaited
         self.compiled: dict[tuple[str, tuple[str, ...]], Compiled] = {}
         self.compiled_by: Engine | None = None
         self.fast: dict[int, tuple[Engine, list[Command], list[Step]]] = {}
@@ -151,6 +140,9 @@ class Interpreter:
                 return await self.execution.run_on_loop(compiled, self.start, namespace)
             except S2OError as exc:
                 raise exc.with_context(path=path) from None
+            except asyncio.CancelledError:  # interrupted while it awaited: where the run stopped
+                self.stopped_at = path
+                raise
         if isinstance(raw, list):
             return [await self.value(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
         if isinstance(raw, dict):
@@ -292,10 +284,9 @@ class Interpreter:
             _DEPTH.reset(token)
 
     def block_sync(self, commands: list[Command]) -> None:
-        """:meth:`block` for a list of sync commands (:func:`~.tree.all_sync`). It counts no level: nothing
-        below a sync command calls a function or runs an async command, so nothing below it reads the depth,
-        and its own nesting is within the bound validation checked (:mod:`.depth`); a ``RecursionError``
-        would still be ``too-deep``."""
+        """:meth:`block` for a list of sync commands (:func:`~.tree.all_sync`). It counts no level: nothing below
+        a sync command calls a function or runs an async command, so nothing below it reads the depth, and its
+        nesting is within the bound validation checked (:mod:`.depth`; a ``RecursionError`` is ``too-deep``)."""
         for cmd in commands:
             self.command_sync(cmd)
 
@@ -322,9 +313,9 @@ class Interpreter:
             self.session.clear_command_fields()
 
     def command_sync(self, cmd: Command) -> None:
-        """:meth:`command` for a sync command (``Command.sync``): the same steps, no coroutine. The time
-        is checked before it as before every command: the watchdog fires only ``0.1`` s past the limit,
-        so without the check a run whose time passed in a sync command would go on (and could succeed)."""
+        """:meth:`command` for a sync command (``Command.sync``): the same steps, no coroutine. The time is
+        checked before it as before every command: the watchdog fires only ``0.1`` s past the limit, so without
+        the check a run whose time passed in a sync command would go on (and could succeed)."""
         run = registry.REGISTRY[cmd.name].run_sync
         if run is None:  # cannot happen: the parser makes only commands with run_sync sync
             raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
@@ -472,6 +463,9 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
             value = exc.details.get("questions")
     except RunInterrupt:  # the watchdog's, landed outside an expression: the commands restored their state
         code, error = "stopped", S2OError("stopped", INTERRUPTED, path=interp.current_path)
+    except asyncio.CancelledError:  # interrupted (Session.interrupt): the caller reports ``stopped`` here
+        session.stopped_at = interp.stopped_at or interp.current_path
+        raise
     except (Break, Continue):  # pragma: no cover - refused at validation
         code, error = "errorInAgent", S2OError("loop-control", "break or continue outside a loop")
     except RecursionError:

@@ -111,13 +111,17 @@ def write(session: Session, ref: Ref, value: Any) -> None:
     reach.check_item(ref.scope, name, value)  # before the live holder changes
     root: Any = session.variable(ref.scope, name) if session.exists(ref.scope, name) else _new_level(path[0])
     holder: Any = root
+    # a local's items are put back if the command fails; agent and conversation values are copies
+    note = session.items_written.note if ref.scope == "local" else _no_note
     for i, item in enumerate(path):
         last = i == len(path) - 1
         _check_holder(holder, item, ref, i + 1)
         if isinstance(item, str):
             if last:
+                note(holder, item)
                 holder[item] = value
             elif item not in holder:
+                note(holder, item)
                 holder[item] = _new_level(path[i + 1])
             holder = holder[item]
             continue
@@ -125,11 +129,17 @@ def write(session: Session, ref: Ref, value: Any) -> None:
             raise S2OError("runtime", f"IndexError: cannot write {DAGGER}{ref.text()}: index {item} is past the "
                            f"end of {_prefix(ref, i + 1)} (length {len(holder)})", python_type="IndexError")
         if item == len(holder):
+            note(holder, item)
             holder.append(value)
         elif last:
+            note(holder, item)
             holder[item] = value
         holder = holder[item]
     session.set_variable(ref.scope, name, root)
+
+
+def _no_note(holder: Any, key: Any) -> None:
+    """:meth:`.undo.ItemJournal.note` for an agent or conversation variable: its holders are copies."""
 
 
 def _new_level(item: Item) -> dict[str, Any] | list[Any]:

@@ -34,6 +34,19 @@ ROLES = frozenset({"system", "user", "assistant", "tool"})
 ToolCall = dict[str, Any]
 
 
+def dollars_text(amount: float) -> str:
+    """US dollars for a message: ``$0.0021``, ``$0.5``, ``$0`` (at most six decimals)."""
+    return "$" + (f"{amount:.6f}".rstrip("0").rstrip(".") or "0")
+
+
+def cost_limit_error(spend: float, bound: float, name: str, path: str | None) -> S2OError:
+    """The ``cost-limit`` error of a run whose LLM spend (US dollars) passed ``bound``, the limit ``name``
+    (``limits.llm_cost`` or ``bounds.cost``); raised by the run, and by the worker's parent, which counts
+    the spend itself (SPEC 7.1)."""
+    return S2OError("cost-limit", f"the run's LLM spend {dollars_text(spend)} passed the cost limit "
+                    f"({name} = {dollars_text(bound)})", path=path, details={"spend": spend, "bound": bound})
+
+
 @dataclass
 class Turn:
     """What one model turn gave: ``text`` (may be empty), ``tool_calls`` and the tokens counted."""

@@ -43,9 +43,9 @@ from ..engine import Validation, memory_limit_setting, time_limit_text
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
-from ..fragments.interpreter import cost_limit_error
 from ..loop import UNWIND_WAIT
 from ..outside.call import OutsideCall
+from ..outside.llm import cost_limit_error
 from ..outside.secrets import worker_settings
 from ..session import RunResult
 from ..settings import Settings, bare_settings, merge

@@ -6,7 +6,10 @@ len
 math.sqrt
 json
 Loading is all-or-nothing: when a line fails nothing changes and every
-failing line is reported with its own message.
+failing line is reported with its own message. A body with no line at all is
+refused (it would take every entry away); to empty the allowlist on purpose,
+give it a comment line only, such as # nothing granted. In the console, an
+empty line ends the body, as in IPython.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ def replace(call: MagicCall) -> None:
         raise S2OError(
             "magic",
             "%%allowlist takes no argument on its first line; put the entries below it, one a line.",
+        )
+    if not call.raw_body.strip():
+        raise S2OError(
+            "magic",
+            "%%allowlist needs its entries below it, one a line: a cell with no body would take every entry "
+            "away. %allowlist shows the allowlist; to empty it on purpose, give %%allowlist a comment line "
+            "only (# nothing granted).",
         )
     apply_settings(call, {"allowlist": call.raw_body}, show_all_warnings=True)
 
