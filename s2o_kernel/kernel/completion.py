@@ -32,6 +32,8 @@ _LAYOUT = frozenset({tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DE
 _CLOSERS, _OPENERS = frozenset("])}"), frozenset("[({")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MAGIC_PREFIX = re.compile(r"^(\s*)(%%?)([A-Za-z0-9_-]*)$")
+#: ``%help`` up to the partial name of the magic it explains (``%help lim``, ``%help %%all``).
+_HELP_ARG = re.compile(r"^\s*%help\s+%{0,2}(?P<partial>[A-Za-z0-9_-]*)$")
 #: The line magics that take a file, up to the file's partial path (``%run age``, ``%state load s``).
 _FILE_ARG = re.compile(r"^\s*%(?:run|config|state\s+(?:save|load))\s+(?:\S+\s+)*?(?P<partial>[^\s'\"]*)$")
 #: At most this many file names are offered.
@@ -140,8 +142,16 @@ def complete(
 
 def _complete_magic(code: str, pos: int, line_magics: list[str], cell_magics: list[str]) -> dict[str, Any] | None:
     """Magic names after ``%`` or ``%%`` on the cell's first code line; ``None`` elsewhere."""
-    m = _MAGIC_PREFIX.match(_line_prefix(code, pos))
-    if not m or not _is_first_code_line(code, pos):
+    line = _line_prefix(code, pos)
+    if not _is_first_code_line(code, pos):
+        return None
+    explained = _HELP_ARG.match(line)
+    if explained:  # %help NAME explains a magic: offer the magics' names, not the session's
+        partial = explained["partial"]
+        hits = [(n, "magic") for n in sorted(set(line_magics) | set(cell_magics)) if n.startswith(partial)]
+        return _reply(hits, pos - len(partial), pos)
+    m = _MAGIC_PREFIX.match(line)
+    if not m:
         return None
     _, percent, partial = m.groups()
     names = cell_magics if percent == "%%" else line_magics

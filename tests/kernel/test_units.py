@@ -624,6 +624,12 @@ def test_complete_magics(session: FakeSession) -> None:
     reply = completion.complete("# c\n%%", 6, session, line_magics=["vars"], cell_magics=["expr"])
     assert reply["matches"] == ["%%expr"] and reply["cursor_start"] == 4
     _types_aligned(reply)
+    # %help explains magics: it is offered their names, not the session's (a new user's trial, 2026-12-04)
+    for code, matches in (("%help ", ["allowlist", "limits", "lsmagic", "vars"]), ("%help l", ["limits", "lsmagic"]),
+                          ("%help %%al", ["allowlist"]), ("%help x", [])):
+        reply = completion.complete(code, len(code), session, line_magics=["limits", "lsmagic", "vars"],
+                                    cell_magics=["allowlist", "limits"])
+        assert reply["matches"] == matches and reply["cursor_end"] == len(code), (code, reply)
 
 
 def test_complete_unicode_offsets_and_clamp(session: FakeSession) -> None:
