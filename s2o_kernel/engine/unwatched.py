@@ -15,7 +15,8 @@ test of exact types at run time, and what that test is (``docs/performance.md``,
 * a call must be a C method of an exact builtin value (:data:`UNWATCHED_METHODS`) or the f-string's helper;
   never an operator's helper (:data:`.rewrites.OPERATOR_HELPERS`): the numeric fast path of ``*`` and ``%``
   runs natively on small numbers, and the tested function gives way where it would call the helper; at most
-  :data:`MAX_UNWATCHED_OPERATIONS` operations; no comprehension, ``await``, lambda or walrus.
+  :data:`MAX_UNWATCHED_OPERATIONS` operations, :data:`MAX_UNWATCHED_CALLS` method calls among them; no
+  comprehension, ``await``, lambda or walrus.
 
 A value only *carried* (an ``if``'s branch, a list item, the last operand of ``and``/``or``, the item a
 subscript gives to the result) is not tested: nothing runs on it.
@@ -81,6 +82,10 @@ FAST_OPERAND_TYPES = frozenset({int, float})
 #: watchdog may hold: each may be one C call over a long value, and a chain of them (``s.count('x') == 0 and
 #: …``, ``s + s + …``) would otherwise run as many as the definition length allows, past the time limit.
 MAX_UNWATCHED_OPERATIONS = 32
+#: Most method calls among them: each is one C call over a value of any length (``s.split()`` of 10 MB takes
+#: ~0.14 s), which the watchdog, when armed, stops between two calls; unwatched, all of them run (24 splits
+#: ran 3 s past a 0.5 s limit: red team of 2026-12-04, third round), so past this the time limit is armed.
+MAX_UNWATCHED_CALLS = 4
 
 #: Pairs of ``(name, exact types)``: what :func:`plan` asks of the names an expression reads.
 Needs = tuple[tuple[str, frozenset[type]], ...]
@@ -121,7 +126,8 @@ def plan(tree: ast.AST, helpers: frozenset[str] = frozenset()) -> Plan | None:
     in the expression dispatches to any value's methods (``Compiled.simple``)."""
     walk = _Walk(helpers)
     if (not walk.value(getattr(tree, "body", tree), None) or not all(walk.needs.values())
-            or walk.operations > MAX_UNWATCHED_OPERATIONS or (walk.tests and not walk.needs)):
+            or walk.operations > MAX_UNWATCHED_OPERATIONS or walk.calls > MAX_UNWATCHED_CALLS
+            or (walk.tests and not walk.needs)):
         return None
     return Plan(tuple(walk.needs.items()), tuple(walk.tests))
 
@@ -138,6 +144,10 @@ _OPERATED: dict[type, tuple[str, ...]] = {
     ast.Attribute: ("value",), ast.Starred: ("value",), ast.Set: ("elts",), ast.Slice: ("lower", "upper", "step"),
     ast.JoinedStr: ("values",), ast.FormattedValue: ("value", "format_spec"),
 }
+#: Operators whose C work on two ints grows faster than their operands (a quotient or remainder of two big ints
+#: is quadratic), when the settings leave them native (``//`` always): never unwatched, so that a second run
+#: behaves as the first (red team of 2026-12-04, third round: 12 ``a // b`` of big ints).
+_SUPERLINEAR = (ast.FloorDiv, ast.Mod, ast.Mult, ast.Pow, ast.LShift, ast.MatMult)
 #: Every type a listed method is listed for.
 _RECEIVERS_ANY = frozenset(UNWATCHED_METHODS)
 
@@ -166,6 +176,8 @@ class _Walk:
         self.helpers = helpers
         #: Operations seen so far (see :data:`MAX_UNWATCHED_OPERATIONS`).
         self.operations = 0
+        #: Method calls seen so far (see :data:`MAX_UNWATCHED_CALLS`).
+        self.calls = 0
         self.kinds: dict[type, Any] = {
             ast.Constant: lambda node, used: True,
             ast.Name: self.name, ast.List: self.display, ast.Tuple: self.display, ast.Dict: self.dict,
@@ -186,8 +198,8 @@ class _Walk:
         if kind is not None:
             return bool(kind(node, used))
         fields = _OPERATED.get(type(node))
-        if fields is None:  # a comprehension, await, lambda, walrus, or a node kind not listed: armed
-            return False
+        if fields is None or (isinstance(node, ast.BinOp) and isinstance(node.op, _SUPERLINEAR)):
+            return False  # a comprehension, await, lambda, walrus, a node kind not listed: armed
         return all(self.value(n, OPERAND_TYPES) for n in _children(node, fields))
 
     def name(self, node: ast.Name, used: frozenset[type] | None) -> bool:
@@ -236,6 +248,7 @@ class _Walk:
         if not isinstance(func, ast.Attribute) or any(kw.arg is None for kw in node.keywords):
             return False
         kinds = _RECEIVERS.get(func.attr, frozenset()) & within
+        self.calls += 1
         return bool(kinds) and self.receiver(func.value, kinds) and self.arguments(node)
 
     def fast_operand(self, node: ast.AST) -> bool:

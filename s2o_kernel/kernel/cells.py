@@ -73,18 +73,21 @@ def is_comment_line(line: str) -> bool:
 
 
 def strip_comments(code: str) -> str:
-    """Drop every ``#`` comment line; other lines, and every line that begins inside a triple-quoted string
-    (:func:`lines_in_strings`), are kept exactly."""
-    lines = code.splitlines()
+    """Drop every ``#`` comment line; other lines, and every line that begins inside a string literal
+    (:func:`lines_in_strings`), are kept exactly. Lines end at ``\\n`` only: a JSON or Python string may hold
+    U+2028, U+0085 or a form feed, which ``str.splitlines`` would break at."""
+    lines = code.split("\n")
     kept = lines_in_strings(lines)
-    return "\n".join(line for number, line in enumerate(lines) if number in kept or not is_comment_line(line))
+    return "\n".join(line for number, line in enumerate(lines)
+                     if number in kept or not is_comment_line(line))
 
 
 def lines_in_strings(lines: list[str]) -> set[int]:
-    """The numbers (from 0) of the ``lines`` that begin inside a triple-quoted string literal: one opened by
-    three single or three double quotes outside any string or comment and not closed on an earlier line
-    (backslash escapes skipped). A one-line string (``"a # b"``) and a ``#`` comment end with their line."""
-    inside: str | None = None
+    """The numbers (from 0) of the ``lines`` that begin inside a string literal: a triple-quoted one (three
+    single or three double quotes) opened outside any string or comment and not closed on an earlier line,
+    or a one-quoted one whose line ended with a backslash (backslash escapes skipped). A ``#`` comment ends
+    with its line."""
+    inside: str | None = None  # the quotes that close the string the scan is in
     found: set[int] = set()
     for number, line in enumerate(lines):
         if inside is not None:
@@ -92,25 +95,23 @@ def lines_in_strings(lines: list[str]) -> set[int]:
         i, end = 0, len(line)
         while i < end:
             char = line[i]
-            if inside is not None:  # in a triple-quoted string: look for its closing quotes
+            if inside is not None:  # in a string: look for its closing quotes
                 if char == "\\":
                     i += 2
                 elif line.startswith(inside, i):
-                    inside, i = None, i + 3
+                    i += len(inside)
+                    inside = None
                 else:
                     i += 1
             elif char == "#":  # a comment: the rest of the line
                 break
             elif char in "'\"":
-                if line.startswith(char * 3, i):
-                    inside, i = char * 3, i + 3
-                    continue
-                i += 1
-                while i < end and line[i] != char:  # a one-line string
-                    i += 2 if line[i] == "\\" else 1
-                i += 1
+                inside = char * 3 if line.startswith(char * 3, i) else char
+                i += len(inside)
             else:
                 i += 1
+        if inside is not None and len(inside) == 1 and not line.endswith("\\"):
+            inside = None  # a one-quoted string ends with its line unless a backslash continues it
     return found
 
 
@@ -143,7 +144,7 @@ class Cell:
 
 def _raw_body_after_magic_line(code: str) -> str:
     """The lines after the first non-comment line, exactly as written."""
-    lines = code.splitlines()
+    lines = code.split("\n")
     for i, line in enumerate(lines):
         if line.strip() and not is_comment_line(line):
             return "\n".join(lines[i + 1 :])

@@ -94,6 +94,21 @@ def test_a_fragment_with_a_token_json_has_not_is_not_json(code: str) -> None:
     assert err.value.code == "syntax" and "is not JSON" in err.value.message
 
 
+@pytest.mark.parametrize("code", ['"a\u2028b"', '{"log": "x\u2028# y"}', '{"log": "x\x85# y"}', '{"log": "x\x0c# y"}'])
+def test_a_line_break_python_knows_but_json_has_not_is_kept_inside_a_cell(code: str) -> None:
+    """Lines end at ``\\n`` only: ``str.splitlines`` also breaks at U+2028, U+0085 or a form feed, valid inside
+    a JSON string, and dropped what followed as a comment line (red team of 2026-12-04, third round)."""
+    assert cells.strip_comments(code) == code
+    assert cells.classify(code, fake_fragment_kind).kind in (cells.DYNAMIC, cells.FRAGMENT)
+    assert completion.is_complete(code)["status"] == "complete"
+
+
+def test_a_string_continued_by_a_backslash_keeps_its_next_line() -> None:
+    code = "'abc\\\n# def'"
+    assert cells.strip_comments(code) == code
+    assert cells.strip_comments("'abc'\n# def") == "'abc'"  # no backslash: the string ended with its line
+
+
 def test_strip_comments_keeps_code_lines_exactly() -> None:
     code = "  # a\nx +\n   # b\n  y  # trailing comment stays\n#c"
     assert cells.strip_comments(code) == "x +\n  y  # trailing comment stays"

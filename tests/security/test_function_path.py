@@ -19,13 +19,15 @@ times in one session (the first run is ``eval`` of the compiled code, the later 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from hot import outcome
 from interrupting import assert_interrupt_stops
 
-from s2o_kernel.engine import Engine, S2OError, Session, default_settings, unwatched
+from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings, unwatched
+from s2o_kernel.engine.settings import make_settings
 
 LIMIT = 0.3
 
@@ -67,6 +69,36 @@ def test_percent_of_text_is_never_unwatched(source):
 
 def test_percent_of_numbers_stays_unwatched():
     assert Engine(default_settings()).compile("n % 2").unwatched == (("n", unwatched.FAST_OPERAND_TYPES),)
+
+
+def test_more_than_a_few_method_calls_are_watched():
+    """Each listed method is one C call over a value of any length: unwatched, all of them run, armed the
+    watchdog stops between two (red team of 2026-12-04, third round: 24 ``s.split()`` of 10 MB ran 3 s past
+    a 0.5 s limit from the second run)."""
+    engine = Engine(default_settings())
+    calls = unwatched.MAX_UNWATCHED_CALLS
+    assert engine.compile(" and ".join(["s.isdigit()"] * calls)).unwatched is not None
+    assert engine.compile(" and ".join(["s.isdigit()"] * (calls + 1))).unwatched is None
+    assert engine.compile("[" + ", ".join(["s.split()"] * (calls + 1)) + "][0]").unwatched is None
+    s = Session(Engine(make_settings({"limits": {"time": 0.5}})))
+    s.set_local("s", "a " * 5_000_000)
+    source = "[" + ", ".join(["s.split()"] * 24) + "][0][0]"
+    for _ in range(3):
+        started = time.monotonic()
+        with pytest.raises(S2OError) as err:
+            s.evaluate(source)
+        assert err.value.code == "timedOut" and time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize("source", ["a // b", "a + a // b", "(a // 2, b)"])
+def test_operators_whose_work_grows_faster_than_their_operands_are_never_unwatched(source):
+    """``//`` of two big ints is quadratic C work, like ``%`` (red team of 2026-12-04, third round: a chain of
+    them ran unwatched from the second run where the first timed out): armed, a second run behaves as the
+    first; ``*``, ``%``, ``**`` and ``<<`` left native by the settings likewise."""
+    assert Engine(default_settings()).compile(source).unwatched is None
+    native = Engine(bare_settings({}))  # SPEC 10's bare defaults: no operator rewritten
+    for operator in ("*", "%", "**", "<<"):
+        assert native.compile(f"a {operator} b").unwatched is None, operator
 
 
 def test_a_long_chain_of_c_calls_is_watched():

@@ -148,13 +148,13 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
                 holder = holder[key]
             if isinstance(holder, list) and items[-1] == len(holder):
                 if scope == "local":
-                    session.items_written.note(holder, items[-1])  # restored if the command fails
+                    session.items_written.note(holder, items[-1], value)  # put back if the command fails
                 holder.append(value)
             else:
                 if isinstance(holder, list) and not -len(holder) <= items[-1] < len(holder):
                     raise IndexError("list index out of range")
                 if scope == "local":
-                    session.items_written.note(holder, items[-1])
+                    session.items_written.note(holder, items[-1], value)
                 holder[items[-1]] = value
         except S2OError:
             raise

@@ -118,27 +118,28 @@ def write(session: Session, ref: Ref, value: Any) -> None:
         _check_holder(holder, item, ref, i + 1)
         if isinstance(item, str):
             if last:
-                note(holder, item)
+                note(holder, item, value)
                 holder[item] = value
             elif item not in holder:
-                note(holder, item)
-                holder[item] = _new_level(path[i + 1])
+                level = _new_level(path[i + 1])
+                note(holder, item, level)
+                holder[item] = level
             holder = holder[item]
             continue
         if item > len(holder) or (item == len(holder) and not last):
             raise S2OError("runtime", f"IndexError: cannot write {DAGGER}{ref.text()}: index {item} is past the "
                            f"end of {_prefix(ref, i + 1)} (length {len(holder)})", python_type="IndexError")
         if item == len(holder):
-            note(holder, item)
+            note(holder, item, value)
             holder.append(value)
         elif last:
-            note(holder, item)
+            note(holder, item, value)
             holder[item] = value
         holder = holder[item]
     session.set_variable(ref.scope, name, root)
 
 
-def _no_note(holder: Any, key: Any) -> None:
+def _no_note(holder: Any, key: Any, value: Any) -> None:
     """:meth:`.undo.ItemJournal.note` for an agent or conversation variable: its holders are copies."""
 
 
