@@ -18,7 +18,7 @@ import json
 import re
 import tokenize
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from s2o_kernel.engine import fragment_words
@@ -32,6 +32,8 @@ _LAYOUT = frozenset({tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DE
 _CLOSERS, _OPENERS = frozenset("])}"), frozenset("[({")
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _MAGIC_PREFIX = re.compile(r"^(\s*)(%%?)([A-Za-z0-9_-]*)$")
+#: The magic a cell's first code line starts with (``%limits {…}``, ``%%allowlist``).
+_MAGIC_AT = re.compile(r"\s*(?P<token>%%?(?P<name>[A-Za-z][A-Za-z0-9_-]*))")
 #: ``%help`` up to the partial name of the magic it explains (``%help lim``, ``%help %%all``).
 _HELP_ARG = re.compile(r"^\s*%help\s+%{0,2}(?P<partial>[A-Za-z0-9_-]*)$")
 #: The line magics that take a file, up to the file's partial path (``%run age``, ``%state load s``).
@@ -295,14 +297,35 @@ def name_at(code: str, pos: int) -> str:
     return name
 
 
-def inspect(code: str, cursor_pos: Any, session: SessionLike | None) -> dict[str, Any]:
-    """The inspect_reply content: the session's description of the name at the cursor; never raises.
+def _magic_under(code: str, pos: int) -> str | None:
+    """The name of the magic that starts the cell (its first line that is not blank or a comment) when the
+    cursor ``pos`` is on it (``%lim|its``, ``%%allowlist|``), else ``None``."""
+    start = 0
+    for line in code.split("\n"):
+        if line.strip() and not is_comment_line(line):
+            found = _MAGIC_AT.match(line)
+            if found and start + found.start("token") <= pos <= start + found.end("token"):
+                return found["name"]
+            return None
+        start += len(line) + 1
+    return None
 
-    ``found`` is false when there is no name there or the session knows nothing about it.
+
+def inspect(code: str, cursor_pos: Any, session: SessionLike | None,
+            magic_help: Callable[[str], str | None] | None = None) -> dict[str, Any]:
+    """The inspect_reply content: the session's description of the name at the cursor, or, on a ``%name`` or
+    ``%%name`` that starts the cell, the magic's help (``magic_help``, as ``%help NAME``); never raises.
+
+    ``found`` is false when there is no name there or nothing is known about it.
     """
     try:
         code = code if isinstance(code, str) else ""
-        name = name_at(code, clamp(len(code) if cursor_pos is None else cursor_pos, code))
+        pos = clamp(len(code) if cursor_pos is None else cursor_pos, code)
+        magic = _magic_under(code, pos)
+        text = magic_help(magic) if magic is not None and magic_help is not None else None
+        if text:
+            return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
+        name = name_at(code, pos)
         text = session.describe(name) if name and session is not None else None
         if not text or session is None:
             return NOT_FOUND.copy()

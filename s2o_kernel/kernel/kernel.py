@@ -368,8 +368,9 @@ class S2OKernel(Kernel):
         try:
             session = self.s2o_session
             from s2o_kernel.kernel import completion
+            from s2o_kernel.kernel.magics import magic_help
 
-            return completion.inspect(code, cursor_pos, session)
+            return completion.inspect(code, cursor_pos, session, magic_help)
         except BaseException:  # an interrupt while inspecting: still a reply
             from s2o_kernel.kernel import completion
 

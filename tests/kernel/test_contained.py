@@ -212,6 +212,17 @@ def test_run_magic_on_the_engine(runner: CellRunner, tmp_path: Path) -> None:
         assert out.error is not None and out.error.ename == ename, (function, out.error)
     missing = runner.run("%run agent.json")  # main's argument is missing
     assert missing.error.ename == "argument"
+    # %%run FILE: the body is the inputs, a JSON object over lines (a new user's trial, 2026-12-04: the body
+    # was read as more arguments)
+    assert value(runner.run('%%run agent.json\n{\n  "name": "Bo"\n}')) == 2  # len(name)
+    assert runner.session.agent_vars["greeted"] == "Bo"
+    assert value(runner.run('%%run agent.json --function shout\n{"word": "hi"}')) == "HI"
+    assert value(runner.run('%%run agent.json\n--inputs {"name": "Cyd"}')) == 3  # options in the body, as before
+    for body, ename in (('{"name": "x"', "syntax"), ("[1]", "magic")):
+        out = runner.run(f"%%run agent.json\n{body}")
+        assert out.error is not None and out.error.ename == ename, (body, out.error)
+    twice = runner.run('%%run agent.json --inputs {"name": "a"}\n{"name": "b"}')
+    assert twice.error.ename == "magic" and "twice" in twice.error.evalue
 
 
 def test_run_magic_time_limit(runner: CellRunner, tmp_path: Path) -> None:

@@ -329,6 +329,12 @@ def test_inspect_reply(kc: Any) -> None:
     assert "len" in content["data"]["text/plain"]
     msg_id = kc.inspect("nothing_here", 3)
     assert shell_reply(kc, msg_id)["content"]["found"] is False
+    # on the magic that starts a cell: its help, as %help NAME shows it (a new user's trial, 2026-12-04)
+    for code, pos, expected in (("%limits", 3, "%limits / %%limits"), ("# c\n%%allowlist\nlen", 8, "%%allowlist")):
+        content = shell_reply(kc, kc.inspect(code, pos))["content"]
+        assert content["found"] is True and expected in content["data"]["text/plain"], content
+    for code, pos in (("%nosuch", 3), ("%vars   ", 8), ("%expr nothing_here", 8)):
+        assert shell_reply(kc, kc.inspect(code, pos))["content"]["found"] is False, code
 
 
 @pytest.mark.parametrize(

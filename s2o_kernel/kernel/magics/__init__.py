@@ -89,6 +89,12 @@ def cell_magic_names() -> list[str]:
     return REGISTRY.cell_names()
 
 
+def magic_help(name: str) -> str | None:
+    """The help text of the magic ``name`` (its module's docstring, as ``%help NAME`` shows it), or ``None``."""
+    magic = REGISTRY.get(name)
+    return magic.help_text() if magic is not None else None
+
+
 def run_magic_cell(ctx: MagicContext, cell: Cell) -> None:
     """Run a classified magic cell against ``ctx`` (see :meth:`Registry.run`)."""
     REGISTRY.run(ctx, cell)

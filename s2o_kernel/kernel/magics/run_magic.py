@@ -2,6 +2,8 @@
 
 %run agent.json --inputs {"query": "hi"}      main gets its arguments from the inputs
 %run agent.json --function greet               run another function of the agent
+%%run agent.json                               the cell's body below is the inputs,
+{"query": "hi"}                                a JSON object that may span lines
 The file is read relative to the kernel's working directory. Output parts show
 as they are produced, log lines on stderr, then the value. A run that does not
 succeed fails the cell: failCommand, timedOut or stopped, or the code of the
@@ -37,6 +39,16 @@ PARSER.add_argument(
     type=json_object("the --inputs of %run", '--inputs {"query": "hi"}'),
 )  # fmt: skip
 PARSER.add_argument("--function", action=Once, metavar="NAME", type=_function_name)
+#: ``%%run FILE``'s body: its inputs.
+_INPUTS_OF_BODY = json_object("the body of %%run (its inputs)", '{"query": "hi"}')
+
+
+def _body_inputs(text: str) -> dict[str, Any]:
+    """The inputs a ``%%run`` body gives: one JSON object; ``syntax`` or ``magic`` otherwise."""
+    try:
+        return _INPUTS_OF_BODY(text)
+    except argparse.ArgumentTypeError as exc:
+        raise S2OError("magic", f"%%run: the cell's body {exc}") from None
 
 
 def parse_run_arguments(text: str) -> tuple[str, dict[str, Any] | None, str | None]:
@@ -57,7 +69,14 @@ def handle(call: MagicCall) -> None:
     fragment ``fragment``; ``--function`` with a fragment that is not an agent definition is
     ``magic``. A run that does not succeed fails the cell with its code.
     """
-    file, inputs, function = parse_run_arguments(call.text)
+    body = call.body.strip()
+    if body and not body.startswith("-"):  # %%run FILE: the body is the inputs (a body of options is read as
+        file, inputs, function = parse_run_arguments(call.arg)  # more arguments, as before)
+        if inputs is not None:
+            raise S2OError("magic", "%%run: the inputs are given twice, by --inputs and by the cell's body.")
+        inputs = _body_inputs(body)
+    else:
+        file, inputs, function = parse_run_arguments(call.text)
     call.ctx.require_session()
     data = read_json(file)
     kind = call.ctx.fragment_kind(data)
