@@ -28,12 +28,12 @@ from .outside.call import Outside
 from .progress import RunProgress
 from .scopes import NO_FIELDS, CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
 from .settings import Settings, bare_settings, merge
-from .undo import ItemJournal
+from .undo import ItemJournal, Window
 from .values import PLAIN_TYPES
 
 #: What :meth:`Session.snapshot` returns: shallow copies of (the current namespace, agent, conv), and the mark
 #: of the run's journal of items written (:class:`~.undo.ItemJournal`).
-Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]
+Snapshot = tuple[dict[str, Any], dict[str, Any], dict[str, Any], Window]
 
 #: Scopes of variables: ``local`` (the run's locals), ``agent`` and ``conv`` (JSON only, SPEC 5).
 VARIABLE_SCOPES = ("local", "agent", "conv")
@@ -222,6 +222,7 @@ class Session(Execution):
         except BaseException:
             self.restore(snap)
             raise
+        self.release(snap)
 
     def set_variable(self, scope: str, name: str, value: Any) -> None:
         """Set ``name`` in ``scope`` (``local``, ``agent`` or ``conv``); see :meth:`set_local` and :meth:`set_agent`."""
@@ -277,10 +278,14 @@ class Session(Execution):
         mark of the journal of items written (:attr:`items_written`)."""
         return dict(self.namespace()), dict(self._agent), dict(self._conv), self.items_written.mark()
 
+    def release(self, snap: Snapshot) -> None:
+        """The command :meth:`snapshot` was taken for succeeded: nothing of it will be restored."""
+        self.items_written.release(snap[3])
+
     def restore(self, snap: Snapshot) -> None:
         """Restore state saved by :meth:`snapshot`: the variables, and the items written since."""
-        g, a, c, mark = snap
-        self.items_written.undo(mark)
+        g, a, c, window = snap
+        self.items_written.undo(window)
         self.forget_functions()  # a name the failed command set may go
         namespace = self.namespace()
         namespace.clear()

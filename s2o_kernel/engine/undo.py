@@ -4,95 +4,140 @@ A failing command leaves the variables as they were before it (docs/design.md, "
 session's snapshot copies its namespaces, and this journal covers what a copy of a namespace does not, the
 items the engine itself wrote inside a local's value (``{"var": {"xs[0]": 1}}``, an ``outputPath`` of
 ``†local.d.k``). What the methods an expression calls change in place (``xs.append(1)``, ``xs.reverse()``,
-``d.update(k=2)``) is the expression's own effect, kept as in Python, as an outside call's is: an item is put
-back only while it is still the value the engine wrote (found by identity), wherever such a method moved it.
+``d.update(k=2)``) is the expression's own effect, kept as in Python, as an outside call's is: an item is
+put back only where the engine wrote it and only while it is still the value the engine wrote there (by
+identity). An item an expression moved, replaced or removed since stays as the expression left it: searching
+for it elsewhere would take the user's own item when both are the same object (``None``, a small int).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from typing import Any
 
 #: An item a command wrote did not exist before (a new key, an appended item).
 _NO_ITEM = object()
+#: Holders whose items the journal puts back: indexed ones (an index, or the length for an append) and keyed
+#: ones (read with ``get``, which makes no default in a ``defaultdict``).
+_INDEXED = (list, collections.UserList, collections.deque)
+_KEYED = (dict, collections.UserDict)
+
+
+class Window:
+    """One command's part of the journal: where it starts, and the table of the window around it."""
+
+    __slots__ = ("enclosing", "start")
+
+    def __init__(self, start: int, enclosing: dict[tuple[int, Any], int]) -> None:
+        self.start = start
+        self.enclosing = enclosing
 
 
 class ItemJournal:
-    """``(holder, key, written, old item)`` of each item written during a run, in order; :meth:`mark` and
-    :meth:`undo` bracket one command. Cleared when the run ends (:meth:`clear`).
+    """``(holder, key, written, old item)`` of each item written during a run, in order.
 
-    Memory: an item written again since the latest mark is not noted again (undoing to that mark or an
-    earlier one needs only the oldest value), so a loop writing ``d['k']`` each pass keeps one old value.
+    :meth:`mark` opens a :class:`Window` for one command, :meth:`undo` closes it when the command fails
+    (putting its items back) and :meth:`release` when it succeeds (its entries then belong to the enclosing
+    window). An item written again within one window, with nothing else written there between, keeps one
+    entry, and a released window's entry for an item the enclosing window holds an older entry for is folded
+    into it, so a loop writing ``d['k']`` each pass holds one old value, not one a pass. Cleared when the run
+    ends (:meth:`clear`).
     """
 
     def __init__(self) -> None:
-        self._written: list[tuple[Any, Any, Any, Any]] = []
-        #: ``(id(holder), key)`` → the index of its entry, for the entries since the latest :meth:`mark`.
-        self._since_mark: dict[tuple[int, Any], int] = {}
+        self._written: list[tuple[Any, Any, Any, Any] | None] = []
+        #: ``(id(holder), key)`` → the index of its latest entry, in the innermost open window.
+        self._window: dict[tuple[int, Any], int] = {}
+        #: The open windows, innermost last.
+        self._open: list[Window] = []
 
     def note(self, holder: Any, key: Any, value: Any) -> None:
-        """Record item ``key`` of ``holder`` before ``value`` is written there: a ``list`` (an index, or its
-        length for an append) or a ``dict`` (a key, new or not), their subclasses included (``OrderedDict``,
-        ``defaultdict``: read with ``get``, which makes no default). Other holders are not the engine's to
-        restore. Raises what reading the item raises (an index out of range: check it first)."""
-        if isinstance(holder, list):
+        """Record item ``key`` of ``holder`` before ``value`` is written there (see :data:`_INDEXED`,
+        :data:`_KEYED`; other holders are not the engine's to restore). Raises what reading the item raises
+        (an index out of range: check it first)."""
+        if isinstance(holder, _INDEXED):
             old = _NO_ITEM if key == len(holder) else holder[key]
-        elif isinstance(holder, dict):
+        elif isinstance(holder, _KEYED):
             old = holder.get(key, _NO_ITEM)
         else:
             return
         slot = (id(holder), key)
-        index = self._since_mark.get(slot)
-        if index is not None and self._written[index][2] is old:  # written again, nothing between: keep the
-            first = self._written[index]  # oldest item, and now look for this value when putting it back
-            self._written[index] = (first[0], first[1], value, first[3])
+        index = self._window.get(slot)
+        first = self._written[index] if index is not None else None
+        if index is not None and first is not None and first[2] is old:  # written again, nothing between:
+            self._written[index] = (first[0], first[1], value, first[3])  # the oldest item goes back
             return
-        self._since_mark[slot] = len(self._written)
+        self._window[slot] = len(self._written)
         self._written.append((holder, key, value, old))
 
-    def mark(self) -> int:
-        """Where the journal stands: what :meth:`undo` goes back to."""
-        self._since_mark = {}
-        return len(self._written)
+    def mark(self) -> Window:
+        """Open a window for a command: what :meth:`undo` goes back to, or :meth:`release` lets go."""
+        window = Window(len(self._written), self._window)
+        self._open.append(window)
+        self._window = {}
+        return window
 
-    def undo(self, mark: int) -> None:
-        """Put back every item written since ``mark``, the latest first, each only where the value the engine
-        wrote still is (by identity): at its place, else wherever an expression's method moved it in a list;
-        an item an expression replaced or removed since stays as the expression left it."""
+    def _close(self, window: Window) -> list[dict[tuple[int, Any], int]] | None:
+        """Close ``window`` and the windows still open inside it; their tables, innermost first (``None`` when
+        ``window`` is closed already: a second restore)."""
+        if not any(w is window for w in self._open):
+            return None
+        tables = []
+        while True:
+            closed = self._open.pop()
+            tables.append(self._window)
+            self._window = closed.enclosing
+            if closed is window:
+                return tables
+
+    def release(self, window: Window) -> None:
+        """The command of ``window`` succeeded: its entries belong to the enclosing window, where an item the
+        enclosing window holds an older entry for (written again, nothing between) is folded into that entry;
+        folded entries at the journal's end are dropped (a loop's pass leaves nothing behind)."""
+        tables = self._close(window)
+        if tables is None:
+            return
         written = self._written
-        while len(written) > mark:
-            holder, key, value, old = written.pop()
-            with contextlib.suppress(LookupError, TypeError, ValueError):  # a holder that refuses: it stays
-                _put_back(holder, key, value, old)
-        self._since_mark = {}
+        for table in tables:
+            for slot, index in table.items():
+                earlier, latest = self._window.get(slot), written[index]
+                first = written[earlier] if earlier is not None else None
+                if earlier is not None and first is not None and latest is not None and latest[3] is first[2]:
+                    written[earlier] = (first[0], first[1], latest[2], first[3])
+                    written[index] = None  # folded: the older entry puts the item back
+                else:
+                    self._window[slot] = index
+        floor = self._open[-1].start if self._open else 0  # never below an open window's start
+        while len(written) > floor and written[-1] is None:
+            written.pop()
+
+    def undo(self, window: Window) -> None:
+        """The command of ``window`` failed: put back every item written since it opened, the latest first,
+        each where it was written and only while it still holds the value the engine wrote; close it."""
+        written = self._written
+        while len(written) > window.start:
+            entry = written.pop()
+            if entry is not None:  # None: folded into an older entry (release)
+                with contextlib.suppress(LookupError, TypeError, ValueError):  # a holder that refuses: it stays
+                    _put_back(*entry)
+        self._close(window)
 
     def clear(self) -> None:
         """Forget everything written: no command of the run is left to fail."""
         self._written.clear()
-        self._since_mark = {}
+        self._window = {}
+        self._open.clear()
 
 
 def _put_back(holder: Any, key: Any, value: Any, old: Any) -> None:
     """Undo one write of ``value`` at ``holder[key]`` whose item before was ``old`` (or :data:`_NO_ITEM`)."""
-    if isinstance(holder, dict):
-        if key in holder and holder[key] is value:
-            if old is _NO_ITEM:
-                del holder[key]
-            else:
-                holder[key] = old
-        return
-    index = key if key < len(holder) and holder[key] is value else _find(holder, value)
-    if index is None:
+    if isinstance(holder, _KEYED):
+        if key not in holder or holder[key] is not value:
+            return
+    elif not -len(holder) <= key < len(holder) or holder[key] is not value:
         return
     if old is _NO_ITEM:
-        del holder[index]
+        del holder[key]
     else:
-        holder[index] = old
-
-
-def _find(items: list[Any], value: Any) -> int | None:
-    """The last index of ``items`` holding ``value`` itself, or ``None``."""
-    for index in range(len(items) - 1, -1, -1):
-        if items[index] is value:
-            return index
-    return None
+        holder[key] = old

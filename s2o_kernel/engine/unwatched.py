@@ -35,15 +35,16 @@ from .rewrites import OPERATOR_HELPERS, SMALL_NUMBER
 #: codec, iterate nothing given and look nothing up, and whose output is at most linear in their
 #: inputs. Not here: the sized methods (``zfill``, ``center``…: rewritten to a bounded helper anyway),
 #: ``replace``, ``join``, ``translate``, ``encode``, ``format``/``format_map`` (refused by the rules),
-#: ``maketrans``, ``to_bytes``/``from_bytes``, and every method of a container (``list.sort``,
+#: ``maketrans``, ``to_bytes``/``from_bytes``, the backward searches ``rfind``, ``rindex``, ``rpartition`` and
+#: ``rsplit`` (CPython 3.11 searches backwards in O(n·m): 0.6 s for a 20 KB needle in 200 KB; red team of
+#: 2026-12-04, fourth round; the forward ones are linear), and every method of a container (``list.sort``,
 #: ``list.index``, ``dict.get`` compare or hash the items, which may run Python code).
 UNWATCHED_METHODS: dict[type, frozenset[str]] = {
     str: frozenset({
         "capitalize", "casefold", "count", "endswith", "find", "index", "isalnum", "isalpha", "isascii",
         "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle",
-        "isupper", "lower", "lstrip", "partition", "removeprefix", "removesuffix", "rfind", "rindex",
-        "rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title",
-        "upper"}),
+        "isupper", "lower", "lstrip", "partition", "removeprefix", "removesuffix", "rstrip", "split",
+        "splitlines", "startswith", "strip", "swapcase", "title", "upper"}),
     int: frozenset({"bit_length", "bit_count", "as_integer_ratio", "conjugate"}),
     bool: frozenset({"bit_length", "bit_count", "as_integer_ratio", "conjugate"}),
     float: frozenset({"is_integer", "as_integer_ratio", "conjugate", "hex"}),

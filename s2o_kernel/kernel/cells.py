@@ -110,7 +110,7 @@ def lines_in_strings(lines: list[str]) -> set[int]:
                 i += len(inside)
             else:
                 i += 1
-        if inside is not None and len(inside) == 1 and not line.endswith("\\"):
+        if inside is not None and len(inside) == 1 and not line.rstrip("\r").endswith("\\"):
             inside = None  # a one-quoted string ends with its line unless a backslash continues it
     return found
 

@@ -448,7 +448,7 @@ def _is_complete(code: str) -> dict[str, str]:
     if not text:
         return _COMPLETE.copy()
     if text.startswith("%%"):
-        unstripped = strip_comments(code.lstrip())  # its last line kept, blank or not
+        unstripped = strip_comments(code).lstrip()  # its last line kept, blank or not
         return _cell_magic_status(unstripped, "\n" in unstripped and not unstripped.rsplit("\n", 1)[1].strip())
     if text.startswith("%"):
         return _line_magic_status(text)

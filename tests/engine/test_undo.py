@@ -1,10 +1,13 @@
 """A failing command puts back the items of locals it wrote, and only those (engine/undo.py; docs/design.md,
-"A failing command"). Red team of 2026-12-04, third round: the first journal put items back by position and
-kept every overwritten value; each test failed on it."""
+"A failing command"). Red team of 2026-12-04, third and fourth rounds: the first journal put items back by
+position and kept every overwritten value; the second searched by identity (and took the user's own equal
+item) and kept one value a pass when the loop's body took snapshots; each test failed on the code before."""
 
 from __future__ import annotations
 
 import collections
+
+import pytest
 
 from s2o_kernel.engine import Engine, IsolatedSession, Session, default_settings
 from s2o_kernel.engine.settings import make_settings
@@ -14,23 +17,16 @@ def session(**locals_):
     return Session(Engine(default_settings()), locals=locals_)
 
 
-def test_undo_of_an_append_deletes_by_position_after_an_expression_inserted():
-    """The journal deletes the appended item by index; an expression's xs.insert(0, ...) moved it, so the undo
-    deletes the user's original item 2 and keeps the engine-written 7 (neither "before" nor "before + effect")."""
+def test_an_item_an_expression_moved_stays_where_it_moved_it():
+    """An item is put back only where the engine wrote it, while it is still there: after an expression's
+    ``insert`` or ``reverse`` moved it, it stays where the expression left it (searching for it elsewhere took
+    the user's own item when both were one object: fourth round, below)."""
     s = session(xs=[1, 2])
     r = s.run_fragment({"var": {"xs[2]": 7, "y": "{ xs.insert(0, 0) }", "z": "{ 1/0 }"}})
-    assert r.code == "errorInAgent"
-    assert s.locals["xs"] == [0, 1, 2]  # the insert stays (expression's effect), the engine's append goes
-
-
-def test_undo_of_an_item_write_lands_on_the_wrong_position_after_reverse():
-    """xs[0] = 100 by the engine, then xs.reverse() by an expression, then a failure: the undo writes the old
-    item at index 0, so the engine's 100 survives at the end of the list."""
+    assert r.code == "errorInAgent" and s.locals["xs"] == [0, 1, 2, 7]  # the insert's effect; 7 not in place
     s = session(xs=[1, 2, 3])
     r = s.run_fragment({"var": {"xs[0]": 100, "y": "{ xs.reverse() }", "z": "{ 1/0 }"}})
-    assert r.code == "errorInAgent"
-    assert 100 not in s.locals["xs"]
-    assert s.locals["xs"] == [3, 2, 1]
+    assert r.code == "errorInAgent" and s.locals["xs"] == [3, 2, 100]
 
 
 def test_undo_deletes_a_new_key_an_expression_also_set():
@@ -86,3 +82,55 @@ def test_a_loop_that_fails_puts_back_its_writes_and_keeps_its_expressions_change
         {"var": {"d['a']": "{ v * 10 }", "y": "{ d.update(b=v) if v == 2 else None }"}},
         {"var": {"z": "{ 1 / 0 if v == 3 else 0 }"}}]}})
     assert r.code == "errorInAgent" and s.locals["d"] == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize("xs, written", [([None, 1], None), ([1, 2], 1), (["a", "b"], "a")])
+def test_undo_of_an_append_an_expression_popped_deletes_the_users_own_equal_item(xs, written):
+    """F1. The engine appends ``written`` (a small int / None / interned str: the same object as xs[0]); an
+    expression pops it (its own effect, kept); the command fails. _put_back does not find the value at the
+    appended index and _find() deletes the *user's* identical item at index 0 instead."""
+    before = list(xs)
+    s = session(xs=xs)
+    r = s.run_fragment({"var": {f"xs[{len(xs)}]": written, "t": "{ xs.pop() }", "z": "{ 1/0 }"}})
+    assert r.code == "errorInAgent"
+    assert s.locals["xs"] == before  # actual: the user's first item is gone ([1], [2], ['b'])
+
+
+def test_undo_of_an_item_write_an_expression_removed_overwrites_another_item():
+    """F1b. The engine writes 3 at xs[0] (xs also holds 3 at the end); an expression pops index 0 (kept);
+    the undo finds 'its' 3 at the end and overwrites the user's 3 with the old xs[0]."""
+    s = session(xs=[1, 2, 3])
+    r = s.run_fragment({"var": {"xs[0]": 3, "t": "{ xs.pop(0) }", "z": "{ 1/0 }"}})
+    assert r.code == "errorInAgent"
+    assert s.locals["xs"] == [2, 3]  # actual [2, 1]: a value that was never at that place
+
+
+def _loop_memory(body):
+    iso = IsolatedSession(make_settings({"limits": {"memory": 200 * 1024 * 1024, "time": 60}}))
+    try:
+        iso.set_vars(locals={"d": {"k": ""}})
+        return iso.run_fragment({"for": {"item": "i", "in": "{ range(400) }", "commands": body}})
+    finally:
+        iso.close()
+
+
+@pytest.mark.parametrize("body", [
+    [{"var": {"d['k']": "{ str(i) * 1000000 }"}}, {"log": "pass {i}"}],
+    [{"var": {"d['k']": "{ str(i) * 1000000 }", "j": "{ i }"}}],
+    [{"if": {"condition": "{ True }", "then": [{"var": {"d['k']": "{ str(i) * 1000000 }"}}]}}],
+], ids=["var-then-log", "two-field-var", "var-inside-if"])
+def test_journal_keeps_one_old_value_per_item_when_the_loop_body_takes_snapshots(body):
+    """F2. The dedupe (``_since_mark``) is reset by every mark(), i.e. by every non-atomic command's
+    snapshot: a loop whose body has any second command, a two-field var or an ``if`` journals d['k'] once
+    per pass (1000 passes -> 1000 entries), holding every overwritten 1 MB string: memory-limit."""
+    r = _loop_memory(body)
+    assert r.code == "success", r.error
+
+
+def test_item_written_into_a_deque_or_userdict_is_put_back():
+    """F3 (low). ItemJournal.note ignores holders other than list/dict, but var writes into any holder:
+    a failing command leaves deque / UserDict / UserList items written."""
+    s = session(dq=collections.deque([1, 2]), u=collections.UserDict(a=1), ul=collections.UserList([1]))
+    r = s.run_fragment({"var": {"dq[0]": 9, "u['a']": 9, "ul[0]": 9, "z": "{ 1/0 }"}})
+    assert r.code == "errorInAgent"
+    assert (list(s.locals["dq"]), dict(s.locals["u"]), list(s.locals["ul"])) == ([1, 2], {"a": 1}, [1])

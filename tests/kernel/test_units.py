@@ -109,6 +109,20 @@ def test_a_string_continued_by_a_backslash_keeps_its_next_line() -> None:
     assert cells.strip_comments("'abc'\n# def") == "'abc'"  # no backslash: the string ended with its line
 
 
+@pytest.mark.parametrize("code", ["# note\n\n%%fragment\n[1,\n\n", "# note\n\n%%expr\n(1 +\n\n",
+                                  "  \n# note\n  \n%%fragment\n[1,\n\n"])
+def test_is_complete_of_a_cell_magic_after_a_comment_and_a_blank_line(code: str) -> None:
+    """A comment line and a blank line before the magic: the body is checked as without them (red team of
+    2026-12-04, fourth round: the blank line came first and the magic's name read as '')."""
+    assert completion.is_complete(code)["status"] == completion.is_complete(code.replace("# note\n", ""))["status"]
+    assert completion.is_complete(code)["status"] == "incomplete"
+
+
+def test_strip_comments_keeps_a_backslash_continued_string_line_with_crlf() -> None:
+    code = "'a\\\r\n# part of the string'\r\n"
+    assert "# part of the string" in cells.strip_comments(code)
+
+
 def test_strip_comments_keeps_code_lines_exactly() -> None:
     code = "  # a\nx +\n   # b\n  y  # trailing comment stays\n#c"
     assert cells.strip_comments(code) == "x +\n  y  # trailing comment stays"

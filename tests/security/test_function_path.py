@@ -101,6 +101,19 @@ def test_operators_whose_work_grows_faster_than_their_operands_are_never_unwatch
         assert native.compile(f"a {operator} b").unwatched is None, operator
 
 
+@pytest.mark.parametrize("method", ["rfind", "rindex", "rpartition", "rsplit"])
+def test_backward_searches_are_watched(method):
+    """CPython 3.11 searches backwards in O(n·m) (a 20 KB needle in 200 KB: 0.6 s a call): armed, as a first
+    run is, so a second run is stopped as the first (red team of 2026-12-04, fourth round)."""
+    assert Engine(default_settings()).compile(f"s.{method}(p)").unwatched is None
+    s = Session(Engine(make_settings({"limits": {"time": 0.5}})), locals={"s": "a" * 200_000, "p": "ab" + "a" * 20_000})
+    for _ in range(2):
+        started = time.monotonic()
+        with pytest.raises(S2OError) as err:
+            s.evaluate("s.rfind(p) + s.rfind(p) + s.rfind(p) + s.rfind(p)")
+        assert err.value.code in ("timedOut", "stopped") and time.monotonic() - started < 1.5
+
+
 def test_a_long_chain_of_c_calls_is_watched():
     chain = " and ".join(["s.count('b') == 0"] * (unwatched.MAX_UNWATCHED_OPERATIONS + 1))
     assert Engine(default_settings()).compile(chain).unwatched is None

@@ -204,6 +204,8 @@ def command_step(it: Interpreter, cmd: Command, engine: Engine, run: Step, *, sn
             run(namespace, view)
             if output:
                 it.write_output(cmd, namespace.get("result"), failed=False)
+            if snap is not None:
+                session.release(snap)
         except (RunTimeout, RunInterrupt, KeyboardInterrupt):
             if snap is not None:
                 session.restore(snap)

@@ -301,6 +301,8 @@ class Interpreter:
         try:
             await run(self, cmd)
             self.write_output(cmd, self.session.namespace().get("result"), failed=False)
+            if snap is not None:
+                self.session.release(snap)
         except (asyncio.CancelledError, RunTimeout, RunInterrupt, KeyboardInterrupt):
             if snap is not None:  # a limit or an interrupt: nothing of this command stays
                 self.session.restore(snap)
@@ -327,6 +329,8 @@ class Interpreter:
             run(self, cmd)
             if cmd.output_path is not None:
                 self.write_output(cmd, self.session.namespace().get("result"), failed=False)
+            if snap is not None:
+                self.session.release(snap)
         except (RunTimeout, RunInterrupt, KeyboardInterrupt):
             if snap is not None:
                 self.session.restore(snap)
