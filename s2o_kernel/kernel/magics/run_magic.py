@@ -70,11 +70,10 @@ def handle(call: MagicCall) -> None:
     ``magic``. A run that does not succeed fails the cell with its code.
     """
     body = call.body.strip()
-    if body and not body.startswith("-"):  # %%run FILE: the body is the inputs (a body of options is read as
-        file, inputs, function = parse_run_arguments(call.arg)  # more arguments, as before)
-        if inputs is not None:
-            raise S2OError("magic", "%%run: the inputs are given twice, by --inputs and by the cell's body.")
-        inputs = _body_inputs(body)
+    inputs_option = any(w == "--inputs" or w.startswith("--inputs=") for w in call.arg.split())
+    if body and not body.startswith("-") and not inputs_option:  # %%run FILE: the body is the inputs (a body
+        file, inputs, function = parse_run_arguments(call.arg)  # after --inputs, or of options, is read as
+        inputs = _body_inputs(body)  # more arguments, as before)
     else:
         file, inputs, function = parse_run_arguments(call.text)
     call.ctx.require_session()
