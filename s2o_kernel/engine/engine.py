@@ -180,9 +180,9 @@ class Engine:
         #: (:data:`.rewrites.NUMERIC_SAFE`; not one rewritten to an allowlist function: any code).
         self.unwatched_helpers = frozenset(
             {rewrites.FSTRING_HELPER, rewrites.TYPE_HELPER, rewrites.PLAIN_TEXT}
-            | {rewrites.operator_helper_name(symbol) for symbol, setting in self.settings.rules.operators.items()
-               if setting in rewrites.NUMERIC_SAFE
-               and self.builtins.get(rewrites.operator_helper_name(symbol)) is BOUNDED_OPERATORS.get(setting)})
+            | {helper for helper, setting in ((rewrites.operator_helper_name(symbol), setting)
+                                              for symbol, setting in self.settings.rules.operators.items())
+               if setting in rewrites.NUMERIC_SAFE and self.builtins.get(helper) is BOUNDED_OPERATORS.get(setting)})
         limits = self.settings.limits
         rules_cfg = self.settings.rules
         self.rule_context = rules.RuleContext(

@@ -286,8 +286,9 @@ class Session(Execution):
         """Restore state saved by :meth:`snapshot`: the variables, and the items written since."""
         g, a, c, window = snap
         self.items_written.undo(window)
-        self.forget_functions()  # a name the failed command set may go
         namespace = self.namespace()
+        if not g.keys() >= namespace.keys():  # a name the failed command set goes: a function made since
+            self.forget_functions()  # would run until it read it (names that stay keep their functions)
         namespace.clear()
         namespace.update(g)
         self._agent.clear()
