@@ -4,7 +4,11 @@ timeouts, and pools that close; the secrets file; the worker's copy of the setti
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,3 +134,31 @@ def test_a_secrets_file_is_read_at_load_and_never_shown(tmp_path: Any) -> None:
     with pytest.raises(S2OError) as exc:
         make_settings({"secrets_file": str(file)})
     assert (exc.value.code, exc.value.stage) == ("settings", "load") and "'BAD'" in exc.value.message
+
+
+#: Run in a fresh interpreter: the kernel's per-cell path (``asking.install`` makes the session's door), cells
+#: that call nothing outside, then an ``api`` call on the embedded echo profile.
+_LAZY_IMPORTS = """
+import sys
+from s2o_kernel.engine import Engine, Session, default_settings
+from s2o_kernel.kernel import asking
+session = Session(Engine(default_settings()))
+asking.install(session, lambda text, password: "yes")
+assert session.evaluate("1 + 1") == 2
+assert session.run_fragment({"var": {"x": "{ 2 }"}}).code == "success"
+print(sorted(m for m in ("httpx", "httpcore", "s2o_kernel.engine.outside.api") if m in sys.modules))
+run = session.run_fragment([{"api": {"profile": "echo", "path": "/p"}}, {"return": "{ result['path'] }"}])
+print(run.value, "httpx" in sys.modules)
+"""
+
+
+def test_no_http_client_is_imported_until_a_call_needs_it() -> None:
+    """The door the kernel makes at each cell imports no handler's module: httpx is imported at the first
+    ``api`` call, so a kernel whose cells call no API never writes its pages (docs/performance.md, "Kernel")."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
+    env.pop("S2O_CONFIG", None)
+    proc = subprocess.run([sys.executable, "-c", _LAZY_IMPORTS], capture_output=True, text=True, cwd=root,
+                          env=env, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "/p True"]

@@ -15,8 +15,8 @@ For each call it
 3. puts secrets back where the worker's fields hold their placeholders (:func:`.secrets.unplace`), in
    the fields of the kinds that may carry them (:data:`.call.SECRET_KINDS`) only;
 4. runs the handler of the call's kind from :data:`HANDLERS`, the one table of kinds (one module per
-   kind: :mod:`.api`, :mod:`.db`), under ``request.timeout`` (``api-timeout`` for ``api``, ``timedOut``
-   otherwise);
+   kind: :mod:`.api`, :mod:`.db`, imported at the kind's first call), under ``request.timeout``
+   (``api-timeout`` for ``api``, ``timedOut`` otherwise);
 5. masks every secret value and evaluated credential as ``***`` in the result, and in the message and
    details of any error, whose ``path`` becomes the command's (``request.path``).
 
@@ -34,6 +34,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import importlib
 import threading
 import time
 import weakref
@@ -45,20 +46,34 @@ from ..errors import S2OError
 from ..loop import LoopThread, Submitted
 from ..scopes import reveal
 from ..settings import Settings
-from . import api, ask, db, llm
+from . import ask
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
 from .secrets import CREDENTIAL_FIELDS, Masker, secret_reads, unplace
 
 #: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
 Handler = Callable[["Gateway", Any, OutsideCall, "StreamFn | None"], Awaitable[Any]]
 
-#: The kinds of outside call and their handlers: the one place a kind is registered.
-HANDLERS: dict[str, Handler] = {
-    "api": api.handle,
-    "db": db.handle,
-    "llm": llm.handle,
-    "ask": ask.handle,
+#: The kinds of outside call and what serves each: the one place a kind is registered. A name is the module
+#: of this package whose ``handle`` serves the kind, imported by :func:`handler_of` at the kind's first call,
+#: before its timeout starts: a kernel imports no HTTP client until a cell calls an ``api`` (httpx's import at
+#: the first cell wrote ~6 MiB of pages the kernel shared with its worker; docs/performance.md, "Kernel").
+#: A handler itself may stand in for a module (tests).
+HANDLERS: dict[str, str | Handler] = {
+    "api": "api",
+    "db": "db",
+    "llm": "llm",
+    "ask": "ask",
 }
+
+
+def handler_of(kind: str) -> Handler | None:
+    """The handler of outside calls of ``kind`` (:data:`HANDLERS`; its module imported on first use), ``None``
+    for a kind no entry serves. Raises what the module's import raises."""
+    found = HANDLERS.get(kind)
+    if isinstance(found, str):
+        handler: Handler = importlib.import_module(f"{__package__}.{found}").handle
+        return handler
+    return found
 
 #: The code of a call that passes its timeout, per kind (else ``timedOut``: the run's time ran out).
 TIMEOUT_CODES = {"api": "api-timeout"}
@@ -231,7 +246,7 @@ class Gateway:
 
     async def _serve(self, request: OutsideCall, on_stream: StreamFn | None) -> Any:
         try:
-            handler = HANDLERS.get(request.kind)
+            handler = handler_of(request.kind)
             if handler is None:
                 raise S2OError("unexpected", f"no handler serves {request.kind} calls")
             profile = self.profile(request.kind, request.profile, request.path) if request.kind != "ask" else None

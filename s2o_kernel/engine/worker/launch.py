@@ -43,8 +43,11 @@ from .. import confine
 from ..settings import Settings, default_settings
 
 #: Modules a forked worker runs on, imported by the parent before it forks (so the child imports
-#: nothing while another thread of the parent might hold an import lock, and shares their pages).
-PRELOAD = ("s2o_kernel.engine", "s2o_kernel.engine.worker.server", "s2o_kernel.engine.confine")
+#: nothing while another thread of the parent might hold an import lock, and shares their pages), and the
+#: gateway the parent serves the worker's outside calls with (imported before the fork, its pages are
+#: shared too; the handlers' modules, httpx's among them, are imported at a kind's first call).
+PRELOAD = ("s2o_kernel.engine", "s2o_kernel.engine.worker.server", "s2o_kernel.engine.confine",
+           "s2o_kernel.engine.outside.gateway")
 #: The name (``/proc/PID/comm``) of a forked worker, whose command line is its parent's; an exec'd
 #: worker's command line names ``s2o_kernel.engine.worker``.
 WORKER_NAME = "s2o-worker"
