@@ -300,6 +300,24 @@ BOUNDED_OPERATORS = {
     "bounded_mod": bounded_mod,
 }
 
+def bounded_prod(iterable: Any, /, *, start: Any = 1) -> Any:
+    """``math.prod(iterable, start=start)`` with each product bounded as ``*`` is (:func:`bounded_mult`):
+    ``math.prod(['a', 10**8])`` and ``math.prod([2**999999] * 20)`` raise ``OverflowError`` where ``'a' * 10**8``
+    and ``(2**999999) ** 20`` do (red team, 2026-12-04). A Python loop: the time limit stops a long one."""
+    product = start
+    for item in iterable:
+        product = bounded_mult(product, item)
+    return product
+
+
+def bounded_lcm(*integers: Any) -> Any:
+    """``math.lcm(*integers)`` with the result bounded to :data:`MAX_INT_BITS` bits: the integers' bits together
+    (the least common multiple of coprime integers is their product)."""
+    if all(_int_like(n) for n in integers):
+        _check_bits(sum(abs(n).bit_length() for n in integers), "lcm()")
+    return math.lcm(*integers)
+
+
 #: Granted objects replaced by their bounded versions when an allowlist grants them, ``id`` → stand-in.
 BOUNDED_REPLACEMENTS: dict[int, Any] = {
     id(pow): bounded_pow,
@@ -316,4 +334,6 @@ BOUNDED_REPLACEMENTS: dict[int, Any] = {
     id(math.factorial): bounded_factorial,
     id(math.perm): bounded_perm,
     id(math.comb): bounded_comb,
+    id(math.prod): bounded_prod,
+    id(math.lcm): bounded_lcm,
 }

@@ -114,10 +114,11 @@ class Submitted:
         self._task.add_done_callback(self._settle)
 
     def _settle(self, task: asyncio.Task[Any]) -> None:
+        exc = None if task.cancelled() else task.exception()  # read even when no one waits: never logged
         if not self.future.done():  # a caller awaiting through asyncio.wrap_future may have cancelled it
             if task.cancelled():
                 self.future.cancel()
-            elif (exc := task.exception()) is not None:
+            elif exc is not None:
                 self.future.set_exception(exc)
             else:
                 self.future.set_result(task.result())

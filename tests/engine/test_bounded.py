@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
@@ -51,6 +53,11 @@ REFUSED = [
     "math.perm(10**9, 10**8)",
     "math.perm(10**9)",
     "math.comb(10**9, 5 * 10**8)",
+    "math.prod(['a', 10**8])",  # red team, 2026-12-04: prod multiplies as * does
+    "math.prod([[0], 10**8])",
+    "math.prod([2 ** 999999] * 20)",
+    "math.prod([3], start='ab' * (2 * 10**6))",
+    "math.lcm(2**999990 + 1, 2**999990 + 3)",
 ]
 
 
@@ -79,6 +86,13 @@ ALLOWED = [
     ("math.comb(10, 3)", 120),
     ("math.perm(5, 2)", 20),
     ("math.comb(10**9, 2)", 499999999500000000),
+    ("math.prod([2, 3, 4])", 24),
+    ("math.prod([1.5, 2], start=2)", 6.0),
+    ("math.prod([])", 1),
+    ("math.prod(['ab', 3])", "ababab"),
+    ("math.prod([1, 2, 3, 4, 5], start=Fraction(1, 2))", Fraction(60)),
+    ("math.lcm(4, 6, 10)", 60),
+    ("math.lcm()", 1),
 ]
 
 

@@ -34,6 +34,8 @@ async def run(it: Interpreter, cmd: Command) -> None:
 
     it.parallel_depth += 1
     tasks = [asyncio.ensure_future(it.block(branch)) for branch in cmd.branches]
+    for task in tasks:  # read by this command or not (a second failure, a branch cancelled), never logged
+        task.add_done_callback(_retrieved)
     try:
         failed: dict[int, S2OError] = {}
         pending = set(tasks)
@@ -64,6 +66,13 @@ async def run(it: Interpreter, cmd: Command) -> None:
         for task in tasks:
             if not task.done():
                 task.cancel()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Marks ``task``'s exception as retrieved: asyncio would log the exception of a branch this command did
+    not raise, with the engine's traceback, when the task is freed (red team, 2026-12-04)."""
+    if not task.cancelled():
+        task.exception()
 
 
 PARALLEL = CommandSpec("parallel", parse, run)
