@@ -22,6 +22,7 @@ the values they use hold exact builtin types) is decided by :mod:`.unwatched`.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 
@@ -201,6 +202,16 @@ class Watchdog:
         if asked is not None and asked[1] is token:
             self.interrupting.pop(token.key, None)
 
+    def forget_after_fork(self) -> None:
+        """In a forked child, where only the forking thread runs: forget the parent's watchdog thread (it is not
+        there), its deadlines (each for a parent's thread) and its locks (another thread may have held one), so
+        that the child's first :meth:`arm` starts a watchdog of its own. Registered with ``os.register_at_fork``
+        for :data:`WATCHDOG`: a worker forked after its parent armed a deadline had no watchdog, and a run past
+        its limit ran on until the parent killed the worker (red team, 2026-12-04)."""
+        self._thread = None
+        self.armed, self.interrupting, self.refiring = {}, {}, {}
+        self._start_lock, self._fire_lock = threading.Lock(), threading.Lock()
+
     def _loop(self) -> None:
         while True:
             time.sleep(TICK)
@@ -222,3 +233,4 @@ class Watchdog:
 
 #: The process-wide watchdog.
 WATCHDOG = Watchdog()
+os.register_at_fork(after_in_child=WATCHDOG.forget_after_fork)

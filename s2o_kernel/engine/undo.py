@@ -24,6 +24,12 @@ _INDEXED = (list, collections.UserList, collections.deque)
 _KEYED = (dict, collections.UserDict)
 
 
+def restorable(holder: Any) -> bool:
+    """Whether the journal puts back an item written in ``holder`` (:data:`_INDEXED`, :data:`_KEYED`): a ``var``
+    item target sets items of these only, so that a failing command can put them back."""
+    return isinstance(holder, (*_INDEXED, *_KEYED))
+
+
 class Window:
     """One command's part of the journal: where it starts, and the table of the window around it."""
 

@@ -42,14 +42,12 @@ def needs(source: str, **settings: Any) -> Any:
 
 @pytest.mark.parametrize("source, expected", [
     ("name.upper()", (("name", STR),)),
-    ("name.strip().lower()", (("name", STR),)),
-    ("name.upper().count(x)", (("name", STR), ("x", ARG))),
     ("text.split(',', 2)", (("text", STR),)),
     ("text.split(sep=None, maxsplit=n)", (("text", STR), ("n", ARG))),
     ("n.bit_length() + 1", (("n", INT),)),
     ("x.as_integer_ratio()", (("x", frozenset({int, bool, float})),)),
     ("name.upper() if flag else other", (("flag", OP), ("name", STR))),  # the test is tested for truth
-    ("name.startswith(p) and name.endswith(p)", (("name", STR), ("p", ARG))),
+    ("name.startswith(p) and name == p", (("name", STR), ("p", ARG))),
     # the numeric fast path of the bounded * and % on names of numbers and small constants (never the
     # helper), and f-strings: the engine's own helpers, on operated-on names
     ("n % 3", (("n", unwatched.FAST_OPERAND_TYPES),)), ("a * b", (("a", NUM), ("b", NUM))),
@@ -72,6 +70,9 @@ def test_method_calls_of_builtin_values_qualify(source, expected):
     "d.get('k')", "lst.sort()", "d.keys()",  # containers: items' dunders (lst.count(x) qualifies by its name:
     # the run-time test then finds a list, not a str; see test_only_exact_builtin_values_skip_the_time_limit)
     "name.upper().split().count(x)",  # list.count on the split's result
+    # two method calls: each is one C call over a text of any length, and only the watchdog stops between
+    # two (red team of 2026-12-04, fifth round; unwatched.MAX_UNWATCHED_CALLS)
+    "name.strip().lower()", "name.upper().count(x)", "name.startswith(p) and name.endswith(p)",
     "name.split()[0].upper()", "d['k'].upper()", "agent.name.upper()", "sys.inputs.get('q')",
     "name.count(str(x))", "name.count(x.y)", "name.count(d['k'])", "name.count(*xs)", "name.strip(**kw)",
     "name.count([1][0])", "name.count(b'x')",
@@ -161,7 +162,8 @@ class Count(int):
 
 @pytest.mark.parametrize("locals_, source, armed", [
     ({"name": "ab"}, "name.upper()", False),
-    ({"name": "ab", "x": "b"}, "name.strip().count(x)", False),
+    ({"name": "ab", "x": "b"}, "name.count(x)", False),
+    ({"name": "ab", "x": "b"}, "name.strip().count(x)", True),  # two method calls
     ({"n": 5}, "n.bit_length()", False),
     ({"n": True}, "n.bit_length()", False),
     ({"x": 2.5}, "x.is_integer()", False),

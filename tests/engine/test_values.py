@@ -234,11 +234,19 @@ def test_expression_results_are_checked_deeply():
     assert s.evaluate("[{(1, 2): 3}.items()]")[0] == {(1, 2): 3}.items()
 
 
-class RefusingHolder:
-    """A host object whose item assignment fails with an exception whose message cannot be built."""
+class RefusingHolder(dict):  # type: ignore[type-arg]
+    """A host dict whose item assignment fails with an exception whose message cannot be built (a holder of
+    another kind is refused before its ``__setitem__`` runs: below)."""
 
     def __setitem__(self, key: object, value: object) -> None:
         raise BadMessage(key)
+
+
+class NotAHolder:
+    """A host object with ``__setitem__``, which ``var`` never calls (the journal could not put its item back)."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        raise AssertionError("var called the host's __setitem__")
 
 
 def test_a_var_item_target_whose_holder_fails_oddly_is_a_coded_error():
@@ -246,3 +254,7 @@ def test_a_var_item_target_whose_holder_fails_oddly_is_a_coded_error():
     run = s.run_fragment({"var": {"h['k']": 1}})
     assert (run.code, run.error.code, run.error.path) == ("errorInAgent", "runtime", "var.h['k']")
     assert run.error.message == "BadMessage: cannot set h['k']: <the BadMessage message could not be shown>"
+    s.set_local("h", NotAHolder())
+    run = s.run_fragment({"var": {"h['k']": 1}})
+    assert (run.code, run.error.code, run.error.path) == ("errorInAgent", "runtime", "var.h['k']")
+    assert run.error.message.startswith("TypeError: cannot set h['k']: var sets items of lists and dicts")

@@ -141,3 +141,21 @@ def test_settings_a_forked_worker_refuses_leave_no_worker() -> None:
         IsolatedSession(make_settings({"allowlist": "inspect"}), fork=True)
     assert info.value.stage == "load"
     assert not C.wait_gone({p for p in C.descendants() if C.is_worker(p)} - before, timeout=2.0)
+
+
+def test_a_worker_forked_after_its_parent_armed_a_deadline_has_a_watchdog_of_its_own():
+    """Red team, 2026-12-04: the fork kept the parent's ``Watchdog`` with its thread (not in the child), so a
+    worker forked after the parent had armed a deadline (the kernel evaluates profile fields; a restart forks
+    again) started no watchdog: a run past its limit ran on until the parent killed the worker at the limit
+    + 1 s and restarted it. The child now forgets the parent's watchdog and starts its own."""
+    from s2o_kernel.engine.limits import WATCHDOG
+
+    WATCHDOG.disarm(WATCHDOG.arm(10))  # this process's watchdog thread runs before the fork
+    session = IsolatedSession(make_settings({"limits": {"time": 0.5}}), fork=True)
+    try:
+        for _ in range(2):
+            run = session.run_fragment({"var": {"x": "{ len([i for i in range(10**7) for j in range(10)]) }"}})
+            assert run.error is not None and run.error.code == "timedOut"
+        assert session.restarts == 0  # stopped by the worker's own watchdog, not killed by this process
+    finally:
+        session.close()

@@ -168,3 +168,19 @@ def test_small_repetitions_of_the_standard_librarys_sequences_still_work():
     assert s.evaluate("str(collections.UserString('%5d') % 42)") == "   42"
     assert s.evaluate("str(collections.UserString('ab').center(6))") == "  ab  "
     assert s.evaluate("fractions.Fraction(1, 3) * 3") == 1
+
+
+def test_a_second_run_of_long_method_calls_times_out_as_the_first():
+    """Fifth round: four ``upper()`` of a long text were planned unwatched, so from the second run all four ran
+    (3 s past a 1 s limit, the value returned) where the first run timed out after the call during which the
+    time ran out. One method call at most runs unwatched: every run of it is armed, and times out."""
+    engine = Engine(make_settings({"limits": {"time": 0.2}}))
+    source = "s.upper() == t or s.upper() == t or s.upper() == t or s.upper() == t"
+    assert engine.compile(source).unwatched is None
+    assert engine.compile("s.upper() == t").unwatched is not None  # one call: the hot path keeps it
+    text = "\u0149" * 10_000_000  # its upper() is two characters a character: ~0.25 s a call
+    s = Session(engine, locals={"s": text, "t": "x"})
+    for _ in range(3):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(source)
+        assert err.value.code == "timedOut"

@@ -17,6 +17,7 @@ from ..errors import S2OError
 from ..fragments.dataflow import ref_path
 from ..fragments.tree import join
 from ..rules import RESERVED_NAMES
+from ..undo import restorable
 from ..values import exception_text
 from .spec import CommandSpec
 
@@ -98,7 +99,9 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
         targets.append((target, fpath, value, scope, name, items))
         p.access("write", ref_path(scope, (name, *items)), fpath, "var")
     cmd.model = targets
-    cmd.atomic = len(targets) == 1  # one assignment, the last thing it does (see Command.atomic)
+    # one assignment of a whole variable, the last thing it does (see Command.atomic); an item target writes
+    # the item before the variable's value is checked whole, which may refuse it (red team, 2026-12-04)
+    cmd.atomic = len(targets) == 1 and not targets[0][5]
     cmd.fields = {k: v for k, v in fields.items() if k != "onError"}
     return cmd
 
@@ -146,6 +149,10 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
         try:
             for key in items[:-1]:
                 holder = holder[key]
+            if not restorable(holder):
+                raise S2OError("runtime", f"TypeError: cannot set {target}: var sets items of lists and dicts (and "
+                               f"of deque, UserList, UserDict), not of {type(holder).__name__}",
+                               python_type="TypeError")
             if isinstance(holder, list) and items[-1] == len(holder):
                 if scope == "local":
                     session.items_written.note(holder, items[-1], value)  # put back if the command fails

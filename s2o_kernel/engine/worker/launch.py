@@ -43,10 +43,12 @@ from .. import confine
 from ..settings import Settings, default_settings
 
 #: Modules a forked worker runs on, imported by the parent before it forks (so the child imports
-#: nothing while another thread of the parent might hold an import lock, and shares their pages), and the
-#: gateway the parent serves the worker's outside calls with (imported before the fork, its pages are
-#: shared too; the handlers' modules, httpx's among them, are imported at a kind's first call).
+#: nothing while another thread of the parent might hold an import lock, and shares their pages): the
+#: fragment parser and interpreter too, which a session imports at its first fragment (the worker wrote
+#: ~2.8 MiB of its own at its first fragment cell without them); and the gateway the parent serves the
+#: worker's outside calls with (the handlers' modules, httpx's among them, are imported at a kind's first call).
 PRELOAD = ("s2o_kernel.engine", "s2o_kernel.engine.worker.server", "s2o_kernel.engine.confine",
+           "s2o_kernel.engine.fragments.parser", "s2o_kernel.engine.fragments.interpreter",
            "s2o_kernel.engine.outside.gateway")
 #: The name (``/proc/PID/comm``) of a forked worker, whose command line is its parent's; an exec'd
 #: worker's command line names ``s2o_kernel.engine.worker``.
