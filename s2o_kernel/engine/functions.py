@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .rewrites import EXACT_NAMES, EXACT_ORDER, PLAIN_TEXT, PLAIN_TEXT_TYPES, TYPE_HELPER, placed_at
-from .unwatched import Needs, Plan, numeric_fast_path
+from .unwatched import SIZED_TYPES, UNWATCHED_SIZE, Needs, Plan, numeric_fast_path
 
 if TYPE_CHECKING:
     from .engine import Compiled
@@ -59,8 +59,10 @@ _TYPE_LOCAL = "__s2o_t"
 _ITEM_LOCAL = "__s2o_v"
 #: A probing tested function's argument, and its local holding the value.
 _PROBE, _RESULT_LOCAL = "__s2o_probe", "__s2o_r"
+#: The hidden global a tested function reads a sized value's length with (:data:`.unwatched.SIZED_TYPES`).
+LEN_NAME = "__s2o_len"
 #: Every hidden global a function's code may read, and what the engine binds it to.
-HIDDEN: dict[str, Any] = {UNSURE_NAME: _unsure, **{name: kind for kind, name in EXACT_NAMES.items()}}
+HIDDEN: dict[str, Any] = {UNSURE_NAME: _unsure, LEN_NAME: len, **{name: kind for kind, name in EXACT_NAMES.items()}}
 #: What :func:`observed` takes a name that is not set to hold (a type no test allows).
 _UNSET = object()
 #: The order in which an item's exact type is compared when it is subscripted: containers first.
@@ -144,13 +146,15 @@ def tested_code(tree: ast.Expression, found: Plan, observed: Sequence[type | Non
     body = _GiveWay().visit(tree.body)
     count = len(found.needs)
     names: Sequence[type | None] = observed[:count] if observed is not None else (None,) * count
-    testing = _Testing(found.tests, observed[count:] if observed is not None else (None,) * len(found.tests))
+    testing = _Testing(found.tests, observed[count:] if observed is not None else (None,) * len(found.tests),
+                       found.sized_items)
     body = testing.visit(body)
     known = {name: kind for (name, _), kind in zip(found.needs, names, strict=True) if kind is not None}
     if known:
         body = _Narrowing(known).visit(body)
     tests = [_one_of(placed_at(ast.Name(id=name, ctx=ast.Load()), body),
-                     frozenset({known[name]}) if name in known else allowed, body) for name, allowed in found.needs]
+                     frozenset({known[name]}) if name in known else allowed, body,
+                     sized=name if name in found.sized else None) for name, allowed in found.needs]
     statements: list[ast.stmt] = [placed_at(ast.Return(value=body), body)]
     arguments = _NO_ARGUMENTS
     if observed is None and testing.locals:
@@ -195,9 +199,12 @@ def _unsure_call(at: ast.AST) -> ast.expr:
     return placed_at(ast.Call(func=placed_at(ast.Name(id=UNSURE_NAME, ctx=ast.Load()), at), args=[], keywords=[]), at)
 
 
-def _one_of(value: ast.expr, kinds: frozenset[type], at: ast.AST, order: tuple[type, ...] = EXACT_ORDER) -> ast.expr:
+def _one_of(value: ast.expr, kinds: frozenset[type], at: ast.AST, order: tuple[type, ...] = EXACT_ORDER, *,
+            sized: str | None = None) -> ast.expr:
     """``__s2o_type(value) is __s2o_exact_int``, or for several kinds ``(__s2o_t := __s2o_type(value)) is … or
-    __s2o_t is …``: ``value``'s exact type is one of ``kinds``, compared in ``order``."""
+    __s2o_t is …``: ``value``'s exact type is one of ``kinds``, compared in ``order``. ``sized``: the name that
+    holds the value once its type is read, when it is used in a way linear in its length: a kind of
+    :data:`.unwatched.SIZED_TYPES` then also needs ``__s2o_len(sized) < UNWATCHED_SIZE``."""
     compared = [kind for kind in order if kind in kinds]
     if not compared:  # a need no exact type meets: the test never holds
         return placed_at(ast.Constant(value=False), at)
@@ -208,10 +215,20 @@ def _one_of(value: ast.expr, kinds: frozenset[type], at: ast.AST, order: tuple[t
     tests: list[ast.expr] = []
     for i, kind in enumerate(compared):
         left = read if i == 0 else placed_at(ast.Name(id=_TYPE_LOCAL, ctx=ast.Load()), at)
-        tests.append(placed_at(ast.Compare(left=left, ops=[ast.Is()],
-                                           comparators=[placed_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), at)]),
-                               at))
+        test: ast.expr = placed_at(ast.Compare(left=left, ops=[ast.Is()], comparators=[
+            placed_at(ast.Name(id=EXACT_NAMES[kind], ctx=ast.Load()), at)]), at)
+        if sized is not None and kind in SIZED_TYPES:
+            test = placed_at(ast.BoolOp(op=ast.And(), values=[test, _shorter(sized, at)]), at)
+        tests.append(test)
     return tests[0] if len(tests) == 1 else placed_at(ast.BoolOp(op=ast.Or(), values=tests), at)
+
+
+def _shorter(name: str, at: ast.AST) -> ast.expr:
+    """``__s2o_len(name) < UNWATCHED_SIZE``, placed at ``at``."""
+    length = placed_at(ast.Call(func=placed_at(ast.Name(id=LEN_NAME, ctx=ast.Load()), at),
+                                args=[placed_at(ast.Name(id=name, ctx=ast.Load()), at)], keywords=[]), at)
+    bound = placed_at(ast.Constant(UNWATCHED_SIZE), at)
+    return placed_at(ast.Compare(left=length, ops=[ast.Lt()], comparators=[bound]), at)
 
 
 class _GiveWay(ast.NodeTransformer):
@@ -233,10 +250,11 @@ class _Testing(ast.NodeTransformer):
     :attr:`locals` are the item locals, in the plan's order."""
 
     def __init__(self, tests: tuple[tuple[ast.Subscript, frozenset[type]], ...],
-                 observed: Sequence[type | None]) -> None:
+                 observed: Sequence[type | None], sized: frozenset[int] = frozenset()) -> None:
         self.tests = {id(node): (i, frozenset({kind}) if kind is not None else kinds)
                       for i, ((node, kinds), kind) in enumerate(zip(tests, observed, strict=True))}
         self.locals = [f"{_ITEM_LOCAL}{i}" for i in range(len(tests))]
+        self.sized = sized  # indexes of the tests whose item is used in a way linear in its length
 
     def visit(self, node: ast.AST) -> Any:
         node = self.generic_visit(node)
@@ -247,7 +265,8 @@ class _Testing(ast.NodeTransformer):
         local = self.locals[index]
         made = placed_at(ast.NamedExpr(target=placed_at(ast.Name(id=local, ctx=ast.Store()), node), value=node), node)
         order = _CONTAINERS_FIRST if kinds & {list, dict, tuple} else EXACT_ORDER
-        return placed_at(ast.IfExp(test=_one_of(made, kinds, node, order),
+        sized = local if index in self.sized else None
+        return placed_at(ast.IfExp(test=_one_of(made, kinds, node, order, sized=sized),
                                    body=placed_at(ast.Name(id=local, ctx=ast.Load()), node),
                                    orelse=_unsure_call(node)), node)
 

@@ -90,6 +90,16 @@ MAX_UNWATCHED_OPERATIONS = 32
 #: round). With one call at most, an unwatched run passes the limit by no more than an armed one does.
 MAX_UNWATCHED_CALLS = 1
 
+#: Exact types whose operations take time linear in the value's length (a concatenation, a comparison, a
+#: method, a format, a slice): a name or item of these, used so, must also be shorter than
+#: :data:`UNWATCHED_SIZE` to run unwatched (:func:`.functions.tested_code` tests ``len``), so that the
+#: operations an unwatched run may hold end within milliseconds: 30 ``+`` of a 10 M-character text and one
+#: ``upper()`` ran 2.4 s past a 1 s limit and returned a value from the second run, where the first run, armed,
+#: timed out at the call (red team of 2026-12-04, sixth round). Indexing one is constant time: not tested.
+SIZED_TYPES = frozenset({str, list, tuple, dict})
+#: Length below which a value of :data:`SIZED_TYPES` runs unwatched (items or characters).
+UNWATCHED_SIZE = 100_000
+
 #: Pairs of ``(name, exact types)``: what :func:`plan` asks of the names an expression reads.
 Needs = tuple[tuple[str, frozenset[type]], ...]
 
@@ -105,6 +115,10 @@ class Plan:
 
     needs: Needs
     tests: tuple[tuple[ast.Subscript, frozenset[type]], ...]
+    #: The names, and the indexes of :attr:`tests`, whose value is used in a way that takes time linear in its
+    #: length (anything but being indexed): tested shorter than :data:`UNWATCHED_SIZE` when of :data:`SIZED_TYPES`.
+    sized: frozenset[str] = frozenset()
+    sized_items: frozenset[int] = frozenset()
 
 
 def plan(tree: ast.AST, helpers: frozenset[str] = frozenset()) -> Plan | None:
@@ -132,7 +146,7 @@ def plan(tree: ast.AST, helpers: frozenset[str] = frozenset()) -> Plan | None:
             or walk.operations > MAX_UNWATCHED_OPERATIONS or walk.calls > MAX_UNWATCHED_CALLS
             or (walk.tests and not walk.needs)):
         return None
-    return Plan(tuple(walk.needs.items()), tuple(walk.tests))
+    return Plan(tuple(walk.needs.items()), tuple(walk.tests), frozenset(walk.sized), frozenset(walk.sized_items))
 
 
 def needs(tree: ast.AST, helpers: frozenset[str] = frozenset()) -> Needs | None:
@@ -181,6 +195,9 @@ class _Walk:
         self.operations = 0
         #: Method calls seen so far (see :data:`MAX_UNWATCHED_CALLS`).
         self.calls = 0
+        #: Names and item tests used in a way linear in the value's length (see :attr:`Plan.sized`).
+        self.sized: set[str] = set()
+        self.sized_items: set[int] = set()
         self.kinds: dict[type, Any] = {
             ast.Constant: lambda node, used: True,
             ast.Name: self.name, ast.List: self.display, ast.Tuple: self.display, ast.Dict: self.dict,
@@ -210,6 +227,8 @@ class _Walk:
             return node.id in self.helpers
         if used is not None:
             self.need(node.id, used)
+            if used is not SUBSCRIBED_TYPES:  # operated on, not only indexed
+                self.sized.add(node.id)
         return True
 
     def display(self, node: ast.List | ast.Tuple, used: frozenset[type] | None) -> bool:
@@ -235,7 +254,14 @@ class _Walk:
     def subscript(self, node: ast.Subscript, used: frozenset[type] | None) -> bool:
         if not (self.value(node.value, SUBSCRIBED_TYPES) and self.value(node.slice, OPERAND_TYPES)):
             return False
+        if isinstance(node.slice, ast.Slice):  # a copy: linear in the value's length
+            if isinstance(node.value, ast.Name):
+                self.sized.add(node.value.id)
+            elif self.tests and self.tests[-1][0] is node.value:
+                self.sized_items.add(len(self.tests) - 1)
         if used is not None:  # the item is used: tested where it is made
+            if used is not SUBSCRIBED_TYPES:
+                self.sized_items.add(len(self.tests))
             self.tests.append((node, used))
         return True
 
@@ -273,6 +299,7 @@ class _Walk:
                     and self.call(node, frozenset({str})))
         if isinstance(node, ast.Name) and not _hidden(node):
             self.need(node.id, kinds)
+            self.sized.add(node.id)
             return True
         return False
 
@@ -280,6 +307,7 @@ class _Walk:
         for arg in [*node.args, *(kw.value for kw in node.keywords)]:
             if isinstance(arg, ast.Name) and not _hidden(arg):
                 self.need(arg.id, ARGUMENT_TYPES)
+                self.sized.add(arg.id)
             elif not (isinstance(arg, ast.Constant) and type(arg.value) in _CONSTANT_TYPES):
                 return False
         return True

@@ -16,13 +16,14 @@ failed on the code before its fix:
 from __future__ import annotations
 
 import _thread
+import ast
 import threading
 import time
 from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, S2OError, Session, default_settings, functions
+from s2o_kernel.engine import Engine, S2OError, Session, default_settings, functions, unwatched
 from s2o_kernel.engine.settings import make_settings
 
 #: A 1,000,000-bit int and a ~500,000-bit one, both within the integer bound (a cell makes them with
@@ -184,3 +185,42 @@ def test_a_second_run_of_long_method_calls_times_out_as_the_first():
         with pytest.raises(S2OError) as err:
             s.evaluate(source)
         assert err.value.code == "timedOut"
+
+
+
+def test_a_second_run_over_long_texts_times_out_as_the_first():
+    """Sixth round: each operation an unwatched run may hold is linear in its operands' length, so 30 ``+`` of a
+    10 M-character text and one ``upper()`` ran 2.4 s past a 1 s limit and returned a value from the second run,
+    where the first, armed, timed out at the call. A text, list, tuple or dict operated on (anything but indexed)
+    now runs unwatched only when shorter than ``unwatched.UNWATCHED_SIZE``: every run of this is armed."""
+    s = Session(Engine(make_settings({"limits": {"time": 0.1}})), locals={"s": "a" * 2_000_000, "t": "x"})
+    source = " + ".join(["s"] * 40) + " == t.upper()"  # ~1.6 GB of copying before the call
+    for _ in range(3):
+        with pytest.raises(S2OError) as err:
+            s.evaluate(source)
+        assert err.value.code == "timedOut"
+
+
+@pytest.mark.parametrize("source", [
+    "s + s == t.upper()",
+    "s[1:] == t.upper()",  # a slice copies
+    "d['k'] + t == t.upper()",  # an item operated on
+    "d['k'][1:] == t.upper()",  # an item sliced
+    "t.count(s) == 1",  # an argument is read whole
+])
+def test_short_texts_run_unwatched_and_long_ones_give_way(source):
+    s = Session(Engine(default_settings()), locals={"s": "ab", "t": "x", "d": {"k": "ab"}})
+    for _ in range(3):
+        assert s.evaluate(source) is False
+    assert s._unwatched[source] is not None  # narrowed: it runs unwatched
+    long = "a" * unwatched.UNWATCHED_SIZE
+    s.set_local("s", long)
+    s.set_local("d", {"k": long})
+    assert s.evaluate(source) is False  # gave way to the armed function
+    assert s._unwatched[source] is None
+
+
+def test_values_only_indexed_are_not_measured():
+    """Indexing is constant time: ``items[numbers[42]]['name'][0]`` tests no length."""
+    plan = unwatched.plan(ast.parse("items[numbers[42]]['name'][0]", mode="eval"))
+    assert plan is not None and plan.sized == frozenset() and plan.sized_items == frozenset({0})
