@@ -33,6 +33,7 @@ import fractions
 import math
 import operator
 import re
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -318,6 +319,36 @@ def bounded_lcm(*integers: Any) -> Any:
     return math.lcm(*integers)
 
 
+def bounded_round(number: Any, ndigits: Any = None) -> Any:
+    """``round(number, ndigits)``, without computing ``10 ** -ndigits`` for an exact number it rounds to zero:
+    ``round(5, -10**7)`` built a 33 M-bit power of ten in C (~8 s, red team of 2026-12-04); ``10 ** -ndigits``
+    beyond twice the number's magnitude rounds it to ``0`` (a ``Fraction`` for a ``Fraction``), as ``round`` gives."""
+    if ndigits is None:
+        return round(number)
+    if (_int_like(ndigits) and ndigits < 0 and (_int_like(number) or isinstance(number, fractions.Fraction))
+            and -ndigits > _base_bits(number) * math.log10(2) + 2):
+        return 0 if _int_like(number) else fractions.Fraction(0)  # what int's and Fraction's __round__ return
+    return round(number, ndigits)
+
+
+def _spread(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (a ``statistics`` spread: variance, standard deviation) with its squares bounded: each exact
+    datum (and a given mean) of at most half :data:`MAX_INT_BITS` bits (``statistics.pvariance([0, 2**999999])``
+    made a 2 M-bit integer: red team of 2026-12-04)."""
+    what = f"the squares of statistics.{function.__name__}()"
+
+    def bounded(data: Any, *args: Any, **kwargs: Any) -> Any:
+        items = list(data)  # as the function itself does with an iterator
+        for value in (*items, *args, *kwargs.values()):
+            _check_bits(2 * _base_bits(value) + 2, what)
+        return function(items, *args, **kwargs)
+
+    bounded.__name__, bounded.__qualname__, bounded.__doc__ = function.__name__, function.__qualname__, function.__doc__
+    return bounded
+
+
+_SPREADS = (statistics.variance, statistics.pvariance, statistics.stdev, statistics.pstdev)
+
 #: Granted objects replaced by their bounded versions when an allowlist grants them, ``id`` → stand-in.
 BOUNDED_REPLACEMENTS: dict[int, Any] = {
     id(pow): bounded_pow,
@@ -336,4 +367,6 @@ BOUNDED_REPLACEMENTS: dict[int, Any] = {
     id(math.comb): bounded_comb,
     id(math.prod): bounded_prod,
     id(math.lcm): bounded_lcm,
+    id(round): bounded_round,
+    **{id(function): _spread(function) for function in _SPREADS},
 }

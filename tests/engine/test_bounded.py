@@ -19,6 +19,8 @@ operator
 decimal.Decimal as Decimal
 fractions.Fraction as Fraction
 math
+statistics
+round
 """
 
 
@@ -58,6 +60,10 @@ REFUSED = [
     "math.prod([2 ** 999999] * 20)",
     "math.prod([3], start='ab' * (2 * 10**6))",
     "math.lcm(2**999990 + 1, 2**999990 + 3)",
+    "statistics.pvariance([0, 2 ** 999999])",  # sixth round: the squares of a spread
+    "statistics.variance([0, 2 ** 999999])",
+    "statistics.stdev(x for x in [0, 2 ** 999999])",
+    "statistics.pstdev([0, 1], 2 ** 999999)",
 ]
 
 
@@ -93,6 +99,15 @@ ALLOWED = [
     ("math.prod([1, 2, 3, 4, 5], start=Fraction(1, 2))", Fraction(60)),
     ("math.lcm(4, 6, 10)", 60),
     ("math.lcm()", 1),
+    ("statistics.pvariance([1, 2, 3, 4])", 1.25),
+    ("statistics.variance([1, 2, 3], 2)", 1),
+    ("statistics.stdev(x for x in [1.5, 2.5, 3.5])", 1.0),
+    ("round(1250, -2)", 1200),
+    ("round(15, -1)", 20),
+    ("round(5, -10**7)", 0),  # sixth round: 10**10**7 was built in C (~8 s) to round 5 to 0
+    ("round(-(2**200) + 7, -70)", round(-(2**200) + 7, -70)),
+    ("round(Fraction(7, 3), -10**7)", Fraction(0)),
+    ("round(2.675, 2)", 2.67),
 ]
 
 
