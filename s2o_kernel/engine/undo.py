@@ -24,10 +24,19 @@ _INDEXED = (list, collections.UserList, collections.deque)
 _KEYED = (dict, collections.UserDict)
 
 
+#: The exact types a ``var`` item target writes into (:func:`restorable`): their ``__setitem__`` stores the value
+#: given, so the journal finds it there and can put the old item back. A subclass may store something else
+#: (a host dict that wraps each value: red team of 2026-12-04, sixth round): not these.
+_HOLDERS: tuple[type, ...] = (list, dict, collections.OrderedDict, collections.defaultdict, collections.Counter,
+                              collections.deque, collections.UserList, collections.UserDict)
+
+
 def restorable(holder: Any) -> bool:
-    """Whether the journal puts back an item written in ``holder`` (:data:`_INDEXED`, :data:`_KEYED`): a ``var``
-    item target sets items of these only, so that a failing command can put them back."""
-    return isinstance(holder, (*_INDEXED, *_KEYED))
+    """Whether the journal puts back an item written in ``holder``: one of :data:`_HOLDERS` exactly, compared by
+    identity (no metaclass code runs). A ``var`` item target sets items of these only, so that a failing
+    command can put them back."""
+    kind = type(holder)
+    return any(kind is exact for exact in _HOLDERS)
 
 
 class Window:

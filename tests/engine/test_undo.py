@@ -160,3 +160,22 @@ def test_an_item_target_in_a_holder_the_journal_cannot_restore_is_refused(holder
     assert (r.code, r.error.code, r.error.path) == ("errorInAgent", "runtime", f"var.h[{key}]")
     assert "var sets items of lists and dicts" in r.error.message
     assert repr(s.locals["h"]) == before
+
+
+def test_an_item_target_in_a_subclass_that_stores_something_else_is_refused():
+    """Sixth round: a host dict subclass whose ``__setitem__`` wraps the value stayed written after the command
+    failed (the journal found another value than it wrote, and left it). Only exact holder types are written."""
+
+    class Tagged(dict):  # type: ignore[type-arg]
+        def __setitem__(self, key, value):
+            super().__setitem__(key, ("tag", value))
+
+    s = session(d=Tagged(k=0))
+    r = s.run_fragment({"var": {"d['k']": 1, "z": "{ 1/0 }"}})
+    assert (r.code, r.error.code, r.error.path) == ("errorInAgent", "runtime", "var.d['k']")
+    assert dict(s.locals["d"]) == {"k": 0}
+    for holder in (collections.OrderedDict(k=0), collections.defaultdict(int, k=0), collections.Counter(k=0)):
+        s = session(d=holder)
+        assert s.run_fragment({"var": {"d['k']": 1, "z": "{ 1/0 }"}}).code == "errorInAgent"
+        assert s.locals["d"] == {"k": 0}
+        assert s.run_fragment({"var": {"d['k']": 1}}).code == "success" and s.locals["d"]["k"] == 1

@@ -151,8 +151,8 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
                 holder = holder[key]
             if not restorable(holder):
                 raise S2OError("runtime", f"TypeError: cannot set {target}: var sets items of lists and dicts (and "
-                               f"of deque, UserList, UserDict), not of {type(holder).__name__}",
-                               python_type="TypeError")
+                               f"of deque, OrderedDict, defaultdict, Counter, UserList, UserDict), not of "
+                               f"{type(holder).__name__}", python_type="TypeError")
             if isinstance(holder, list) and items[-1] == len(holder):
                 if scope == "local":
                     session.items_written.note(holder, items[-1], value)  # put back if the command fails
