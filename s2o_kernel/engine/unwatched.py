@@ -72,6 +72,11 @@ OPERAND_TYPES = ARGUMENT_TYPES
 #: compares the key, an exact scalar, in C (a stored key's own ``__eq__`` runs only on a hash collision, once
 #: per colliding key the dict was built with). The item is carried, or tested where it is made.
 SUBSCRIBED_TYPES = OPERAND_TYPES | {list, tuple, dict}
+#: The same types where a value is sliced (a copy: linear in its length, so a name or item used so is *sized*,
+#: :attr:`Plan.sized`); a set of its own, told from :data:`SUBSCRIBED_TYPES` by identity, so that a value carried
+#: to the slice (an ``if``'s branch, the last operand of ``and``/``or``) is sized too (red team of 2026-12-04,
+#: seventh round: ``(c and s)[::-1]`` eight times ran 1.7 s past a 1 s limit and returned a value).
+SLICED_TYPES = frozenset(list(SUBSCRIBED_TYPES))  # not frozenset(SUBSCRIBED_TYPES): that is the same object
 
 #: Exact types a name must have as an operand of a numeric fast path (``a * b if <small numbers> else
 #: helper(a, b)``, :func:`.rewrites._rewrite_numeric`) run unwatched: its native operation on an int within
@@ -252,13 +257,9 @@ class _Walk:
         return all(self.value(n, OPERAND_TYPES) for n in node.values[:-1]) and self.value(node.values[-1], used)
 
     def subscript(self, node: ast.Subscript, used: frozenset[type] | None) -> bool:
-        if not (self.value(node.value, SUBSCRIBED_TYPES) and self.value(node.slice, OPERAND_TYPES)):
+        within = SLICED_TYPES if isinstance(node.slice, ast.Slice) else SUBSCRIBED_TYPES
+        if not (self.value(node.value, within) and self.value(node.slice, OPERAND_TYPES)):
             return False
-        if isinstance(node.slice, ast.Slice):  # a copy: linear in the value's length
-            if isinstance(node.value, ast.Name):
-                self.sized.add(node.value.id)
-            elif self.tests and self.tests[-1][0] is node.value:
-                self.sized_items.add(len(self.tests) - 1)
         if used is not None:  # the item is used: tested where it is made
             if used is not SUBSCRIBED_TYPES:
                 self.sized_items.add(len(self.tests))

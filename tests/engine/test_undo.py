@@ -179,3 +179,15 @@ def test_an_item_target_in_a_subclass_that_stores_something_else_is_refused():
         assert s.run_fragment({"var": {"d['k']": 1, "z": "{ 1/0 }"}}).code == "errorInAgent"
         assert s.locals["d"] == {"k": 0}
         assert s.run_fragment({"var": {"d['k']": 1}}).code == "success" and s.locals["d"]["k"] == 1
+
+
+def test_a_path_through_a_missing_key_of_a_defaultdict_makes_no_key():
+    """Seventh round: walking ``x['new'][3]`` ran the defaultdict's ``__missing__``, whose new key the journal did
+    not know, so it stayed after the command failed. A missing key on the way is a ``KeyError``, as for a dict."""
+    for factory in (list, dict):
+        s = session(x=collections.defaultdict(factory))
+        r = s.run_fragment({"var": {"x['new'][0]": 1}})
+        assert (r.code, r.error.code) == ("errorInAgent", "runtime") and "KeyError" in r.error.message
+        assert list(s.locals["x"]) == []
+    s = session(x=collections.defaultdict(dict, a={}))
+    assert s.run_fragment({"var": {"x['a']['b']": 1}}).code == "success" and s.locals["x"] == {"a": {"b": 1}}

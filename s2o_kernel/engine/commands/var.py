@@ -148,6 +148,8 @@ def assign(session: Session, scope: str, name: str, items: list[Any], value: Any
         holder = root
         try:
             for key in items[:-1]:
+                if isinstance(holder, dict) and key not in holder:  # no defaultdict's __missing__: a new key
+                    raise KeyError(key)  # the journal does not know would stay if the command failed (7th round)
                 holder = holder[key]
             if not restorable(holder):
                 raise S2OError("runtime", f"TypeError: cannot set {target}: var sets items of lists and dicts (and "
