@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,15 @@ SUPPORT_DIR = Path(__file__).parent / "support"
 for _folder in (HELPERS_DIR, SUPPORT_DIR):
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
+
+#: Kernels and engines started by the tests keep their compiled expressions in a folder of this run's,
+#: never in the user's cache (``s2o_kernel/engine/codecache.py``).
+CODE_CACHE = tempfile.mkdtemp(prefix="s2o-code-cache-")
+os.environ["S2O_CODE_CACHE"] = CODE_CACHE
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(CODE_CACHE, ignore_errors=True)
 
 
 def make_session(**settings) -> Session:

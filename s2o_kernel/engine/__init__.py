@@ -19,6 +19,7 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 ``col``, ``path`` and ``stage``.
 """
 
+from .codecache import CodeCache, default_cache
 from .commands import fragment_words
 from .commands.var import parse_target
 from .engine import Compiled, Engine, Validation
@@ -35,6 +36,7 @@ from .written import WRITTEN_LIMIT, too_large_text, written_size
 __all__ = [
     "WRITTEN_LIMIT",
     "Access",
+    "CodeCache",
     "Compiled",
     "Dataflow",
     "Engine",
@@ -49,6 +51,7 @@ __all__ = [
     "as_json",
     "ask_each",
     "bare_settings",
+    "default_cache",
     "default_settings",
     "fragment_hint",
     "fragment_kind",

@@ -16,7 +16,7 @@ import inspect
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import functions, reach, rewrites, rules, stores, unwatched
 from .allowlist import Allowlist, load_allowlist
@@ -26,6 +26,9 @@ from .guards import format_string, guard_kwargs, guarded_call, guarded_import
 from .kept import guarded_store
 from .parsing import not_text, quiet
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .codecache import CodeCache, Recorder
 
 #: File name given to compiled expressions (how run-time errors find their position).
 FILENAME = "<s2o>"
@@ -41,8 +44,8 @@ SHARED_FINGERPRINTS = 16
 
 #: The process-wide compile caches: compile fingerprint → (source, command fields) → result. Engines
 #: with equal fingerprints (equal compile-relevant settings: a session reset, a settings change undone,
-#: a second session on the same configuration) share one, so they start hot. Never on disk: loading
-#: code objects from a file would be a way to run code no rule checked.
+#: a second session on the same configuration) share one, so they start hot. On disk only through a
+#: signed :class:`.codecache.CodeCache`, written by a process that ran the rules itself.
 _SHARED: dict[tuple[Any, ...], dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked]] = {}
 
 _ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -166,10 +169,16 @@ class Engine:
     standard library and this project) or ``guard=True`` is given (a session holding a host
     object as a local asks for it); off with ``allow_unsafe_entries``, where only the worker's OS
     confinement stands (SPEC 12).
+
+    ``code_cache``: a :class:`.codecache.CodeCache` whose records of this engine's fingerprint are loaded
+    now and to which every expression it compiles is written (a notebook reopened is hot), or the
+    worker's :class:`.codecache.Recorder`; kept by its twins and by a session's settings changes.
     """
 
-    def __init__(self, settings: Settings | None = None, *, guard: bool = False) -> None:
+    def __init__(self, settings: Settings | None = None, *, guard: bool = False,
+                 code_cache: CodeCache | Recorder | None = None) -> None:
         self.settings = settings if settings is not None else Settings()
+        self.code_cache = code_cache
         unsafe_ok = self.settings.allow_unsafe_entries
         self.allowlist: Allowlist = load_allowlist(self.settings.allowlist, allow_unsafe_entries=unsafe_ok)
         self.guarded = not unsafe_ok and (guard or any(reach.is_host_object(o) for o in self.allowlist.names.values()))
@@ -215,6 +224,8 @@ class Engine:
         self.compiled: dict[str, Compiled] = {}
         #: (source, locals, command fields) -> a check that passed (:meth:`check_remembered`)
         self._checks: dict[tuple[str, frozenset[str], frozenset[str]], rules.Checked] = {}
+        if code_cache is not None:
+            code_cache.load(self)
 
     def compile_fingerprint(self) -> tuple[Any, ...]:
         """Everything a compiled expression depends on, as a hashable key of the process-wide cache.
@@ -241,7 +252,7 @@ class Engine:
             return self
         twin = self._guarded_twin
         if twin is None:
-            twin = self._guarded_twin = Engine(self.settings, guard=True)
+            twin = self._guarded_twin = Engine(self.settings, guard=True, code_cache=self.code_cache)
             twin.limit_names = dict(self.limit_names)
         return twin
 
@@ -351,9 +362,9 @@ class Engine:
         hit = self._cache.get(key)
         if hit is None:
             hit = self._compile_uncached(source, key[1])
-            if len(self._cache) >= CACHE_SIZE:
-                self._cache.clear()
-            self._cache[key] = hit
+            self.cached(key, hit)
+            if self.code_cache is not None and isinstance(hit, Compiled):
+                self.code_cache.write(self, [(key[1], hit)])
         if key[1] is None and isinstance(hit, Compiled) and source not in self.compiled:
             if len(self.compiled) >= CACHE_SIZE:
                 self.compiled.clear()
@@ -362,6 +373,17 @@ class Engine:
             errors = hit.errors
             raise (errors[0] if len(errors) == 1 else ErrorGroup(errors))
         return hit
+
+    def cached(self, key: tuple[str, frozenset[str] | None], hit: Compiled | rules.Checked) -> None:
+        """Keep ``hit`` as the result of :meth:`compile` for ``key`` (source, command fields or ``None``)
+        in the process-wide cache of this engine's fingerprint (:mod:`.codecache` loads records so)."""
+        if len(self._cache) >= CACHE_SIZE:
+            self._cache.clear()
+        self._cache[key] = hit
+
+    def has_compiled(self, source: str, command_fields: frozenset[str] | None) -> bool:
+        """Whether :meth:`compile` has a result for ``source`` with ``command_fields`` without compiling."""
+        return (source, command_fields) in self._cache
 
     def _compile_uncached(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
         with quiet():  # one warnings context for the parse and the compile: compiler warnings never show

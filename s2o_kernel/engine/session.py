@@ -303,7 +303,7 @@ class Session(Execution):
         Returns the new engine's warnings. Raises ``S2OError`` with stage ``load`` (codes ``settings``,
         ``allowlist``, ``refused-entry``) and then leaves the session exactly as it was.
         """
-        engine = Engine(bare_settings(merge(self.engine.settings.to_dict(), patch)))
+        engine = Engine(bare_settings(merge(self.engine.settings.to_dict(), patch)), code_cache=self.engine.code_cache)
         if self.engine.guarded:
             engine = engine.with_guard()
         old = self.engine.settings

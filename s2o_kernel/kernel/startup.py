@@ -68,12 +68,13 @@ def make_session(settings: Settings, warnings: list[str] | None = None) -> Sessi
     The warnings of the settings (and, when the worker cannot be started, a
     warning saying so: the in-process session is used then) are added to
     ``warnings``. Raises the engine's ``S2OError`` (stage ``load``) for
-    settings it refuses.
+    settings it refuses. Either way compiled expressions are kept in the user's
+    code cache (``engine.default_cache()``; ``S2O_CODE_CACHE=off`` turns it off).
     """
     found: list[str] = []
     if isolation_requested():
         try:
-            isolated = engine.IsolatedSession(settings, fork=True)
+            isolated = engine.IsolatedSession(settings, fork=True, code_cache=engine.default_cache())
         except S2OError as exc:
             if exc.stage == "load":  # refused settings: the same in-process
                 raise
@@ -88,7 +89,7 @@ def make_session(settings: Settings, warnings: list[str] | None = None) -> Sessi
             f"the containment worker could not be started ({problem}); cells run in the "
             "kernel process, where C-level loops and memory bombs are not stopped"
         )
-    in_process = engine.Session(engine.Engine(settings))
+    in_process = engine.Session(engine.Engine(settings, code_cache=engine.default_cache()))
     if warnings is not None:
         warnings.extend([*found, *in_process.warnings])
     return in_process

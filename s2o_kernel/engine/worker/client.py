@@ -1,31 +1,29 @@
 """Containment by process: :class:`IsolatedSession` runs a session in a supervised worker (SPEC 6, 12).
 
 Some work cannot be stopped from inside the interpreter: a C-level loop (``max(itertools.count())``,
-``collections.deque(itertools.count(), 0)``) or one huge allocation. ``IsolatedSession`` has the same
-interface as :class:`~..session.Session`, but every run happens in a child process (:mod:`.server`) that
+``collections.deque(itertools.count(), 0)``) or one huge allocation. ``IsolatedSession`` has the same interface as
+:class:`~..session.Session`, but every run happens in a child process (:mod:`.server`) that
 
-* caps its own address space at its start-up size plus ``limits.memory`` (a memory bomb ends as
-  ``memory-limit`` inside the child), and
-* is killed by this parent when a run goes past ``limits.time`` plus :data:`KILL_GRACE` seconds (pure-Python
-  work is already stopped in the child at the limit by its watchdog), then restarted from the last good
-  state: agent and conversation variables and every JSON-serialisable local.
+* caps its own address space at its start-up size plus ``limits.memory`` (a memory bomb ends as ``memory-limit``
+  inside the child), and
+* is killed by this parent when a run goes past ``limits.time`` plus :data:`KILL_GRACE` seconds (pure-Python work is
+  already stopped in the child at the limit by its watchdog), then restarted from the last good state: agent and
+  conversation variables and every JSON-serialisable local.
 
-An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`) reaches the child, which ends the
-run with ``stopped``; a child that does not answer within :data:`INTERRUPT_GRACE` seconds (C code the
-interrupt cannot reach), or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and
-restarted.
+An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`) reaches the child, which ends the run with
+``stopped``; a child that does not answer within :data:`INTERRUPT_GRACE` seconds (C code the interrupt cannot reach),
+or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and restarted.
 
-The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an id that every reply and event
-must echo, and every message has a size cap. Any fault while reading (a timeout, a dead worker, a message
-cut short, over the cap, not JSON, of the wrong shape or for another request) kills the worker, restarts it
-from the last good state and ends the call with a coded error whose ``details["restarted"]`` says so
-(``worker-protocol`` for the protocol's own faults; see :meth:`IsolatedSession._fault_error`). A worker that
-has sent anything since its last reply is restarted before the next request, so no call ever reads an
-earlier call's reply.
+The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an id that every reply and event must echo,
+and every message has a size cap. Any fault while reading (a timeout, a dead worker, a message cut short, over the
+cap, not JSON, of the wrong shape or for another request) kills the worker, restarts it from the last good state and
+ends the call with a coded error whose ``details["restarted"]`` says so (``worker-protocol`` for the protocol's own
+faults; see :meth:`IsolatedSession._fault_error`). A worker that has sent anything since its last reply is restarted
+before the next request, so no call ever reads an earlier call's reply.
 
 Values come back as JSON: a JSON value that round-trips exactly is returned as is; anything else is a
-:class:`~..scopes.RemoteValue` holding its ``repr`` and JSON form. Every message is decoded and type-checked
-by :mod:`.wire`.
+:class:`~..scopes.RemoteValue` holding its ``repr`` and JSON form. Every message is decoded and type-checked by
+:mod:`.wire`.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..codecache import CodeCache, Mirror
 from ..commands.output import OutputBudget, text_bytes, text_limit_error
 from ..engine import Validation, memory_limit_setting, time_limit_text
 from ..errors import S2OError
@@ -81,13 +80,17 @@ class IsolatedSession:
     ``IsolatedSession(settings)`` starts the worker at once; raises ``S2OError`` (stage ``load``) when the
     settings do not load. With ``fork=True`` every worker (the first and each restart) is a fork of this
     process instead of a new interpreter (:mod:`.launch`): it shares this process's pages and starts faster;
-    the kernel uses it. The public methods are those of ``Session``; each call is one round trip to the
-    worker. Not thread-safe: one call at a time (``interrupt`` excepted).
+    the kernel uses it. ``code_cache``: a :class:`~..codecache.CodeCache` this process loads into each forked
+    worker and writes what the worker compiled into, compiled again here (:class:`~..codecache.Mirror`).
+    The public methods are those of ``Session``; each call is one round trip to the worker. Not
+    thread-safe: one call at a time (``interrupt`` excepted).
     """
 
-    def __init__(self, settings: Settings | None = None, *, fork: bool = False) -> None:
+    def __init__(self, settings: Settings | None = None, *, fork: bool = False, code_cache: CodeCache | None = None
+                 ) -> None:
         self._settings = settings if settings is not None else Settings()
         self._fork = fork
+        self.mirror = Mirror(code_cache if fork else None)  #: keeps what the worker compiled (``.reported``: how many)
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
         self._channel: Channel | None = None
         self._ids = itertools.count(1)
@@ -125,6 +128,8 @@ class IsolatedSession:
         folder = scratch.make()
         try:
             fork = self._fork and launch.may_fork(self._settings)
+            if fork:  # the child inherits the records loaded here
+                self.mirror.engine(self._settings)
             return Channel(launch.fork_worker(folder.path) if fork else launch.exec_worker(folder.path), folder)
         except OSError:
             folder.remove()
@@ -150,9 +155,8 @@ class IsolatedSession:
     def _restart(self) -> None:
         """Kill the worker and start a new one from the last good state (:attr:`_state`).
 
-        The new worker's ``init`` request is sent now and its reply read
-        before the next request, so a killed run reports back without
-        waiting for the new worker to start.
+        The new worker's ``init`` request is sent now and its reply read before the next request, so a
+        killed run reports back without waiting for the new worker to start.
         """
         self._kill()
         self.restarts += 1
@@ -173,11 +177,10 @@ class IsolatedSession:
         if request_id is None or channel is None:
             return
         try:
-            reply = self._read_until_reply(channel, request_id, time.monotonic() + START_TIMEOUT, None)
+            reply: wire.Reply | None = self._read_until_reply(channel, request_id, time.monotonic() + START_TIMEOUT)
         except (TimeoutError, EOFError, S2OError):
-            self._kill()
-            return
-        if reply.error is not None:
+            reply = None
+        if reply is None or reply.error is not None:
             self._kill()
             return
         channel.cap_memory(self._settings.limits.memory)
@@ -252,7 +255,7 @@ class IsolatedSession:
             raise _Interrupted from None
 
     def _read_until_reply(self, channel: Channel, request_id: int, deadline: float,
-                          on_event: OnEvent | None) -> wire.Reply:
+                          on_event: OnEvent | None = None) -> wire.Reply:
         """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives;
         printed text past ``limits.output_bytes`` is a fault (the worker stops a run there, SPEC 12)."""
         while True:
@@ -273,6 +276,8 @@ class IsolatedSession:
                     handler(message.payload)
             elif message.kind == "outside":
                 self._serve_outside(channel, request_id, message.payload, deadline, on_event)
+            elif message.kind == "compiled":
+                self.mirror.compile(self._settings, message.payload)
             elif on_event is not None:
                 on_event(message)
 
@@ -366,9 +371,8 @@ class IsolatedSession:
         return wire.decode_value(self._call("evaluate_dynamic", {"text": text}))
 
     async def evaluate_async(self, expr: str) -> Any:
-        """See :meth:`Session.evaluate_async`; the round trip runs in a thread. When the caller is
-        cancelled, the worker's run is interrupted and the caller's ``CancelledError`` comes once the
-        exchange is over (the channel serves one call at a time: the next call would share it)."""
+        """See :meth:`Session.evaluate_async`; the round trip runs in a thread. A cancelled caller interrupts
+        the run and gets its ``CancelledError`` once the exchange is over (one call at a time on a channel)."""
         import asyncio
 
         exchange = asyncio.get_running_loop().run_in_executor(None, self.evaluate, expr)
@@ -385,10 +389,10 @@ class IsolatedSession:
                      inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
         """See :meth:`Session.run_fragment`; a stopped or killed worker gives the matching result code.
 
-        ``on_output`` is called with each output part as the worker produces it, and nothing keeps
-        the parts; without it they are collected in ``RunResult.outputs``, as in-process. Each part
-        is charged to the run's :class:`~..commands.output.OutputBudget` here too: the worker stops
-        a run at the caps (SPEC 12), so a part past them is a ``worker-protocol`` fault.
+        ``on_output`` is called with each output part as the worker produces it, and nothing keeps the parts;
+        without it they are collected in ``RunResult.outputs``, as in-process. Each part is charged to the
+        run's :class:`~..commands.output.OutputBudget` here too: the worker stops a run at the caps (SPEC 12),
+        so a part past them is a ``worker-protocol`` fault.
         """
         budget = OutputBudget.of(self._settings.limits)
         kept: list[dict[str, Any]] = []
@@ -465,14 +469,12 @@ class IsolatedSession:
     @property
     def agent_vars(self) -> dict[str, Any]:
         """Agent variables."""
-        agent: dict[str, Any] = self._vars()["agent"]
-        return agent
+        return dict(self._vars()["agent"])
 
     @property
     def conv_vars(self) -> dict[str, Any]:
         """Conversation variables."""
-        conv: dict[str, Any] = self._vars()["conv"]
-        return conv
+        return dict(self._vars()["conv"])
 
     def completion_names(self) -> dict[str, str]:
         """See :meth:`Session.completion_names`."""

@@ -59,6 +59,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from ..codecache import Recorder
 from ..commands.output import text_bytes, text_limit_error
 from ..errors import S2OError
 from ..progress import RunProgress
@@ -103,6 +104,8 @@ class Worker:
         #: Set by the first SIGINT of a run (:meth:`on_sigint`): the reporter thread tells the parent.
         self.wake = threading.Event()
         self.interrupted = False
+        #: The sources this worker's engines compiled cold since the last reply.
+        self.recorder = Recorder()
 
     # -- the reply pipe ----------------------------------------------------------------------
     def begin(self, request_id: int) -> None:
@@ -112,9 +115,13 @@ class Worker:
             self.printed_bytes = 0
 
     def reply(self, line: bytes) -> None:
-        """Write the encoded reply that ends the current request (printed text waiting goes first)."""
+        """Write the encoded reply that ends the current request (printed text waiting goes first, then the
+        sources compiled cold for it: the parent compiles them again for its cache, :mod:`..codecache`)."""
         with self.write_lock:
             self._flush_printed()
+            cold = self.recorder.take()
+            if cold and self.request_id is not None:
+                self.stdout.write(wire.encode_compiled(self.request_id, cold))
             self.stdout.write(line)
             self.stdout.flush()
             self.request_id = None
@@ -251,8 +258,8 @@ class Worker:
         settings = bare_settings(req["settings"])
         Engine.memory_capped = True  # the parent caps this process at limits.memory (SPEC 12)
         state = req.get("state") or {}
-        self.session = Session(Engine(settings), locals=state.get("locals"), agent=state.get("agent"),
-                               conv=state.get("conv"))
+        self.session = Session(Engine(settings, code_cache=self.recorder), locals=state.get("locals"),
+                               agent=state.get("agent"), conv=state.get("conv"))
         self.session.outside = self.forwarder  # outside calls are made by the parent (SPEC 7.1, 12)
         # start the threads a run uses before the parent measures: the memory cap is for the evaluation alone
         self.session.warm_up()

@@ -18,6 +18,7 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
               {"id": ID, "event": "progress", "progress": PROGRESS}   a run past 2 s, twice a second
               {"id": ID, "event": "stopping"}    an interrupt reached the run, which is unwinding (ends
                                                  within ``loop.UNWIND_WAIT``)
+              {"id": ID, "event": "compiled", "sources": [[TEXT, [TEXT, …] or null], …]}  ..codecache.Recorder
 
     ERROR     {"code", "message", "line", "col", "path", "stage", "source",
                "details", "python_type", "errors"?: [ERROR, …]}
@@ -53,6 +54,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..codecache import MAX_REPORTED
 from ..codes import CODES, RESULT, STAGES
 from ..engine import Validation
 from ..errors import ErrorGroup, S2OError
@@ -116,8 +118,7 @@ def encode_request(request_id: int, op: str, fields: JSONDict) -> bytes:
 
 
 def encode_result(request_id: int | None, result: Any) -> bytes:
-    """A successful reply line; a result JSON cannot hold becomes an ``unexpected`` error reply,
-    one over the cap a ``worker-protocol`` error reply."""
+    """A successful reply line; a result not JSON is an ``unexpected`` error reply, too large ``worker-protocol``."""
     try:
         return _line({"id": request_id, "ok": True, "result": result}, "the reply")
     except S2OError as exc:
@@ -145,6 +146,11 @@ def encode_output(request_id: int | None, part: JSONDict) -> bytes:
     """An ``output`` event line: one output part of a running fragment; raises ``worker-protocol``
     when the part is over the cap."""
     return _line({"id": request_id, "event": "output", "part": part}, "an output part")
+
+
+def encode_compiled(request_id: int | None, sources: list[tuple[str, list[str] | None]]) -> bytes:
+    """A ``compiled`` event line: ``(source, command fields or None)`` its engine compiled cold."""
+    return _line({"id": request_id, "event": "compiled", "sources": sources}, "compiled sources")
 
 
 def encode_outside(request_id: int | None, call: OutsideCall) -> bytes:
@@ -259,7 +265,8 @@ def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
 class Event:
     """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a ``PART``),
     ``progress`` (``payload`` a ``PROGRESS``), ``outside`` (``payload`` an
-    :class:`~..outside.call.OutsideCall`) or ``stopping`` (``payload`` ``None``)."""
+    :class:`~..outside.call.OutsideCall`), ``stopping`` (``payload`` ``None``) or ``compiled``
+    (``payload`` a list of ``(source, command fields or None)``)."""
 
     kind: str
     payload: Any
@@ -305,6 +312,8 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
             return Event("progress", message["progress"])
         if kind == "stopping" and message.keys() == {"id", "event"}:
             return Event("stopping", None)
+        if kind == "compiled" and _is_sources(message.get("sources")):
+            return Event("compiled", [(source, fields) for source, fields in message["sources"]])
         raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
     ok = message.get("ok")
     if ok is True and "result" in message:
@@ -323,6 +332,13 @@ def _is_progress(data: object) -> bool:
     """``data`` is a ``PROGRESS``: exactly its fields, each of its exact type."""
     return (type(data) is dict and data.keys() == _PROGRESS_FIELDS.keys()
             and all(type(data[k]) is t for k, t in _PROGRESS_FIELDS.items()))
+
+
+def _is_sources(data: object) -> bool:
+    """``data`` is a ``compiled`` event's ``sources``: at most ``MAX_REPORTED`` [text, null or [text, …]]."""
+    return type(data) is list and len(data) <= MAX_REPORTED and all(
+        type(pair) is list and len(pair) == 2 and type(pair[0]) is str
+        and (pair[1] is None or (type(pair[1]) is list and all(type(f) is str for f in pair[1]))) for pair in data)
 
 
 def _object(data: object, what: str) -> JSONDict:

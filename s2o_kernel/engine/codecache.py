@@ -1,0 +1,397 @@
+"""Compiled expressions kept on disk across processes, signed, so that a notebook reopened is hot (issue 12).
+
+A :class:`CodeCache` is a folder of the user's (default ``~/.cache/s2o-kernel/compiled``, see
+:func:`default_cache`) holding ``key``, 32 random bytes only its owner may read, and one file per compile
+fingerprint (:meth:`.Engine.compile_fingerprint`), ``<digest>.s2oc``. ``digest`` is a SHA-256 of the
+fingerprint, of this engine's own source files and of the Python version, so code compiled under other
+rules, another allowlist, another engine or another bytecode is never served: it is in another file.
+
+A file is a sequence of records, appended, each ``MAC (32 bytes) | length (4 bytes, big-endian) |
+payload``: the payload a ``marshal``-ed tuple (:func:`_record`) of one :class:`.Compiled` (its code, the
+names and positions it reads, its flags, its plan for running unwatched and, when made, the code of its
+functions), the MAC an HMAC-SHA256 with the key over ``digest | length | payload``. A record is read only
+when its MAC holds, so ``marshal`` (not secure against data made to attack it) only ever reads what a
+process holding the key wrote, for this very fingerprint; the first record that does not hold ends the
+reading (a file cut short by a crash, or changed, loses its tail, never more).
+
+**Who writes.** A code object loaded from the file runs with no rule checked again, so a record is
+written only by a process that ran the compile rules itself: an in-process engine built with
+``code_cache=`` (:meth:`.Engine.__init__`), or the parent of a contained worker (:class:`Mirror`), which
+compiles again every source its worker reports having compiled and never takes code from the worker. The
+worker reads and writes nothing of it (SPEC 12): a forked worker finds the entries its parent loaded
+already in its process-wide cache. A folder or key another user could write, a link in place of a file,
+a file over :data:`MAX_FILE` bytes: the cache is then off (:attr:`CodeCache.problem` says why), never an
+error of the run. ``docs/performance.md`` ("Across kernels") and ``docs/security.md`` give the figures
+and the reasons.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import hmac
+import importlib.util
+import marshal
+import os
+import secrets
+import stat
+import struct
+import sys
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import Compiled, Engine
+    from .settings import Settings
+
+#: The environment variable naming the folder; ``off`` (or ``0``, ``false``, ``no``) turns the cache off.
+CACHE_ENV = "S2O_CODE_CACHE"
+#: A file is not read past, nor written over, this many bytes.
+MAX_FILE = 16 * 1024 * 1024
+#: Sources longer than this (characters) are not written.
+MAX_SOURCE = 10_000
+#: Sources a worker may report in one event (:mod:`.worker.wire`); more are dropped.
+MAX_REPORTED = 256
+#: The key's file name and length (bytes).
+KEY_NAME, KEY_SIZE = "key", 32
+#: The version of the record layout, part of every digest.
+LAYOUT = b"s2o-code-1"
+
+_OFF = {"off", "0", "false", "no"}
+_HEADER = struct.Struct(">32sI")
+#: The types a plan for running unwatched may name, by the name a record gives them.
+_TYPES: dict[str, type] = {kind.__name__: kind for kind in (
+    str, int, float, bool, list, dict, tuple, bytes, set, frozenset, complex, type(None))}
+_engine_digest: bytes | None = None
+#: Compile fingerprint → its digest (:func:`fingerprint_digest`).
+_DIGESTS: dict[tuple[Any, ...], bytes] = {}
+
+
+def default_cache(environ: Mapping[str, str] | None = None) -> CodeCache | None:
+    """The user's cache: the folder :data:`CACHE_ENV` names, else ``$XDG_CACHE_HOME/s2o-kernel/compiled``,
+    else ``~/.cache/s2o-kernel/compiled``; ``None`` when :data:`CACHE_ENV` turns it off."""
+    env = os.environ if environ is None else environ
+    named = env.get(CACHE_ENV, "").strip()
+    if named.lower() in _OFF:
+        return None
+    if named:
+        return CodeCache(named)
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return CodeCache(os.path.join(base, "s2o-kernel", "compiled"))
+
+
+def engine_digest() -> bytes:
+    """SHA-256 of the record layout, the Python version and bytecode magic, and each of this engine's own
+    ``.py`` files by path, size and modification time (as Python checks its own ``.pyc`` files: an engine
+    installed or edited since is another engine); computed once per process (under 1 ms)."""
+    global _engine_digest
+    if _engine_digest is None:
+        root = os.path.dirname(os.path.abspath(__file__))
+        files = []
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+            for name in names:
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(folder, name))
+                    files.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
+        _engine_digest = hashlib.sha256(LAYOUT + importlib.util.MAGIC_NUMBER + sys.version.encode()
+                                        + repr(sorted(files)).encode()).digest()
+    return _engine_digest
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with every set sorted, so its ``repr`` is the same in every process (string hashes are not)."""
+    if isinstance(value, (set, frozenset)):
+        return ("set", sorted(repr(_canonical(v)) for v in value))
+    if isinstance(value, (tuple, list)):
+        return tuple(_canonical(v) for v in value)
+    if isinstance(value, dict):
+        return ("dict", sorted((repr(_canonical(k)), repr(_canonical(v))) for k, v in value.items()))
+    return value
+
+
+def fingerprint_digest(fingerprint: tuple[Any, ...]) -> bytes:
+    """The 32-byte digest naming the file of a compile fingerprint (see the module docstring); once per
+    fingerprint and process."""
+    digest = _DIGESTS.get(fingerprint)
+    if digest is None:
+        digest = hashlib.sha256(engine_digest() + repr(_canonical(fingerprint)).encode()).digest()
+        if len(_DIGESTS) >= 64:
+            _DIGESTS.clear()
+        _DIGESTS[fingerprint] = digest
+    return digest
+
+
+def _mac(key: bytes, digest: bytes, size: bytes, payload: bytes) -> bytes:
+    return hmac.digest(key, digest + size + payload, "sha256")
+
+
+def _record(compiled: Compiled, fields: frozenset[str] | None) -> bytes | None:
+    """The payload of ``compiled`` (compiled with command ``fields``), or ``None`` when it cannot be kept."""
+    if len(compiled.source) > MAX_SOURCE:
+        return None
+    plan = None
+    if compiled.unwatched is not None:
+        names = {kind: name for name, kind in _TYPES.items()}
+        if any(kind not in names for _, kinds in compiled.unwatched for kind in kinds):
+            return None
+        plan = tuple((name, tuple(sorted(names[kind] for kind in kinds))) for name, kinds in compiled.unwatched)
+    codes = compiled.functions
+    return marshal.dumps((
+        compiled.source, tuple(sorted(fields)) if fields is not None else None, compiled.code,
+        tuple(sorted(compiled.local_names)), dict(compiled.name_positions), compiled.may_run_long,
+        compiled.may_hold_objects, compiled.top_call, compiled.call_at, plan,
+        None if codes is None else tuple(codes)))
+
+
+def _entry(payload: bytes) -> tuple[tuple[str, frozenset[str] | None], Compiled] | None:
+    """The cache key and :class:`.Compiled` of a record's payload (signed: written by this layout, so only
+    its outline is checked); ``None`` for one of another outline. Raises ``ValueError``, ``TypeError``,
+    ``KeyError`` or ``EOFError`` for a payload that is not a record."""
+    from .engine import Compiled
+
+    data = marshal.loads(payload)
+    if type(data) is not tuple or len(data) != 11:
+        return None
+    source, fields, code, local_names, positions, run_long, hold, top_call, call_at, plan, codes = data
+    if (type(source) is not str or type(code) is not types.CodeType or type(positions) is not dict
+            or not (codes is None or codes == () or (type(codes) is tuple and len(codes) == 2
+                                                     and type(codes[0]) is types.CodeType))):
+        return None
+    unwatched = None if plan is None else tuple((name, frozenset(_TYPES[k] for k in kinds)) for name, kinds in plan)
+    compiled = Compiled(source=source, code=code, local_names=frozenset(local_names), name_positions=positions,
+                        may_run_long=run_long, may_hold_objects=hold,
+                        is_coroutine_code=bool(code.co_flags & 0x80), top_call=top_call, call_at=call_at,
+                        unwatched=unwatched, functions=codes)
+    return (source, frozenset(fields) if fields is not None else None), compiled
+
+
+class CodeCache:
+    """A folder of signed compiled expressions (see the module docstring); ``CodeCache(folder)``.
+
+    Nothing on the folder is touched until the first :meth:`load` or :meth:`write`. Every failure turns
+    the cache off for this object and is kept in :attr:`problem`; no method raises.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        #: Why the cache is off (a sentence), or ``None`` while it works.
+        self.problem: str | None = None
+        #: Records read (``loaded``) and written (``written``) by this object.
+        self.loaded = self.written = 0
+        self._key: bytes | None = None
+        self._read: set[bytes] = set()  # digests whose file this object has read
+
+    def _off(self, why: str) -> None:
+        self.problem = self.problem or why
+
+    def key(self) -> bytes | None:
+        """The folder's key, made on first use; ``None`` (and :attr:`problem` set) when it cannot be trusted."""
+        if self._key is not None or self.problem is not None:
+            return self._key
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.stat(self.folder)
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                self._off(f"the folder {self.folder} is not the user's own, or others may write it")
+                return None
+            path = self.folder / KEY_NAME
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                except FileExistsError:  # another process made it meanwhile
+                    pass
+                else:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(secrets.token_bytes(KEY_SIZE))
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                key = f.read(KEY_SIZE + 1)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077 or len(key) != KEY_SIZE:
+                self._off(f"the key {path} is not a {KEY_SIZE}-byte file only the user may read")
+                return None
+        except OSError as exc:
+            self._off(f"the folder {self.folder} cannot be used ({exc.strerror or exc})")
+            return None
+        self._key = key
+        return key
+
+    def _path(self, digest: bytes) -> Path:
+        return self.folder / f"{digest.hex()}.s2oc"
+
+    def load(self, engine: Engine) -> int:
+        """Put every record of ``engine``'s fingerprint into its (process-wide) compile cache, once per
+        fingerprint and object; returns how many were read (entries already there are kept)."""
+        digest = fingerprint_digest(engine.fingerprint)
+        key = self.key()
+        if key is None or digest in self._read:
+            return 0
+        self._read.add(digest)
+        try:
+            fd = os.open(self._path(digest), os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            self._off(f"a file of {self.folder} cannot be read ({exc.strerror or exc})")
+            return 0
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_FILE)
+        count = 0
+        for entry in self._entries(key, digest, data):
+            engine.cached(*entry)
+            count += 1
+        self.loaded += count
+        return count
+
+    @staticmethod
+    def _entries(key: bytes, digest: bytes, data: bytes) -> Iterable[tuple[tuple[str, frozenset[str] | None],
+                                                                            Compiled]]:
+        at = 0
+        while at + _HEADER.size <= len(data):
+            mac, length = _HEADER.unpack_from(data, at)
+            start = at + _HEADER.size
+            payload = data[start:start + length]
+            if len(payload) != length or not hmac.compare_digest(mac, _mac(key, digest, data[at + 32:start], payload)):
+                return  # cut short or not ours: nothing after it is read
+            try:
+                entry = _entry(payload)
+            except (ValueError, EOFError, TypeError, KeyError):
+                return
+            if entry is not None:
+                yield entry
+            at = start + length
+
+    def write(self, engine: Engine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
+        """Append a record for each ``(command fields, compiled)`` that ``engine`` compiled itself; returns
+        how many were written (none when the cache is off or the file would pass :data:`MAX_FILE`)."""
+        key = self.key()
+        if key is None:
+            return 0
+        digest = fingerprint_digest(engine.fingerprint)
+        out = bytearray()
+        count = 0
+        for fields, compiled in entries:
+            payload = _record(compiled, fields)
+            if payload is None:
+                continue
+            size = struct.pack(">I", len(payload))
+            out += _mac(key, digest, size, payload) + size + payload
+            count += 1
+        if not out:
+            return 0
+        try:
+            fd = os.open(self._path(digest), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            self._off(f"a file of {self.folder} cannot be written ({exc.strerror or exc})")
+            return 0
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # two kernels appending never interleave a record
+            if os.fstat(fd).st_size + len(out) > MAX_FILE:
+                return 0
+            os.write(fd, bytes(out))
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                self._off(f"a file of {self.folder} cannot be written ({exc.strerror or exc})")
+            return 0
+        finally:
+            os.close(fd)
+        self.written += count
+        return count
+
+
+class Recorder:
+    """The worker's side: keeps the sources its engines compiled cold, for the parent to compile again.
+
+    Given to the worker's engine as ``code_cache`` (it reads and writes no file: :meth:`load` does
+    nothing); :meth:`take` hands the parent at most :data:`MAX_REPORTED` ``(source, command fields)``.
+    """
+
+    def __init__(self) -> None:
+        self._sources: list[tuple[str, list[str] | None]] = []
+
+    def load(self, engine: Engine) -> int:
+        """Nothing: the worker reads no file (a forked worker has its parent's entries already)."""
+        return 0
+
+    def write(self, engine: Engine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
+        """Keep the sources of ``entries`` (up to :data:`MAX_REPORTED` between two :meth:`take`)."""
+        for fields, compiled in entries:
+            if len(self._sources) < MAX_REPORTED and len(compiled.source) <= MAX_SOURCE:
+                self._sources.append((compiled.source, sorted(fields) if fields is not None else None))
+        return 0
+
+    def take(self) -> list[tuple[str, list[str] | None]]:
+        """The sources kept since the last call, oldest first."""
+        taken, self._sources = self._sources, []
+        return taken
+
+
+class Mirror:
+    """The parent's side of a contained worker (:class:`.worker.IsolatedSession`); ``Mirror(cache)``, ``cache`` a
+    :class:`CodeCache` or ``None`` (then it only counts what the worker reports). It loads the records of the
+    worker's settings before each fork (the child inherits them) and compiles again, itself, every source the
+    worker reports, writing what it compiled.
+
+    Only for settings whose allowlist is the embedded default's or empty (:func:`mirrors`): loading any
+    other would import, in this unconfined process, modules that only the confined worker may import.
+    """
+
+    def __init__(self, cache: CodeCache | None) -> None:
+        self.cache = cache
+        #: Sources the worker reported having compiled cold (none a forked worker found cached).
+        self.reported = 0
+        self._engine: Engine | None = None
+        self._settings: Settings | None = None
+
+    def engine(self, settings: Settings) -> Engine | None:
+        """This process's engine for ``settings`` (made on first use, the cache loaded into it), or ``None``."""
+        if self.cache is None:
+            return None
+        if settings is not self._settings:
+            from .engine import Engine
+
+            self._settings, self._engine = settings, None
+            if mirrors(settings):
+                try:
+                    self._engine = Engine(settings)
+                except Exception:  # pragma: no cover - the worker reports refused settings itself
+                    self._engine = None
+                else:
+                    self.cache.load(self._engine)
+        return self._engine
+
+    def compile(self, settings: Settings, sources: Sequence[tuple[str, Sequence[str] | None]]) -> int:
+        """Compile each reported ``(source, command fields)`` here and write those that compile; returns how
+        many records were written. A source that does not compile here is skipped."""
+        from .errors import S2OError
+
+        self.reported += len(sources)
+        engine = self.engine(settings)
+        if engine is None or self.cache is None or self.cache.problem is not None:
+            return 0
+        done: list[tuple[frozenset[str] | None, Compiled]] = []
+        for source, names in sources[:MAX_REPORTED]:
+            fields = frozenset(names) if names is not None else None
+            if type(source) is not str or len(source) > MAX_SOURCE or engine.has_compiled(source, fields):
+                continue
+            try:
+                compiled = engine.compile(source, command_fields=fields)
+            except (S2OError, RecursionError, MemoryError):
+                continue
+            if fields is None:
+                engine.functions_of(compiled)
+            done.append((fields, compiled))
+        return self.cache.write(engine, done)
+
+
+def mirrors(settings: Settings) -> bool:
+    """Whether a parent process may compile for ``settings`` (see :class:`Mirror`)."""
+    from .settings import default_settings
+
+    return not settings.allow_unsafe_entries and settings.allowlist in ("", default_settings().allowlist)
