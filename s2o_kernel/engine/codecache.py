@@ -27,6 +27,7 @@ and the reasons.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -38,6 +39,7 @@ import secrets
 import stat
 import struct
 import sys
+import time
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -50,9 +52,14 @@ if TYPE_CHECKING:
 #: The environment variable naming the folder; ``off`` (or ``0``, ``false``, ``no``) turns the cache off.
 CACHE_ENV = "S2O_CODE_CACHE"
 #: A file is not read past, nor written over, this many bytes.
-MAX_FILE = 16 * 1024 * 1024
-#: Sources longer than this (characters) are not written.
-MAX_SOURCE = 10_000
+MAX_FILE = 8 * 1024 * 1024
+#: Sources longer than this (characters) are not written, nor reported by a worker.
+MAX_SOURCE = 4_000
+#: A record's payload over this many bytes is not written.
+MAX_RECORD = 64 * 1024
+#: Seconds of its own time the parent spends compiling what one request of its worker reported (the rest
+#: is dropped: compiled cold again by the next kernel, and reported again).
+MIRROR_BUDGET = 0.02
 #: Sources a worker may report in one event (:mod:`.worker.wire`); more are dropped.
 MAX_REPORTED = 256
 #: The key's file name and length (bytes).
@@ -84,22 +91,28 @@ def default_cache(environ: Mapping[str, str] | None = None) -> CodeCache | None:
 
 
 def engine_digest() -> bytes:
-    """SHA-256 of the record layout, the Python version and bytecode magic, and each of this engine's own
-    ``.py`` files by path, size and modification time (as Python checks its own ``.pyc`` files: an engine
-    installed or edited since is another engine); computed once per process (under 1 ms)."""
+    """SHA-256 of the record layout, the Python version and bytecode magic, and the path and content of each
+    ``.py`` file of this package (``s2o_kernel``: the engine, and the functions of this project an allowlist
+    may grant), so a package changed in any way is another engine; computed once per process (~5 ms; in the
+    kernel, before its first fork)."""
     global _engine_digest
     if _engine_digest is None:
-        root = os.path.dirname(os.path.abspath(__file__))
-        files = []
-        for folder, subfolders, names in os.walk(root):
-            subfolders[:] = [name for name in subfolders if name != "__pycache__"]
-            for name in names:
-                if name.endswith(".py"):
-                    st = os.stat(os.path.join(folder, name))
-                    files.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
-        _engine_digest = hashlib.sha256(LAYOUT + importlib.util.MAGIC_NUMBER + sys.version.encode()
-                                        + repr(sorted(files)).encode()).digest()
+        _engine_digest = package_digest(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return _engine_digest
+
+
+def package_digest(root: str) -> bytes:
+    """SHA-256 of the record layout, the Python version and the relative path and content of every ``.py``
+    file under the folder ``root``, in path order. Raises ``OSError`` for a file that cannot be read."""
+    h = hashlib.sha256(LAYOUT + importlib.util.MAGIC_NUMBER + sys.version.encode())
+    files: list[str] = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+        files.extend(os.path.join(folder, name) for name in names if name.endswith(".py"))
+    for path in sorted(files):
+        with open(path, "rb") as f:
+            h.update(os.path.relpath(path, root).encode() + b"\0" + f.read() + b"\0")
+    return h.digest()
 
 
 def _canonical(value: Any) -> Any:
@@ -199,59 +212,88 @@ class CodeCache:
                 self._off(f"the folder {self.folder} is not the user's own, or others may write it")
                 return None
             path = self.folder / KEY_NAME
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            except FileNotFoundError:
-                try:
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                except FileExistsError:  # another process made it meanwhile
-                    pass
-                else:
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(secrets.token_bytes(KEY_SIZE))
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as f:
-                st = os.fstat(f.fileno())
-                key = f.read(KEY_SIZE + 1)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077 or len(key) != KEY_SIZE:
-                self._off(f"the key {path} is not a {KEY_SIZE}-byte file only the user may read")
-                return None
+            if not path.exists():
+                self._make_key(path)
+            data = self._read_regular(path, KEY_SIZE + 1, private=True)
         except OSError as exc:
             self._off(f"the folder {self.folder} cannot be used ({exc.strerror or exc})")
             return None
-        self._key = key
-        return key
+        if data is None or len(data) != KEY_SIZE:
+            self._off(f"the key {path} is not a {KEY_SIZE}-byte file only the user may read")
+            return None
+        self._key = data
+        return data
+
+    @staticmethod
+    def _make_key(path: Path) -> None:
+        """Write a new key whole under a name of its own, then link it in place: a reader finds no
+        key or a whole one (two processes making one at once: the first link wins, the other reads it)."""
+        temporary = path.with_name(f"{KEY_NAME}.{secrets.token_hex(8)}.new")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(KEY_SIZE))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
+
+    @staticmethod
+    def _read_regular(path: Path, limit: int, *, private: bool = False) -> bytes | None:
+        """Up to ``limit`` bytes of ``path`` when it is a regular file of the user's (and, ``private``, only
+        the user's to read), else ``None``; never follows a link, never waits on a FIFO. Raises ``OSError``."""
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & (0o077 if private else 0o022):
+                return None
+            return f.read(limit)
 
     def _path(self, digest: bytes) -> Path:
         return self.folder / f"{digest.hex()}.s2oc"
 
-    def load(self, engine: Engine) -> int:
+    def load(self, engine: Engine, *, again: bool = False) -> int:
         """Put every record of ``engine``'s fingerprint into its (process-wide) compile cache, once per
-        fingerprint and object; returns how many were read (entries already there are kept)."""
+        fingerprint and object unless ``again``; returns how many were read. An engine granting a host
+        object reads nothing (see :func:`usable_by`)."""
+        if not usable_by(engine):
+            return 0
         digest = fingerprint_digest(engine.fingerprint)
         key = self.key()
-        if key is None or digest in self._read:
+        if key is None or (digest in self._read and not again):
             return 0
         self._read.add(digest)
+        path = self._path(digest)
         try:
-            fd = os.open(self._path(digest), os.O_RDONLY | os.O_NOFOLLOW)
+            data = self._read_regular(path, MAX_FILE)
         except FileNotFoundError:
             return 0
         except OSError as exc:
             self._off(f"a file of {self.folder} cannot be read ({exc.strerror or exc})")
             return 0
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_FILE)
-        count = 0
-        for entry in self._entries(key, digest, data):
-            engine.cached(*entry)
-            count += 1
+        if data is None:
+            self._off(f"{path} is not a regular file of the user's")
+            return 0
+        count, end = 0, 0
+        for entry, at in self._entries(key, digest, data):
+            end = at
+            if entry is not None:
+                engine.cached(*entry)
+                count += 1
+        if end < len(data):
+            self._cut(path, end, len(data))
         self.loaded += count
         return count
 
     @staticmethod
-    def _entries(key: bytes, digest: bytes, data: bytes) -> Iterable[tuple[tuple[str, frozenset[str] | None],
-                                                                            Compiled]]:
+    def _entries(key: bytes, digest: bytes, data: bytes) -> Iterable[tuple[tuple[tuple[str, frozenset[str] | None],
+                                                                                  Compiled] | None, int]]:
+        """Each record's entry (``None`` for one of another outline) and where the record ends, up to the first
+        record that does not hold."""
         at = 0
         while at + _HEADER.size <= len(data):
             mac, length = _HEADER.unpack_from(data, at)
@@ -263,22 +305,38 @@ class CodeCache:
                 entry = _entry(payload)
             except (ValueError, EOFError, TypeError, KeyError):
                 return
-            if entry is not None:
-                yield entry
             at = start + length
+            yield entry, at
+
+    def _cut(self, path: Path, end: int, seen: int) -> None:
+        """Cut the file at ``path`` back to ``end`` (after its last record that holds), when no other process
+        holds it and it is still ``seen`` bytes long: records appended after a torn one stay readable."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_size == seen:
+                os.ftruncate(fd, end)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def write(self, engine: Engine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
         """Append a record for each ``(command fields, compiled)`` that ``engine`` compiled itself; returns
-        how many were written (none when the cache is off or the file would pass :data:`MAX_FILE`)."""
+        how many were written: none when the cache is off, the engine grants a host object, another process
+        holds the file (never waited for) or the file would pass :data:`MAX_FILE`."""
         key = self.key()
-        if key is None:
+        if key is None or not usable_by(engine):
             return 0
         digest = fingerprint_digest(engine.fingerprint)
         out = bytearray()
         count = 0
         for fields, compiled in entries:
             payload = _record(compiled, fields)
-            if payload is None:
+            if payload is None or len(payload) > MAX_RECORD:
                 continue
             size = struct.pack(">I", len(payload))
             out += _mac(key, digest, size, payload) + size + payload
@@ -286,23 +344,41 @@ class CodeCache:
         if not out:
             return 0
         try:
-            fd = os.open(self._path(digest), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = os.open(self._path(digest), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                         0o600)
         except OSError as exc:
             self._off(f"a file of {self.folder} cannot be written ({exc.strerror or exc})")
             return 0
+        before = -1
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # two kernels appending never interleave a record
-            if os.fstat(fd).st_size + len(out) > MAX_FILE:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # two kernels never interleave; none waits for another
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size + len(out) > MAX_FILE:
                 return 0
-            os.write(fd, bytes(out))
+            before = st.st_size
+            if os.write(fd, bytes(out)) != len(out):  # a full disk: no torn record stays
+                os.ftruncate(fd, before)
+                return 0
+        except BlockingIOError:
+            return 0
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 self._off(f"a file of {self.folder} cannot be written ({exc.strerror or exc})")
+            if before >= 0:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, before)
             return 0
         finally:
             os.close(fd)
         self.written += count
         return count
+
+
+def usable_by(engine: Engine) -> bool:
+    """Whether ``engine``'s compiled code may be kept on disk: not when its allowlist grants a host object
+    (your own or a third party's package), whose functions may change (becoming async, say) with no change
+    to the settings or to this package, which the file's digest covers."""
+    return not engine.host_entries
 
 
 class Recorder:
@@ -334,12 +410,14 @@ class Recorder:
 
 class Mirror:
     """The parent's side of a contained worker (:class:`.worker.IsolatedSession`); ``Mirror(cache)``, ``cache`` a
-    :class:`CodeCache` or ``None`` (then it only counts what the worker reports). It loads the records of the
-    worker's settings before each fork (the child inherits them) and compiles again, itself, every source the
-    worker reports, writing what it compiled.
+    :class:`CodeCache` or ``None`` (then it only counts what the worker reports). Before each fork it loads the
+    records of the worker's settings (the child inherits them, :meth:`prepare`); it compiles again, itself,
+    what the worker reports having compiled, and writes it (:meth:`compile`).
 
     Only for settings whose allowlist is the embedded default's or empty (:func:`mirrors`): loading any
     other would import, in this unconfined process, modules that only the confined worker may import.
+    What it compiles is written, never kept in this process; a report costs it at most
+    :data:`MIRROR_BUDGET` seconds and :data:`MAX_REPORTED` sources, and only one report per request counts.
     """
 
     def __init__(self, cache: CodeCache | None) -> None:
@@ -348,6 +426,8 @@ class Mirror:
         self.reported = 0
         self._engine: Engine | None = None
         self._settings: Settings | None = None
+        self._request: int | None = None  # the request whose report was served
+        self._written: set[int] = set()  # hashes of (source, fields) written or loaded by this process
 
     def engine(self, settings: Settings) -> Engine | None:
         """This process's engine for ``settings`` (made on first use, the cache loaded into it), or ``None``."""
@@ -366,27 +446,48 @@ class Mirror:
                     self.cache.load(self._engine)
         return self._engine
 
-    def compile(self, settings: Settings, sources: Sequence[tuple[str, Sequence[str] | None]]) -> int:
-        """Compile each reported ``(source, command fields)`` here and write those that compile; returns how
-        many records were written. A source that does not compile here is skipped."""
-        from .errors import S2OError
+    def prepare(self, settings: Settings) -> None:
+        """Before a fork: the records of ``settings``, those written since the last fork included, loaded."""
+        engine = self.engine(settings)
+        if engine is not None and self.cache is not None:
+            self.cache.load(engine, again=True)
+
+    def compile(self, settings: Settings, sources: Sequence[tuple[str, Sequence[str] | None]],
+                request: int | None = None) -> int:
+        """Compile each reported ``(source, command fields)`` here, within the budget, and write those that
+        compile; returns how many records were written. A second report for the same ``request`` is ignored."""
+        from .engine import Compiled
 
         self.reported += len(sources)
+        if request is not None and request == self._request:
+            return 0
+        self._request = request
         engine = self.engine(settings)
         if engine is None or self.cache is None or self.cache.problem is not None:
             return 0
         done: list[tuple[frozenset[str] | None, Compiled]] = []
+        stop = time.perf_counter() + MIRROR_BUDGET
         for source, names in sources[:MAX_REPORTED]:
+            if time.perf_counter() > stop:
+                break
             fields = frozenset(names) if names is not None else None
             if type(source) is not str or len(source) > MAX_SOURCE or engine.has_compiled(source, fields):
                 continue
-            try:
-                compiled = engine.compile(source, command_fields=fields)
-            except (S2OError, RecursionError, MemoryError):
+            mark = hash((source, fields))
+            if mark in self._written:
                 continue
+            try:
+                compiled = engine.compile_uncached(source, fields)
+            except (RecursionError, MemoryError):  # pragma: no cover - compile_uncached codes them itself
+                continue
+            if not isinstance(compiled, Compiled):
+                continue  # refused here: never written
             if fields is None:
                 engine.functions_of(compiled)
             done.append((fields, compiled))
+            if len(self._written) >= 65_536:
+                self._written.clear()
+            self._written.add(mark)
         return self.cache.write(engine, done)
 
 

@@ -24,6 +24,7 @@ from .bounded import BOUNDED_OPERATORS, sized_attribute
 from .errors import ErrorGroup, S2OError
 from .guards import format_string, guard_kwargs, guarded_call, guarded_import
 from .kept import guarded_store
+from .limits import memory_limit_text, time_limit_text
 from .parsing import not_text, quiet
 from .settings import Settings
 
@@ -136,25 +137,6 @@ def _two_argument(fn: Any) -> bool:
     return True
 
 
-def time_limit_text(name: str, seconds: float) -> str:
-    """The ``timedOut`` message for the limit ``name`` (``limits.time`` or ``bounds.time``) of ``seconds``."""
-    return f"the run took longer than the time limit ({name} = {seconds:g} s)"
-
-
-def memory_limit_setting(limit: int) -> str:
-    """``limits.memory = 1 GiB``: the setting that caps a contained evaluation at ``limit`` bytes (SPEC 6)."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if limit >= size:
-            return f"limits.memory = {limit / size:g} {unit}"
-    return f"limits.memory = {limit} bytes"
-
-
-def memory_limit_text(limit: int) -> str:
-    """The ``memory-limit`` message of a contained evaluation whose cap is ``limit`` bytes:
-    ``the evaluation ran out of memory (limits.memory = 1 GiB)``."""
-    return f"the evaluation ran out of memory ({memory_limit_setting(limit)})"
-
-
 class Engine:
     """Settings made ready to run: the loaded allowlist, the compile rules and a compile cache.
 
@@ -181,7 +163,9 @@ class Engine:
         self.code_cache = code_cache
         unsafe_ok = self.settings.allow_unsafe_entries
         self.allowlist: Allowlist = load_allowlist(self.settings.allowlist, allow_unsafe_entries=unsafe_ok)
-        self.guarded = not unsafe_ok and (guard or any(reach.is_host_object(o) for o in self.allowlist.names.values()))
+        #: The allowlist grants a host object (from outside the standard library and this project).
+        self.host_entries = any(reach.is_host_object(o) for o in self.allowlist.names.values())
+        self.guarded = not unsafe_ok and (guard or self.host_entries)
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
         #: Hidden names bound to the engine's own helpers that :func:`.unwatched.plan` plans for: the f-string's
@@ -361,7 +345,7 @@ class Engine:
         key = (source, frozenset(command_fields) if command_fields is not None else None)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._compile_uncached(source, key[1])
+            hit = self.compile_uncached(source, key[1])
             self.cached(key, hit)
             if self.code_cache is not None and isinstance(hit, Compiled):
                 self.code_cache.write(self, [(key[1], hit)])
@@ -385,7 +369,8 @@ class Engine:
         """Whether :meth:`compile` has a result for ``source`` with ``command_fields`` without compiling."""
         return (source, command_fields) in self._cache
 
-    def _compile_uncached(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
+    def compile_uncached(self, source: str, command_fields: frozenset[str] | None) -> Compiled | rules.Checked:
+        """:meth:`compile` without the cache: the result (a refusal as its ``Checked``), neither kept nor written."""
         with quiet():  # one warnings context for the parse and the compile: compiler warnings never show
             return self._compile_quietly(source, command_fields)
 

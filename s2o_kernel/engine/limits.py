@@ -234,3 +234,22 @@ class Watchdog:
 #: The process-wide watchdog.
 WATCHDOG = Watchdog()
 os.register_at_fork(after_in_child=WATCHDOG.forget_after_fork)
+
+
+def time_limit_text(name: str, seconds: float) -> str:
+    """The ``timedOut`` message for the limit ``name`` (``limits.time`` or ``bounds.time``) of ``seconds``."""
+    return f"the run took longer than the time limit ({name} = {seconds:g} s)"
+
+
+def memory_limit_setting(limit: int) -> str:
+    """``limits.memory = 1 GiB``: the setting that caps a contained evaluation at ``limit`` bytes (SPEC 6)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit >= size:
+            return f"limits.memory = {limit / size:g} {unit}"
+    return f"limits.memory = {limit} bytes"
+
+
+def memory_limit_text(limit: int) -> str:
+    """The ``memory-limit`` message of a contained evaluation whose cap is ``limit`` bytes:
+    ``the evaluation ran out of memory (limits.memory = 1 GiB)``."""
+    return f"the evaluation ran out of memory ({memory_limit_setting(limit)})"

@@ -322,10 +322,13 @@ class Session(Execution):
     def evaluate_dynamic(self, text: str) -> Any:
         """The value of a dynamic string (SPEC 1): plain text as is, ``{ expr }`` evaluated.
 
-        Raises ``S2OError`` ``too-long`` past ``limits.definition_length`` characters, else as
+        Raises ``S2OError`` ``syntax`` for a value that is not exactly a ``str``, ``too-long`` past
+        ``limits.definition_length`` characters, else as
         :meth:`evaluate`; positions stay relative to the expression, as SPEC 3 says.
         """
         limit = self.engine.settings.limits.definition_length
+        if type(text) is not str:
+            raise S2OError("syntax", f"a dynamic string is text (a str), not {type(text).__name__}", stage="validate")
         if len(text) > limit:
             raise S2OError("too-long", f"the value is {len(text)} characters long; the limit is {limit}",
                            stage="validate")

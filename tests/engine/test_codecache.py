@@ -298,3 +298,109 @@ def test_a_second_worker_on_the_same_cache_compiles_nothing(tmp_path: Path) -> N
     assert first["run"] == second["run"] == "success"
     assert first["reported"] == 5  # the worker's warm-up expression, the three above, the fragment's
     assert second["reported"] == 0
+
+
+# -- the red team of 2026-12-04 (helper session against c185598): each failed before its fix --------------
+
+
+def test_a_file_another_process_holds_is_skipped_never_waited_for(tmp_path: Path, fresh_process: None) -> None:
+    """A confined worker may read every file, and a lock needs only a read handle: writers never wait."""
+    import fcntl
+
+    _one_file(tmp_path)
+    (path,) = _files(tmp_path)
+    size = path.stat().st_size
+    with open(path, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        cache = CodeCache(tmp_path)
+        engine = Engine(default_settings(), code_cache=cache)
+        assert Session(engine, locals={"price": 2}).evaluate("price * 21") == 42
+        assert cache.written == 0 and cache.problem is None
+    assert path.stat().st_size == size
+    engine_module._SHARED.clear()
+    assert Engine(default_settings(), code_cache=CodeCache(tmp_path)).compile("price * 22").source == "price * 22"
+    assert path.stat().st_size > size  # written once the lock is gone
+
+
+def test_the_parent_keeps_nothing_and_serves_one_report_a_request(tmp_path: Path, fresh_process: None,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    mirror = codecache.Mirror(CodeCache(tmp_path))
+    settings = default_settings()
+    assert mirror.compile(settings, [("price * 3", None)], 7) == 1
+    engine = mirror.engine(settings)
+    assert engine is not None and not engine.has_compiled("price * 3", None)  # written, not kept
+    assert mirror.compile(settings, [("price * 4", None)], 7) == 0  # a second report of request 7
+    assert mirror.compile(settings, [("price * 3", None)], 8) == 0  # written already
+    monkeypatch.setattr(codecache, "MIRROR_BUDGET", -1.0)  # no time left: nothing is compiled
+    assert mirror.compile(settings, [("price * 5", None)], 9) == 0
+    assert mirror.reported == 4
+
+
+def test_what_a_worker_may_report_is_bounded() -> None:
+    recorder = codecache.Recorder()
+    engine = Engine(bare_settings({"allowlist": ""}), code_cache=recorder)
+    engine.compile("[" + ", ".join(["123456789"] * 450) + "]")  # over MAX_SOURCE characters
+    assert recorder.take() == []
+
+
+def test_the_digest_reads_contents_not_times(tmp_path: Path) -> None:
+    """A file changed with its size and modification time kept is another engine (F3a)."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    module = package / "rules.py"
+    module.write_text("MAX_AST_DEPTH = 200\n")
+    before = module.stat()
+    first = codecache.package_digest(str(package))
+    module.write_text("MAX_AST_DEPTH = 150\n")
+    os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert module.stat().st_size == before.st_size
+    assert codecache.package_digest(str(package)) != first
+
+
+def test_an_allowlist_granting_a_host_object_is_never_cached(tmp_path: Path, fresh_process: None) -> None:
+    """Your own package's functions may change (become async) with no change to the settings (F3b)."""
+    cache = CodeCache(tmp_path)
+    engine = Engine(bare_settings({"allowlist": "s2o_reach_hosts.double as double"}), code_cache=cache)
+    assert engine.host_entries
+    assert Session(engine).evaluate("double(21)") == 42
+    assert cache.written == 0 and _files(tmp_path) == []
+
+
+@pytest.mark.parametrize("odd", ["record-folder", "record-fifo", "key-fifo", "key-folder"])
+def test_what_is_not_a_regular_file_turns_the_cache_off(tmp_path: Path, odd: str, fresh_process: None) -> None:
+    """Neither a folder nor a FIFO where a file belongs stops an engine or makes it wait (F5)."""
+    CodeCache(tmp_path).key()
+    digest = codecache.fingerprint_digest(Engine(default_settings()).fingerprint)
+    target = tmp_path / (f"{digest.hex()}.s2oc" if odd.startswith("record") else "key")
+    if odd.startswith("key"):
+        target.unlink()
+    if odd.endswith("fifo"):
+        os.mkfifo(target, 0o600)
+    else:
+        target.mkdir(mode=0o700)
+    cache = CodeCache(tmp_path)
+    engine = Engine(default_settings(), code_cache=cache)
+    assert Session(engine, locals={"price": 2}).evaluate("price * 2") == 4
+    assert cache.problem is not None
+
+
+def test_a_torn_record_is_cut_so_later_records_are_read(tmp_path: Path, fresh_process: None) -> None:
+    """A record cut short by a crash would hide every record appended after it; the next reader cuts it (F6)."""
+    path = _one_file(tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes(whole + whole[:50])  # a record torn after 50 bytes
+    assert _loaded(tmp_path) == len(SOURCES)
+    assert path.read_bytes() == whole
+    engine_module._SHARED.clear()
+    Engine(default_settings(), code_cache=CodeCache(tmp_path)).compile("price + 1000")
+    assert _loaded(tmp_path) == len(SOURCES) + 1
+
+
+def test_processes_making_the_key_at_once_agree_on_it(tmp_path: Path) -> None:
+    """The key appears whole or not at all: no reader ever finds it empty or half written (F7)."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(lambda _: CodeCache(tmp_path).key(), range(16)))
+    assert keys[0] is not None and len(set(keys)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]

@@ -38,6 +38,8 @@ def parse_target(target: str) -> tuple[str, str, list[Any]]:
     Raises ``S2OError`` (``fragment`` or ``underscore``) for anything else. Cached: a pure function of
     ``target`` (a fragment is checked again before every run).
     """
+    if type(target) is not str:  # a key of a dict made in Python; hashed next, by the cache
+        raise S2OError("fragment", f"a var target is text, not {type(target).__name__}", stage="validate")
     scope, name, items = _parse_target(target)
     return scope, name, list(items)
 
@@ -46,6 +48,11 @@ def parse_target(target: str) -> tuple[str, str, list[Any]]:
 def _parse_target(target: str) -> tuple[str, str, tuple[Any, ...]]:
     bad = S2OError("fragment", f"'{target}' is not a var target: use x, agent.x, conv.x, "
                    "optionally followed by [key] or [index]", stage="validate")
+    if not target.isascii():  # before the parse, which folds look-alikes (NFKC: 'ｐｒｉｃｅ' is 'price')
+        at = next(i for i, ch in enumerate(target) if not ch.isascii())
+        raise S2OError("non-ascii", f"the character {target[at]!r} is not ASCII: a var target names a variable "
+                       "with ASCII letters, digits and '_' (a look-alike would name another one)",
+                       line=1, col=at, stage="validate", source=target)
     try:
         node = ast.parse(target, mode="eval").body
     except SyntaxError:

@@ -6,7 +6,9 @@ walk the tree recursively) can exhaust Python's stack:
 * **JSON depth**: a fragment whose JSON nests deeper than :data:`~..scopes.MAX_JSON_DEPTH` levels
   (objects and lists, counted from the top) is refused by :func:`json_depth_error`, an iterative
   walk, before the fragment is measured or parsed. The error's path is the first value past the
-  bound (``var.x[0][0]…``).
+  bound (``var.x[0][0]…``). The same walk refuses (``fragment``) what is not JSON in a fragment a
+  library made in Python: a key that is not a ``str``, a tuple, a set, any other object, a number
+  that is not finite.
 * **Command nesting**: a command list inside a command (``then``, ``else``, a loop's ``commands``, a
   ``parallel`` branch, an ``onError`` handler) is one level; the parser refuses more than
   :data:`MAX_NESTING` levels at the list that goes past it.
@@ -21,6 +23,7 @@ let through cannot go deeper; if it ever did, it stops with ``too-deep`` at run 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import S2OError
@@ -31,45 +34,93 @@ from .tree import Command, Function, join
 MAX_NESTING = 50
 
 
-def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH) -> S2OError | None:
-    """``too-deep`` (stage ``validate``) at the first value nested deeper than ``limit`` levels, else ``None``.
+#: The exact types of JSON's scalars as Python's ``json`` parses them (a ``float`` must be finite too).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
-    Only exact ``list`` and ``dict`` nest (parsed JSON holds nothing else); the walk is iterative.
-    A first walk only measures (no path text per value); the paths are built when something is too deep.
+
+def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH) -> S2OError | None:
+    """The first problem of ``value`` as a fragment's JSON, else ``None``: ``too-deep`` (stage ``validate``) at a
+    value nested deeper than ``limit`` levels, or ``fragment`` at a value that is not JSON (see the module
+    docstring).
+
+    Only exact ``list`` and ``dict`` nest; the walk is iterative. A first walk only checks (no path text per
+    value); the paths are built when something is wrong.
     """
-    if _depth_within(value, limit):
+    if _json_within(value, limit):
         return None
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         v, depth, path = stack.pop()
         t = type(v)
         if t is not list and t is not dict:
+            if t not in _SCALARS or (t is float and not math.isfinite(v)):
+                shown = repr(v) if t is float else f"a {t.__name__}"
+                return S2OError("fragment", f"the fragment is not JSON: {shown} (JSON holds objects with text keys, "
+                                "lists, text, finite numbers, true, false and null)", path=path or None,
+                                stage="validate")
             continue
         if depth >= limit:
             return S2OError("too-deep", f"the fragment's JSON nests deeper than {limit} levels", path=path or None,
                             stage="validate")
         if t is list:
-            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(v))
-        else:
-            stack.extend((item, depth + 1, join(path, str(key))) for key, item in v.items())
+            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in reversed(list(enumerate(v))))
+            continue
+        odd = next((key for key in v if type(key) is not str), _NONE)
+        if odd is not _NONE:
+            return S2OError("fragment", f"the fragment is not JSON: a key of type {type(odd).__name__} "
+                            f"({_short(odd)}); JSON object keys are text", path=path or None, stage="validate")
+        stack.extend((item, depth + 1, join(path, key)) for key, item in reversed(list(v.items())))
     return None
 
 
-def _depth_within(value: Any, limit: int) -> bool:
-    """Whether no ``list`` or ``dict`` in ``value`` sits ``limit`` levels deep or more (iterative)."""
+_NONE = object()
+
+
+def check_json(value: Any) -> None:
+    """Raise :func:`json_depth_error`'s error for ``value``, if it has one."""
+    wrong = json_depth_error(value)
+    if wrong is not None:
+        raise wrong
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return "its repr failed"
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def _json_within(value: Any, limit: int) -> bool:
+    """Whether ``value`` is JSON (exact types, text keys, finite numbers) with no ``list`` or ``dict`` sitting
+    ``limit`` levels deep or more (iterative)."""
     stack: list[tuple[Any, int]] = [(value, 0)]
+    scalars, isfinite = _SCALARS, math.isfinite
     while stack:
         v, depth = stack.pop()
         t = type(v)
         if t is list:
             items = v
         elif t is dict:
+            if not all(type(key) is str for key in v):
+                return False
             items = v.values()
+        elif t is float:
+            if not isfinite(v):
+                return False
+            continue
         else:
+            if t not in scalars:
+                return False
             continue
         if depth >= limit:
             return False
-        stack.extend((item, depth + 1) for item in items if type(item) is list or type(item) is dict)
+        for item in items:
+            t = type(item)
+            if t is list or t is dict or t is float:
+                stack.append((item, depth + 1))
+            elif t not in scalars:
+                return False
     return True
 
 

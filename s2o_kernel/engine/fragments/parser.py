@@ -29,9 +29,10 @@ from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
 from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
 from ..rules import RESERVED_NAMES
+from ..scopes import check_target_name
 from .bounds import parse_bounds
 from .dataflow import Access, Dataflow, expression_reads
-from .depth import MAX_NESTING, json_depth_error, nesting_error, nesting_errors
+from .depth import MAX_NESTING, check_json, nesting_error, nesting_errors
 from .kind import describe_misses, fragment_kind, misspelled, unknown_commands
 from .tree import ARG_TYPES, Command, Function, Program, all_sync, join
 from .wiring import targets
@@ -187,10 +188,10 @@ class Parser:
         """Check a variable name a command or function declares (loop item, index, argument)."""
         if name is None:
             return
-        if not name.isidentifier() or name in RESERVED_NAMES:
-            self.error("fragment", f"'{name}' is not a valid variable name", path)
-        elif name.startswith("_"):
-            self.error("underscore", f"names starting with '_' are not allowed: '{name}'", path)
+        try:
+            check_target_name(name)  # an ASCII identifier (no look-alike folded to another name), not a keyword
+        except S2OError as exc:
+            self.errors.append(exc.with_context(path=path))
 
     def no_fields(self, cmd: Command, fields: Any) -> Command | None:
         """``cmd`` when its fields are ``{}``, ``null`` or ``true``; otherwise record the problem."""
@@ -334,12 +335,13 @@ class Parser:
 
 
 def _check_whole(engine: Engine, fragment: Any) -> str:
-    """The fragment's kind, after the checks of the whole value (not text, a fragment, not too deep, JSON,
+    """The fragment's kind, after the checks of the whole value (not text, JSON and not too deep, a fragment,
     not too long); raises :class:`S2OError` for the first that fails."""
-    kind = fragment_kind(fragment)
-    if kind is None and isinstance(fragment, (str, bytes, bytearray)):
+    if isinstance(fragment, (str, bytes, bytearray)):
         raise S2OError("fragment", f"a fragment is parsed JSON, and this is a {type(fragment).__name__} "
                        "(JSON text?); pass the parsed value: run_fragment(json.loads(text))", stage="validate")
+    check_json(fragment)  # before anything reads it: a library's value may hold anything
+    kind = fragment_kind(fragment)
     if kind is None:
         misses = misspelled(fragment)
         unknown = unknown_commands(fragment)
@@ -348,13 +350,7 @@ def _check_whole(engine: Engine, fragment: Any) -> str:
             f"{', '.join(sorted(registry.COMMAND_NAMES))})" if unknown else ""
         raise S2OError("fragment", "this JSON is not a fragment: expected a command object, a list of commands, "
                        f"a function object or an agent definition{hint}", stage="validate")
-    deep = json_depth_error(fragment)
-    if deep is not None:
-        raise deep
-    try:
-        size = len(json.dumps(fragment))
-    except (TypeError, ValueError) as exc:  # a library caller's fragment holding a non-JSON value
-        raise S2OError("fragment", f"the fragment is not JSON: {type(exc).__name__}", stage="validate") from None
+    size = len(json.dumps(fragment))
     limit = engine.settings.limits.definition_length
     if size > limit:
         raise S2OError("too-long", f"the definition is {size} characters long; the limit is {limit} "
@@ -430,7 +426,7 @@ def _first_or(expr: Expr) -> Or | None:
 def _parse_body(p: Parser, kind: str, fragment: Any, funcs: dict[str, Function], known: set[str] | None) -> Function:
     if kind == "agent":
         for name, raw in fragment["functions"].items():
-            if not name.isidentifier() or name.startswith("_"):
+            if type(name) is not str or not name.isidentifier() or not name.isascii() or name.startswith("_"):
                 p.error("fragment", f"'{name}' is not a valid function name", f"functions.{name}")
                 continue
             f = p.function(name, raw, f"functions.{name}")

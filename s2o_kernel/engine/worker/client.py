@@ -38,10 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..codecache import CodeCache, Mirror
 from ..commands.output import OutputBudget, text_bytes, text_limit_error
-from ..engine import Validation, memory_limit_setting, time_limit_text
+from ..engine import Validation
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
+from ..fragments.depth import check_json
+from ..limits import memory_limit_setting, time_limit_text
 from ..loop import UNWIND_WAIT
 from ..outside.call import OutsideCall
 from ..outside.llm import cost_limit_error
@@ -96,8 +98,7 @@ class IsolatedSession:
         self._ids = itertools.count(1)
         #: The id of an ``init`` request sent to a restarted worker whose reply is not read yet.
         self._init_pending: int | None = None
-        #: How many times the worker was killed and started again.
-        self.restarts = 0
+        self.restarts = 0  #: how many times the worker was killed and started again
         self._outside: Gateway | None = None
         #: The running run's LLM spend (US dollars) as this process counted it, and its bound.
         self._spend, self._cost_bound, self._cost_name = 0.0, self._settings.limits.llm_cost, "limits.llm_cost"
@@ -129,7 +130,7 @@ class IsolatedSession:
         try:
             fork = self._fork and launch.may_fork(self._settings)
             if fork:  # the child inherits the records loaded here
-                self.mirror.engine(self._settings)
+                self.mirror.prepare(self._settings)
             return Channel(launch.fork_worker(folder.path) if fork else launch.exec_worker(folder.path), folder)
         except OSError:
             folder.remove()
@@ -277,7 +278,7 @@ class IsolatedSession:
             elif message.kind == "outside":
                 self._serve_outside(channel, request_id, message.payload, deadline, on_event)
             elif message.kind == "compiled":
-                self.mirror.compile(self._settings, message.payload)
+                self.mirror.compile(self._settings, message.payload, request_id)
             elif on_event is not None:
                 on_event(message)
 
@@ -299,12 +300,9 @@ class IsolatedSession:
                     self._spend, self._cost_bound, self._cost_name, call.path)))
             return
 
-        def on_stream(part: dict[str, Any]) -> None:
-            if on_event is not None:
-                on_event(wire.Event("output", part))
-
         try:
-            result = self.outside.call_sync(call, on_stream)
+            result = self.outside.call_sync(call, None if on_event is None else (
+                lambda part: on_event(wire.Event("output", part))))
             if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float):
                 self._spend += result["cost"]  # the gateway's own price of the turn
             line = wire.encode_outside_reply(request_id, result)
@@ -319,9 +317,8 @@ class IsolatedSession:
 
     @property
     def outside(self) -> Gateway:
-        """The :class:`~..outside.gateway.Gateway` that makes the worker's outside calls in this process,
-        with the settings' profiles and secrets; made on first use, closed by :meth:`reset`,
-        :meth:`close` and a change of profiles or secrets."""
+        """The :class:`~..outside.gateway.Gateway` that makes the worker's outside calls here, with the settings'
+        profiles and secrets; made on first use, closed by :meth:`reset`, :meth:`close` and a change of either."""
         if self._outside is None:
             from ..outside.gateway import Gateway
 
@@ -410,6 +407,7 @@ class IsolatedSession:
                 kept.append(event.payload)
 
         try:
+            check_json(fragment)  # as in-process: JSON would turn a tuple into a list, a key 1 into "1"
             bound = requested_time(fragment)  # bounds.time (SPEC 7.1)
             self._time_limit = ("limits.time", self._settings.limits.time) if bound is None else ("bounds.time", bound)
             wait = self._time_limit[1] + KILL_GRACE

@@ -1,0 +1,95 @@
+"""What a fragment may be, whoever made it (a new user's trial, 2026-12-04; SPEC 7, 12).
+
+* A ``var`` target, a loop's item, a function's name are ASCII: the parser folds look-alikes (NFKC:
+  ``ｐｒｉｃｅ`` is ``price``), so a full-width or ligature spelling would write another variable.
+* A fragment a library made in Python is checked as JSON before anything reads it: a key that is not
+  text, a tuple, a set, a number that is not finite are ``fragment`` errors at their path, never an
+  exception out of ``run_fragment``, and the contained session refuses them the same way (JSON on the
+  pipe would turn a tuple into a list and a key ``1`` into ``"1"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, default_settings
+
+LOOK_ALIKES = [
+    ({"var": {"ｐｒｉｃｅ": 999}}, "var.ｐｒｉｃｅ"),
+    ({"var": {"agent.ｖｉｓｉｔｓ": 500}}, "var.agent.ｖｉｓｉｔｓ"),
+    ({"var": {"ﬁle": 7}}, "var.ﬁle"),
+    ({"var": {"conv.ℌ": 1}}, "var.conv.ℌ"),
+    ({"var": {"ｌｅｎ": 2}}, "var.ｌｅｎ"),
+    ({"var": {"é": 1}}, "var.é"),
+    ({"var": {"price['ｋ']": 1}}, "var.price['ｋ']"),
+]
+LOOP_NAMES = ["é", "ｎ", "None", "if"]
+NOT_JSON: list[tuple[Any, str | None, str]] = [
+    ({"var": {None: 1}}, "var", "a key of type NoneType"),
+    ({"var": {1: 2}}, "var", "a key of type int"),
+    ({"return": {1: 2}}, "return", "a key of type int"),
+    ({"functions": {1: {"commands": {"return": 1}}}}, "functions", "a key of type int"),
+    ({"return": (1, 2)}, "return", "a tuple"),
+    ({"return": float("nan")}, "return", "nan"),
+    ({"var": {"big": float("inf")}}, "var.big", "inf"),
+    ([{"var": {"x": [1, {"y": {1, 2}}]}}], "[0].var.x[1].y", "a set"),
+]
+
+
+@pytest.fixture
+def session() -> Session:
+    return Session(Engine(default_settings()), locals={"price": 4}, agent={"visits": 1})
+
+
+@pytest.mark.parametrize(("fragment", "path"), LOOK_ALIKES)
+def test_a_look_alike_target_is_refused_and_writes_nothing(session: Session, fragment: Any, path: str) -> None:
+    run = session.run_fragment(fragment)
+    assert run.code == "errorInAgent" and run.error is not None
+    assert (run.error.code, run.error.path) == ("non-ascii", path)
+    assert session.locals == {"price": 4} and session.agent_vars == {"visits": 1} and session.conv_vars == {}
+    with pytest.raises(S2OError) as caught:
+        session.dataflow(fragment)  # %validate's check refuses it too, before anything runs
+    assert caught.value.code == "non-ascii"
+
+
+@pytest.mark.parametrize("name", LOOP_NAMES)
+def test_a_loop_item_is_an_ascii_name_at_validation(session: Session, name: str) -> None:
+    fragment = {"for": {"item": name, "in": "{ [1] }", "commands": []}}
+    with pytest.raises(S2OError) as caught:
+        session.dataflow(fragment)
+    assert (caught.value.code, caught.value.path) == ("fragment", "for.item")
+
+
+@pytest.mark.parametrize(("fragment", "path", "what"), NOT_JSON)
+def test_a_value_that_is_not_json_is_a_fragment_error(session: Session, fragment: Any, path: str, what: str) -> None:
+    run = session.run_fragment(fragment)
+    assert run.code == "errorInAgent" and run.error is not None
+    assert (run.error.code, run.error.path) == ("fragment", path)
+    assert what in run.error.message
+
+
+@pytest.fixture(scope="module")
+def isolated() -> Iterator[IsolatedSession]:
+    contained = IsolatedSession(default_settings())
+    try:
+        yield contained
+    finally:
+        contained.close()
+
+
+@pytest.mark.parametrize(("fragment", "path", "what"), NOT_JSON)
+def test_the_contained_session_refuses_the_same(isolated: IsolatedSession, fragment: Any, path: str,
+                                               what: str) -> None:
+    run = isolated.run_fragment(fragment)
+    assert run.code == "errorInAgent" and run.error is not None
+    assert (run.error.code, run.error.path) == ("fragment", path)
+
+
+@pytest.mark.parametrize("text", [None, 5, b"{ 1 }", ["{ 1 }"]])
+def test_a_dynamic_string_is_text(session: Session, text: Any) -> None:
+    with pytest.raises(S2OError) as caught:
+        session.evaluate_dynamic(text)
+    assert caught.value.code == "syntax" and "a dynamic string is text" in caught.value.message
