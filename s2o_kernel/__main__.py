@@ -29,7 +29,7 @@ The s2o kernel: Search2o agent expressions and fragments in Jupyter.
 
 def main(argv: list[str] | None = None) -> int | None:
     """Install the kernelspec (``install ...``; its exit status), print :data:`USAGE` (``-h``/``--help``;
-    0), or run the kernel until it shuts down."""
+    0; to stderr after an unknown command word: 2), or run the kernel until it shuts down."""
     args = sys.argv[1:] if argv is None else argv
     if args in (["-h"], ["--help"]):
         print(USAGE, end="")
@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int | None:
         from s2o_kernel.kernel.install import main as install_main
 
         return install_main(args[1:])
+    if args and not args[0].startswith("-"):  # a word that is no command: never start a kernel for it
+        print(f"python -m s2o_kernel: unknown command {args[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
+        return 2
     from s2o_kernel.kernel.kernel import launch
 
     launch(args)

@@ -40,7 +40,7 @@ OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # limits are finite
 
 
 class Rules(_Strict):
@@ -92,7 +92,7 @@ class Limits(_Strict):
 class SysSettings(BaseModel):
     """``sys.*``: ``inputs`` and the optional members; an optional member is enabled when present."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)  # limits are finite
 
     inputs: dict[str, Any] = Field(default_factory=dict)
     userEmail: Any = None

@@ -201,7 +201,9 @@ def _json_cell(text: str, fragment_kind: FragmentKind | None) -> Cell | str | No
         return json_error_text(exc) if _MEANT_AS_JSON.match(text) else None
     except NotJSON as exc:
         return str(exc) if _MEANT_AS_JSON.match(text) else None
-    except (ValueError, RecursionError):
+    except RecursionError:  # past Python's stack: not a parse error, a depth (a fragment may nest 200 levels)
+        return "it nests too deeply to read (JSON nests at most 200 levels in a fragment)"
+    except ValueError:
         return "not valid JSON" if _MEANT_AS_JSON.match(text) else None
     if isinstance(data, str):
         return Cell(DYNAMIC, data, data=data)

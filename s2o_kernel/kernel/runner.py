@@ -425,11 +425,11 @@ class CellRunner:
 
     @staticmethod
     def _with_json_hint(evaluate: Callable[[str], Any], cell: cells.Cell) -> Any:
-        """``evaluate(cell.text)``; a ``syntax`` error notes why the text was not JSON either."""
+        """``evaluate(cell.text)``; a ``syntax`` or ``too-deep`` error notes why the text was not JSON either."""
         try:
             return evaluate(cell.text)
         except S2OError as exc:
-            if cell.json_error and exc.code == "syntax":
+            if cell.json_error and exc.code in ("syntax", "too-deep"):
                 exc.add_note(
                     "note: the cell was read as a Python expression; "
                     f"as JSON it is not valid either: {cell.json_error}"

@@ -93,3 +93,37 @@ def test_a_dynamic_string_is_text(session: Session, text: Any) -> None:
     with pytest.raises(S2OError) as caught:
         session.evaluate_dynamic(text)
     assert caught.value.code == "syntax" and "a dynamic string is text" in caught.value.message
+
+
+@pytest.mark.parametrize(("value", "key", "command"), [
+    ({"var": {"x": 1}, "extra": 2}, "extra", "var"),
+    ({"call": {"function": "f"}, "outputPath": "\u2020agent.x"}, "outputPath", "call"),
+    ([{"var": {"x": 1}}, {"return": {"a": 1}, "note": "n"}], "note", "return"),
+])
+def test_a_key_beside_a_command_is_named(value: Any, key: str, command: str) -> None:
+    """JSON holding a command and a key no command object takes is not a fragment and runs nothing: the
+    kernel's note (and the engine's ``fragment`` error) name the key (a new user's trial, 2026-12-04)."""
+    from s2o_kernel.engine import fragment_hint, fragment_kind
+
+    assert fragment_kind(value) is None
+    hint = fragment_hint(value)
+    assert hint is not None and f"{key!r} is not a key of a command object beside {command!r}" in hint
+
+
+@pytest.mark.parametrize("value", [{"city": "Oslo", "var": 1.5, "n": 2}, {"return": 0.05, "risk": 0.1}, {"a": 1},
+                                   [{"x": 1}], {"var": {}, "onError": []}])
+def test_data_and_fragments_get_no_such_note(value: Any) -> None:
+    from s2o_kernel.engine import fragment_hint
+
+    assert fragment_hint(value) is None or "beside" not in fragment_hint(value)
+
+
+@pytest.mark.parametrize("patch", [{"limits": {"time": float("inf")}}, {"limits": {"time": float("nan")}},
+                                   {"limits": {"llm_cost": float("inf")}}])
+def test_a_limit_is_a_finite_number(patch: dict[str, Any]) -> None:
+    """``%limits {"time": 1e999}`` was accepted and then shown as ``"time": Infinity``, which is not JSON."""
+    from s2o_kernel.engine import make_settings
+
+    with pytest.raises(S2OError) as caught:
+        make_settings(patch)
+    assert caught.value.code == "settings" and "finite" in caught.value.message

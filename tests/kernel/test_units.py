@@ -544,6 +544,25 @@ def test_expr_and_fragment_magics(runner: CellRunner, session: FakeSession) -> N
     assert runner.run("%%fragment\n[1, 2]").error.ename == "fragment"
 
 
+@pytest.mark.parametrize(("cell", "named"), [("%expr", "%expr needs"), ("%%expr", "%expr needs"),
+                                             ("%fragment", "%fragment needs"), ("%fragment 5", "%fragment argument")])
+def test_an_empty_or_wrong_expr_or_fragment_magic_names_the_magic_as_typed(runner: CellRunner, cell: str,
+                                                                          named: str) -> None:
+    """A line magic's error names the line magic (it said ``%%expr needs … in the cell body``; a new
+    user's trial, 2026-12-04)."""
+    bad = runner.run(cell)
+    assert bad.error.ename in ("magic", "fragment") and named in bad.error.evalue
+    assert "%%expr needs" not in bad.error.evalue and "%%fragment body" not in bad.error.evalue
+
+
+def test_an_unknown_command_word_prints_the_usage_and_starts_no_kernel(capsys: pytest.CaptureFixture[str]) -> None:
+    from s2o_kernel.__main__ import main
+
+    assert main(["bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown command 'bogus'" in err and "usage: python -m s2o_kernel install" in err
+
+
 def test_profile_lines_leave_out_fields_not_given() -> None:
     from s2o_kernel.kernel.magics.profiles_magic import profile_lines
 
@@ -1144,3 +1163,15 @@ def test_run_inputs_may_be_quoted_as_in_a_shell():
     assert parse_run_arguments("""a.json --inputs '{"name": "Ada"}' --function main""") == (
         "a.json", {"name": "Ada"}, "main")
     assert parse_run_arguments("""a.json --inputs {"name": "Ada"}""") == ("a.json", {"name": "Ada"}, None)
+
+
+def test_json_too_deep_to_read_says_so() -> None:
+    """JSON past Python's stack was read as an expression whose error spoke only of parentheses (a new
+    user's trial, 2026-12-04): the note says the JSON nests too deeply."""
+    import s2o_kernel.engine as api
+    from s2o_kernel.engine import Engine, Session, default_settings
+
+    outcome = CellRunner(Session(Engine(default_settings())), api).run(
+        '{"var": {"d": ' + "[" * 1500 + "]" * 1500 + "}}")
+    assert outcome.error.ename == "too-deep"
+    assert "as JSON it is not valid either: it nests too deeply to read" in "\n".join(outcome.error.traceback)

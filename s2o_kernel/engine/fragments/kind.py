@@ -7,7 +7,8 @@ or a list). That reading hides a spelling mistake: ``{"vars": {"i": 0}}`` or ``[
 of which is a command name, ``onError`` or a near miss of one (a different case, the same letters in
 another order, or ``difflib``'s ratio of at least :data:`CUTOFF`), with at least one near miss. It names
 each (``'vars'`` → ``'var'``) so the kernel can say so (:func:`fragment_hint`), and the engine's
-``fragment`` error for JSON that is not a fragment carries the same hint.
+``fragment`` error for JSON that is not a fragment carries the same hint. So does an object holding a
+command and a key beside it that no command object takes (:func:`stray_keys`).
 """
 
 from __future__ import annotations
@@ -107,8 +108,35 @@ def describe_misses(misses: list[tuple[str, str]]) -> str:
                      for key, meant in misses)
 
 
+def stray_keys(obj: Any) -> list[tuple[str, str]]:
+    """``[(key, command)]`` for each key of an object of ``obj`` (one object, or a list of them) that holds a
+    command and keys that are not one, when the command's value is an object (fields) or a stray key is
+    ``outputPath`` (put beside its command instead of inside its fields): ``{"var": {…}, "extra": 2}`` is not
+    a fragment, and nothing of it runs. ``[]`` for a fragment and for data (``{"var": 1.5, "mean": 3}``); at
+    most :data:`MAX_NAMED`. Never raises."""
+    if fragment_kind(obj) is not None:
+        return []
+    found: list[tuple[str, str]] = []
+    for item in obj if isinstance(obj, list) else [obj]:
+        if not isinstance(item, dict):
+            continue
+        command = next((k for k in item if isinstance(k, str) and k in registry.COMMAND_NAMES), None)
+        if command is None:
+            continue
+        stray = [k for k in item if isinstance(k, str) and k not in registry.COMMAND_NAMES and k != "onError"]
+        if isinstance(item[command], dict) or "outputPath" in stray:  # data ({"var": 1.5, "mean": 3}) is left be
+            found.extend((k, command) for k in stray)
+    return found[:MAX_NAMED]
+
+
 def fragment_hint(obj: Any) -> str | None:
     """Why ``obj``, JSON that is not a fragment, looks like a misspelled one (``'vars' is not a command
-    (did you mean 'var'?)``), or ``None`` when it does not (:func:`misspelled`)."""
+    (did you mean 'var'?)``: :func:`misspelled`) or a command with a key beside it that no command object
+    takes (:func:`stray_keys`), or ``None`` when it does not."""
     misses = misspelled(obj)
-    return describe_misses(misses) if misses else None
+    if misses:
+        return describe_misses(misses)
+    stray = stray_keys(obj)
+    return "; ".join(f"{key!r} is not a key of a command object beside {command!r} (a command object holds one "
+                     f"command and, optionally, onError; the command's own fields go inside it)"
+                     for key, command in stray) or None

@@ -31,13 +31,14 @@ def handle(call: MagicCall) -> None:
     fragment, ``magic`` when empty; a run that does not succeed fails the cell.
     """
     if not call.text:
-        raise S2OError("magic", "%%fragment needs a JSON fragment in the cell body.")
-    obj = parse_json_argument(call.text, "The %%fragment body")
+        raise S2OError("magic",
+                       "%fragment needs a JSON fragment: after %fragment, or in the body of a %%fragment cell.")
+    obj = parse_json_argument(call.text, "The %fragment argument")
     if call.ctx.fragment_kind(obj) is None:
         hint = call.ctx.fragment_hint(obj) or _unknown_keys(obj)
         raise S2OError(
             "fragment",
-            "The %%fragment body is JSON but not a fragment: expected a command object, "
+            "The %fragment argument is JSON but not a fragment: expected a command object, "
             "a list of command objects, a function object or an agent definition"
             + (f" ({hint})." if hint else "."),
             stage="validate",
