@@ -224,9 +224,10 @@ def default_settings() -> Settings:
     return bare_settings(default_data())
 
 
-def _toml_problem(exc: tomllib.TOMLDecodeError) -> tuple[str, int | None, int | None]:
+def _toml_problem(exc: tomllib.TOMLDecodeError, source: str) -> tuple[str, int | None, int | None]:
     """What is wrong, without quoting the file: tomllib's description when it quotes nothing (some
-    quote a key or a character of the file), and the 1-based line and column when known."""
+    quote a key or a character of the file), and the 1-based line and column when known (at the end
+    of the document: where ``source`` ends)."""
     text = str(exc)
     line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)  # Python 3.14+
     found = re.fullmatch(r"(.*) \(at (?:line (\d+), column (\d+)|end of document)\)", text, re.DOTALL)
@@ -234,6 +235,8 @@ def _toml_problem(exc: tomllib.TOMLDecodeError) -> tuple[str, int | None, int | 
         text = found.group(1)
         if line is None and found.group(2) is not None:
             line, col = int(found.group(2)), int(found.group(3))
+        elif line is None:
+            line, col = source.count("\n") + 1, len(source) - (source.rfind("\n") + 1) + 1
     if found is None or re.search("['\"(]", text):
         text = "a syntax error"
     return text, line, col
@@ -256,11 +259,13 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise S2OError("settings", f"{path} is too large for a settings file (over {MAX_SETTINGS_FILE >> 20} MiB)",
                        stage="load")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise S2OError("settings", f"{path} is not a settings file: it is not UTF-8 text", stage="load") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        what, line, col = _toml_problem(exc)
+        what, line, col = _toml_problem(exc, text)
         where = f" (line {line}, column {col})" if line is not None and col is not None else " (at its end)"
         raise S2OError("settings", f"{path} is not valid TOML: {what}{where}", stage="load", line=line,
                        col=None if col is None else max(col - 1, 0)) from None

@@ -127,3 +127,12 @@ def test_a_limit_is_a_finite_number(patch: dict[str, Any]) -> None:
     with pytest.raises(S2OError) as caught:
         make_settings(patch)
     assert caught.value.code == "settings" and "finite" in caught.value.message
+
+
+def test_a_logged_text_holding_a_secret_shows_as_output_shows_it() -> None:
+    """It was logged as JSON of its repr, ``"'Bearer ***'"`` (a new user's trial, 2026-12-04)."""
+    from s2o_kernel.engine import make_settings
+
+    s = Session(Engine(make_settings({"secrets": {"K": "abc"}})))
+    run = s.run_fragment([{"log": "{ f\"Bearer {sys.secret['K']}\" }"}, {"log": "{ f\"{sys.secret['K']}\" }"}])
+    assert run.logs == ["Bearer ***", "***"]

@@ -263,7 +263,8 @@ SECRET = "admin:$6$hunter2"
     ("[hunter2]\n[hunter2]\n", "is not valid TOML: a syntax error (line 2, column 9)"),
     ('a = "hunter2\x01"\n', "is not valid TOML: a syntax error (line 1, column 13)"),
     ("a = 1\na = 2\n", "is not valid TOML: Cannot overwrite a value (line 2, column 6)"),
-    ('a = ["hunter2",\n', "is not valid TOML: Invalid value (at its end)"),
+    ('a = ["hunter2",\n', "is not valid TOML: Invalid value (line 2, column 1)"),  # at its end: where it ends
+    ('a = 1\nb = "hunter2', "is not valid TOML: Unterminated string (line 2, column 13)"),
 ])
 def test_a_settings_file_that_is_not_toml_is_not_quoted(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "s.toml"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..scopes import masked_text
 from ..values import safe_repr
 from ..written import too_large_text, too_large_to_write
 from .spec import CommandSpec, parse_text
@@ -32,9 +33,13 @@ def keep(it: Interpreter, text: str) -> None:
 
 
 def line(text: Any) -> str:
-    """The log line of a value: a string as it is, anything else as JSON, or its bounded ``repr``."""
+    """The log line of a value: a string as it is, text holding a secret as it shows (``Bearer ***``, as
+    ``output`` shows it), anything else as JSON, or its bounded ``repr``."""
     if isinstance(text, str):
         return text
+    masked = masked_text(text)
+    if masked is not None:
+        return masked
     if too_large_to_write(text):  # its JSON (or repr) would never end (written.py)
         return too_large_text(text)
     try:
