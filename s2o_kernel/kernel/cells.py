@@ -128,7 +128,8 @@ class Cell:
     parsed JSON. ``json_error`` keeps why a JSON-looking cell was not JSON
     (to hint at it if the expression reading fails too). ``quiet``: a
     value cell written with a trailing ``;`` (not in ``text``), whose result is
-    not shown.
+    not shown. ``duplicate_keys``: keys of a fragment that appear twice in one
+    of its objects (the last one counts).
     """
 
     kind: str
@@ -140,6 +141,7 @@ class Cell:
     data: Any = None
     json_error: str | None = None
     quiet: bool = False
+    duplicate_keys: tuple[str, ...] = ()
 
 
 def _raw_body_after_magic_line(code: str) -> str:
@@ -184,10 +186,29 @@ def _not_json(token: str) -> Any:
     raise NotJSON(f"{token} is not JSON")
 
 
-def load_json(text: str) -> Any:
+#: Keys that appear twice in one object that :func:`load_json` names, at most.
+MAX_DUPLICATES = 5
+
+
+def load_json(text: str, duplicates: list[str] | None = None) -> Any:
     """``json.loads`` of a cell or a magic's argument, refusing what JSON has not (:class:`NotJSON`): a fragment
-    is JSON (SPEC 7), and an agent definition tested here must load elsewhere too."""
-    return json.loads(text, parse_constant=_not_json)
+    is JSON (SPEC 7), and an agent definition tested here must load elsewhere too. A key that appears twice in
+    one object keeps its last value, as every JSON reader does; given a list, ``duplicates`` gets each such key
+    (at most :data:`MAX_DUPLICATES`), so the kernel can say so."""
+    if duplicates is None:
+        return json.loads(text, parse_constant=_not_json)
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(items)
+        if len(made) < len(items):
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen and key not in duplicates and len(duplicates) < MAX_DUPLICATES:
+                    duplicates.append(key)
+                seen.add(key)
+        return made
+
+    return json.loads(text, parse_constant=_not_json, object_pairs_hook=pairs)
 
 
 def _json_cell(text: str, fragment_kind: FragmentKind | None) -> Cell | str | None:
@@ -195,8 +216,9 @@ def _json_cell(text: str, fragment_kind: FragmentKind | None) -> Cell | str | No
 
     The reason is kept only for text most likely meant as JSON (``{"var": ...``).
     """
+    duplicates: list[str] = []
     try:
-        data = load_json(text)
+        data = load_json(text, duplicates)
     except json.JSONDecodeError as exc:
         return json_error_text(exc) if _MEANT_AS_JSON.match(text) else None
     except NotJSON as exc:
@@ -213,7 +235,9 @@ def _json_cell(text: str, fragment_kind: FragmentKind | None) -> Cell | str | No
             kind = fragment_kind(data)
         except Exception:  # an engine that cannot judge it: an expression
             kind = None
-    return Cell(FRAGMENT, text, data=data, arg=str(kind)) if kind is not None else None
+    if kind is None:
+        return None
+    return Cell(FRAGMENT, text, data=data, arg=str(kind), duplicate_keys=tuple(duplicates))
 
 
 def classify(code: str, fragment_kind: FragmentKind | None = None) -> Cell:

@@ -395,6 +395,9 @@ class CellRunner:
         if kind == cells.HELP:
             self.show_help(cell.arg)
         elif kind == cells.FRAGMENT:
+            if cell.duplicate_keys:  # every JSON reader keeps the last; a slip, more often than not
+                self.emit_stream("stderr", "note: " + ", ".join(repr(k) for k in cell.duplicate_keys)
+                                 + " appears more than once in one object of this fragment; the last one counts.\n")
             self.show_run(self.run_fragment(cell.data), quiet=cell.quiet)
         elif kind == cells.DYNAMIC:
             self._show_expression_value(self._with_json_hint(session.evaluate_dynamic, cell), cell)

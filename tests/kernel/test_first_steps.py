@@ -64,7 +64,7 @@ def test_validate_and_fragment_magics_name_the_near_miss(kc: Any) -> None:
     assert (reply["status"], reply["ename"]) == ("error", "fragment")
     assert "did you mean 'var'?" in reply["evalue"], reply
     reply, _ = execute(kc, '%%fragment\n{"shout": 1, "var": {"i": 0}}')
-    assert "unknown key 'shout'" in reply["evalue"], reply
+    assert "'shout' is not a key of a command object beside 'var'" in reply["evalue"], reply
 
 
 @pytest.mark.parametrize("cell", ["%limits?", "%limits??", "%%allowlist?"])

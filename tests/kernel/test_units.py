@@ -545,14 +545,16 @@ def test_expr_and_fragment_magics(runner: CellRunner, session: FakeSession) -> N
 
 
 @pytest.mark.parametrize(("cell", "named"), [("%expr", "%expr needs"), ("%%expr", "%expr needs"),
-                                             ("%fragment", "%fragment needs"), ("%fragment 5", "%fragment argument")])
+                                             ("%fragment", "%fragment needs"), ("%fragment 5", "%fragment argument"),
+                                             ("%%fragment\n5", "%%fragment body")])
 def test_an_empty_or_wrong_expr_or_fragment_magic_names_the_magic_as_typed(runner: CellRunner, cell: str,
                                                                           named: str) -> None:
     """A line magic's error names the line magic (it said ``%%expr needs … in the cell body``; a new
     user's trial, 2026-12-04)."""
     bad = runner.run(cell)
     assert bad.error.ename in ("magic", "fragment") and named in bad.error.evalue
-    assert "%%expr needs" not in bad.error.evalue and "%%fragment body" not in bad.error.evalue
+    assert "%%expr needs" not in bad.error.evalue
+    assert ("%%fragment body" in bad.error.evalue) == cell.startswith("%%fragment")
 
 
 def test_an_unknown_command_word_prints_the_usage_and_starts_no_kernel(capsys: pytest.CaptureFixture[str]) -> None:
@@ -1175,3 +1177,15 @@ def test_json_too_deep_to_read_says_so() -> None:
         '{"var": {"d": ' + "[" * 1500 + "]" * 1500 + "}}")
     assert outcome.error.ename == "too-deep"
     assert "as JSON it is not valid either: it nests too deeply to read" in "\n".join(outcome.error.traceback)
+
+
+def test_a_key_twice_in_a_fragment_object_is_noted() -> None:
+    """JSON keeps the last of two equal keys, silently (a new user's trial, 2026-12-04): the kernel says so."""
+    import s2o_kernel.engine as api
+    from s2o_kernel.engine import Engine, Session, default_settings
+
+    runner = CellRunner(Session(Engine(default_settings())), api)
+    outcome = runner.run('{"var": {"x": 1, "x": 2, "y": 3}}')
+    assert outcome.ok and "note: 'x' appears more than once in one object of this fragment" in streams(outcome, "stderr")
+    assert results(runner.run("x")) == [{"text/plain": "2"}]
+    assert streams(runner.run('{"var": {"z": 1}}'), "stderr") == ""

@@ -33,12 +33,13 @@ def handle(call: MagicCall) -> None:
     if not call.text:
         raise S2OError("magic",
                        "%fragment needs a JSON fragment: after %fragment, or in the body of a %%fragment cell.")
-    obj = parse_json_argument(call.text, "The %fragment argument")
+    what = "The %%fragment body" if call.body.strip() else "The %fragment argument"  # as the cell was written
+    obj = parse_json_argument(call.text, what)
     if call.ctx.fragment_kind(obj) is None:
         hint = call.ctx.fragment_hint(obj) or _unknown_keys(obj)
         raise S2OError(
             "fragment",
-            "The %fragment argument is JSON but not a fragment: expected a command object, "
+            f"{what} is JSON but not a fragment: expected a command object, "
             "a list of command objects, a function object or an agent definition"
             + (f" ({hint})." if hint else "."),
             stage="validate",
