@@ -36,15 +36,21 @@ def check_json(value: Any, where: str) -> None:
     string keys of those, nested at most :data:`MAX_JSON_DEPTH` levels
     (``too-deep`` past that, SPEC 12), judged by exact type (a subclass is not
     JSON: its methods could lie). NaN and infinities are not JSON either, so
-    anything set can be saved (``%state save``). The message names the
-    offending type and where it sits (``agent.cart[2]``).
+    anything set can be saved (``%state save``), and neither is a value past
+    :data:`~.written.WRITTEN_LIMIT` items written out (a list held twice counts
+    twice). The message names the offending type and where it sits (``agent.cart[2]``).
     """
     # Where an item sits is kept as a trail (its holder's trail, its index or key) and written out only for
     # the message: one text per item made a value of a long key over a long list ({key: [0] * n}, a key of
     # n characters) take n * n bytes (n = 60,000: 3.5 GB for a value of 0.5 MB).
     stack: list[tuple[Any, Trail, int]] = [(value, None, 0)]
+    left = WRITTEN_LIMIT  # a list held twice is walked twice: x = [x, x] sixty times over is 2**60 items
     while stack:
         v, trail, depth = stack.pop()
+        left -= 1
+        if left < 0:
+            raise S2OError("not-json", f"{where} is too large to write out (over {WRITTEN_LIMIT:,} items, a list or "
+                           "object held more than once counted each time); its JSON would never end")
         t = type(v)
         if t is float:
             if math.isfinite(v):

@@ -136,3 +136,30 @@ def test_a_logged_text_holding_a_secret_shows_as_output_shows_it() -> None:
     s = Session(Engine(make_settings({"secrets": {"K": "abc"}})))
     run = s.run_fragment([{"log": "{ f\"Bearer {sys.secret['K']}\" }"}, {"log": "{ f\"{sys.secret['K']}\" }"}])
     assert run.logs == ["Bearer ***", "***"]
+
+
+def _shared(levels: int) -> list[Any]:
+    """A list held twice at each of ``levels`` levels: 2**levels items written out, ``levels`` lists made."""
+    value: list[Any] = [1]
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+def test_a_fragment_holding_one_list_many_times_is_too_long(session: Session, isolated: IsolatedSession) -> None:
+    """No JSON text shares a list; a value made in Python may, and every walk over it was exponential:
+    ``run_fragment`` and ``dataflow`` never returned (found while fixing the trial's findings)."""
+    fragment = {"return": _shared(60)}
+    for run in (session.run_fragment(fragment), isolated.run_fragment(fragment)):
+        assert run.error is not None and run.error.code == "too-long"
+        assert "limits.definition_length" in run.error.message
+    with pytest.raises(S2OError) as caught:
+        session.dataflow(fragment)
+    assert caught.value.code == "too-long"
+
+
+def test_an_agent_value_holding_one_list_many_times_is_not_json(session: Session) -> None:
+    with pytest.raises(S2OError) as caught:
+        session.set_vars(agent={"z": _shared(60)})
+    assert caught.value.code == "not-json" and "too large to write out" in caught.value.message
+    assert session.agent_vars == {"visits": 1}

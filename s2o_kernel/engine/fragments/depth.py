@@ -38,15 +38,21 @@ MAX_NESTING = 50
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH) -> S2OError | None:
-    """The first problem of ``value`` as a fragment's JSON, else ``None``: ``too-deep`` (stage ``validate``) at a
-    value nested deeper than ``limit`` levels, or ``fragment`` at a value that is not JSON (see the module
-    docstring).
+def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH, max_values: int | None = None) -> S2OError | None:
+    """The first problem of ``value`` as a fragment's JSON, else ``None``: ``too-long`` past ``max_values``
+    values (each value takes a character of JSON text at least, so a definition of ``limits.definition_length``
+    characters holds no more; a value made in Python may hold one list twice, a thousand times over, which
+    no JSON text does), ``too-deep`` (stage ``validate``) at a value nested deeper than ``limit`` levels, or
+    ``fragment`` at a value that is not JSON (see the module docstring).
 
-    Only exact ``list`` and ``dict`` nest; the walk is iterative. A first walk only checks (no path text per
-    value); the paths are built when something is wrong.
+    Only exact ``list`` and ``dict`` nest; the walk is iterative and stops past ``max_values``. A first walk
+    only checks (no path text per value); the paths are built when something is wrong.
     """
-    if _json_within(value, limit):
+    within = _json_within(value, limit, max_values)
+    if within is None:
+        return S2OError("too-long", f"the definition holds more than {max_values} values, so it is longer than the "
+                        f"limit of {max_values} characters (limits.definition_length)", stage="validate")
+    if within:
         return None
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
@@ -76,9 +82,9 @@ def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH) -> S2OError | None
 _NONE = object()
 
 
-def check_json(value: Any) -> None:
+def check_fragment_json(value: Any, max_values: int | None = None) -> None:
     """Raise :func:`json_depth_error`'s error for ``value``, if it has one."""
-    wrong = json_depth_error(value)
+    wrong = json_depth_error(value, max_values=max_values)
     if wrong is not None:
         raise wrong
 
@@ -91,11 +97,12 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:40] + "…"
 
 
-def _json_within(value: Any, limit: int) -> bool:
+def _json_within(value: Any, limit: int, max_values: int | None) -> bool | None:
     """Whether ``value`` is JSON (exact types, text keys, finite numbers) with no ``list`` or ``dict`` sitting
-    ``limit`` levels deep or more (iterative)."""
+    ``limit`` levels deep or more (iterative); ``None`` as soon as it has held more than ``max_values`` values."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     scalars, isfinite = _SCALARS, math.isfinite
+    left = max_values if max_values is not None else -1
     while stack:
         v, depth = stack.pop()
         t = type(v)
@@ -115,6 +122,10 @@ def _json_within(value: Any, limit: int) -> bool:
             continue
         if depth >= limit:
             return False
+        if left >= 0:
+            left -= len(items)
+            if left < 0:
+                return None
         for item in items:
             t = type(item)
             if t is list or t is dict or t is float:

@@ -32,7 +32,7 @@ from ..rules import RESERVED_NAMES
 from ..scopes import check_target_name
 from .bounds import parse_bounds
 from .dataflow import Access, Dataflow, expression_reads
-from .depth import MAX_NESTING, check_json, nesting_error, nesting_errors
+from .depth import MAX_NESTING, check_fragment_json, nesting_error, nesting_errors
 from .kind import describe_misses, fragment_kind, misspelled, unknown_commands
 from .tree import ARG_TYPES, Command, Function, Program, all_sync, join
 from .wiring import targets
@@ -340,7 +340,8 @@ def _check_whole(engine: Engine, fragment: Any) -> str:
     if isinstance(fragment, (str, bytes, bytearray)):
         raise S2OError("fragment", f"a fragment is parsed JSON, and this is a {type(fragment).__name__} "
                        "(JSON text?); pass the parsed value: run_fragment(json.loads(text))", stage="validate")
-    check_json(fragment)  # before anything reads it: a library's value may hold anything
+    check_fragment_json(fragment, engine.settings.limits.definition_length)  # before anything reads it: a library's
+    # value may hold anything, a list held twice over included (each pass over it would then be exponential)
     kind = fragment_kind(fragment)
     if kind is None:
         misses = misspelled(fragment)

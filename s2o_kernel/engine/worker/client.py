@@ -42,7 +42,7 @@ from ..engine import Validation
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
-from ..fragments.depth import check_json
+from ..fragments.depth import check_fragment_json
 from ..limits import memory_limit_setting, time_limit_text
 from ..loop import UNWIND_WAIT
 from ..outside.call import OutsideCall
@@ -407,7 +407,7 @@ class IsolatedSession:
                 kept.append(event.payload)
 
         try:
-            check_json(fragment)  # as in-process: JSON would turn a tuple into a list, a key 1 into "1"
+            check_fragment_json(fragment, self._settings.limits.definition_length)  # as in-process: JSON changes it
             bound = requested_time(fragment)  # bounds.time (SPEC 7.1)
             self._time_limit = ("limits.time", self._settings.limits.time) if bound is None else ("bounds.time", bound)
             wait = self._time_limit[1] + KILL_GRACE
