@@ -482,7 +482,7 @@ class Mirror:
                 continue
             if not isinstance(compiled, Compiled):
                 continue  # refused here: never written
-            if fields is None:
+            if fields is None and time.perf_counter() <= stop:  # no function past the budget: made at its 2nd run
                 engine.functions_of(compiled)
             done.append((fields, compiled))
             if len(self._written) >= 65_536:

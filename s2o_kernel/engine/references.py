@@ -54,7 +54,7 @@ MAX_DEPTH = 32
 Item = str | int
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INDEX = re.compile(r"\[(\d+)\]")
+_INDEX = re.compile(r"\[([0-9]+)\]")  # ASCII digits: \d takes '１' and '١' too
 _KEY = re.compile(r"""\[(?:'([^'\\\n]*)'|"([^"\\\n]*)")\]""")
 
 

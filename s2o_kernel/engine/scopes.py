@@ -22,6 +22,9 @@ from .written import WRITTEN_LIMIT, written_size
 
 #: Scalar JSON types, exact (float is checked to be finite on its own).
 _EXACT_SCALARS = frozenset({str, int, bool, type(None)})
+#: An integer of more bits is not JSON: past CPython's conversion to text (4,300 digits), ``json.dumps``
+#: raises for it.
+JSON_INT_BITS = 14_000
 
 #: Deepest nesting of lists and objects in a JSON value the engine accepts: agent and conversation
 #: values (:func:`check_json`) and fragments (code ``too-deep``, SPEC 12). The same bound as the
@@ -52,6 +55,9 @@ def check_json(value: Any, where: str) -> None:
             raise S2OError("not-json", f"{where} is too large to write out (over {WRITTEN_LIMIT:,} items, a list or "
                            "object held more than once counted each time); its JSON would never end")
         t = type(v)
+        if t is int and v.bit_length() > JSON_INT_BITS:
+            raise S2OError("not-json", f"{place(where, trail)} is an integer of over 4,000 digits; JSON numbers "
+                           "are written out, and this one would not be")
         if t is float:
             if math.isfinite(v):
                 continue
@@ -156,7 +162,7 @@ def _to_json_inner(value: Any, depth: int) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
-        if value.bit_length() > 14_000:  # past CPython's 4300-digit text conversion limit
+        if value.bit_length() > JSON_INT_BITS:  # past CPython's 4300-digit text conversion limit
             raise _NotJSON
         return int(value)
     if isinstance(value, float):

@@ -163,3 +163,56 @@ def test_an_agent_value_holding_one_list_many_times_is_not_json(session: Session
         session.set_vars(agent={"z": _shared(60)})
     assert caught.value.code == "not-json" and "too large to write out" in caught.value.message
     assert session.agent_vars == {"visits": 1}
+
+
+# -- the second red team of 2026-12-04 (a helper session against the fixes above) ------------------------
+
+
+def test_the_path_of_a_fault_is_written_for_it_alone(session: Session) -> None:
+    """A path text per value made a 60,000-character key over a 20,000-item list cost 1.2 GB before the error
+    (its path is kept as a trail now, and a key in it is cut to 60 characters)."""
+    deep: Any = 0
+    for _ in range(205):
+        deep = [deep]
+    run = session.run_fragment({"var": {"a": 1}, "k" * 60_000: [0] * 19_999 + [deep]})
+    assert run.error is not None and run.error.code == "too-deep"
+    assert run.error.path is not None and run.error.path.startswith("k" * 60 + "[19999][0]")
+    assert len(run.error.path) < 1_000
+
+
+@pytest.mark.parametrize("fragment", [{"return": 10**5000}, {"var": {"x": [-(2**20000)]}}])
+def test_an_integer_json_cannot_write_is_not_json(session: Session, isolated: IsolatedSession, fragment: Any) -> None:
+    """``json.dumps`` refuses integers of over 4,300 digits: they escaped as ``ValueError`` tracebacks."""
+    for run in (session.run_fragment(fragment), isolated.run_fragment(fragment)):
+        assert run.error is not None and run.error.code == "fragment" and "4,000 digits" in run.error.message
+    with pytest.raises(S2OError) as caught:
+        isolated.dataflow(fragment)
+    assert caught.value.code == "fragment"
+
+
+def test_an_agent_variable_is_never_an_integer_json_cannot_write(session: Session, isolated: IsolatedSession) -> None:
+    """The worker kept ``agent.big`` when its reply could not be written, and the parent's state did not."""
+    for s in (session, isolated):
+        before = s.agent_vars
+        run = s.run_fragment({"var": {"agent.big": "{ 2**20000 }"}})
+        assert run.error is not None and run.error.code == "not-json"
+        assert s.agent_vars == before
+    with pytest.raises(S2OError) as caught:
+        isolated.set_vars(locals={"q": 10**5000})
+    assert caught.value.code == "not-json"
+
+
+def test_a_reference_index_is_ascii_digits(session: Session) -> None:
+    from s2o_kernel.engine.references import parse_reference
+
+    with pytest.raises(S2OError):
+        parse_reference("\u2020local.xs[\uff11]")
+    parse_reference("\u2020local.xs[1]")
+
+
+def test_much_json_is_data_never_looked_at_as_a_misspelled_fragment() -> None:
+    """Each near miss costs difflib ~0.4 ms: a long list of would-be commands held the kernel for seconds."""
+    from s2o_kernel.engine import fragment_hint
+
+    assert fragment_hint([{"vars": {"i": 0}}]) is not None
+    assert fragment_hint([{f"vars{i % 7}": {"i": 0}} for i in range(51)]) is None

@@ -27,7 +27,7 @@ import math
 from typing import Any
 
 from ..errors import S2OError
-from ..scopes import MAX_JSON_DEPTH
+from ..scopes import JSON_INT_BITS, MAX_JSON_DEPTH, Trail
 from .tree import Command, Function, join
 
 #: Most levels of command lists inside commands, counting the levels added by calls (SPEC 12).
@@ -54,29 +54,52 @@ def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH, max_values: int | 
                         f"limit of {max_values} characters (limits.definition_length)", stage="validate")
     if within:
         return None
-    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    # Where a value sits is kept as a trail (its holder's trail, its index or key), written out for the one
+    # value at fault only: a path text per value made a long key over a long list cost their product.
+    stack: list[tuple[Any, int, Trail]] = [(value, 0, None)]
     while stack:
-        v, depth, path = stack.pop()
+        v, depth, trail = stack.pop()
         t = type(v)
         if t is not list and t is not dict:
-            if t not in _SCALARS or (t is float and not math.isfinite(v)):
-                shown = repr(v) if t is float else f"a {t.__name__}"
+            if t not in _SCALARS or (t is float and not math.isfinite(v)) or (t is int and _too_long(v)):
+                shown = repr(v) if t is float else "an integer of over 4,000 digits" if t is int else f"a {t.__name__}"
                 return S2OError("fragment", f"the fragment is not JSON: {shown} (JSON holds objects with text keys, "
-                                "lists, text, finite numbers, true, false and null)", path=path or None,
+                                "lists, text, finite numbers, true, false and null)", path=_path(trail),
                                 stage="validate")
             continue
         if depth >= limit:
-            return S2OError("too-deep", f"the fragment's JSON nests deeper than {limit} levels", path=path or None,
+            return S2OError("too-deep", f"the fragment's JSON nests deeper than {limit} levels", path=_path(trail),
                             stage="validate")
         if t is list:
-            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in reversed(list(enumerate(v))))
+            stack.extend((item, depth + 1, (trail, i)) for i, item in reversed(list(enumerate(v))))
             continue
         odd = next((key for key in v if type(key) is not str), _NONE)
         if odd is not _NONE:
             return S2OError("fragment", f"the fragment is not JSON: a key of type {type(odd).__name__} "
-                            f"({_short(odd)}); JSON object keys are text", path=path or None, stage="validate")
-        stack.extend((item, depth + 1, join(path, key)) for key, item in reversed(list(v.items())))
+                            f"({_short(odd)}); JSON object keys are text", path=_path(trail), stage="validate")
+        stack.extend((item, depth + 1, (trail, key)) for key, item in reversed(list(v.items())))
     return None
+
+
+def _too_long(number: int) -> bool:
+    """An integer past CPython's conversion to text (4,300 digits): ``json.dumps`` raises for it."""
+    return not -_BIG < number < _BIG
+
+
+#: ``2 ** JSON_INT_BITS``: integers from it on (either sign) are not JSON here.
+_BIG = 1 << JSON_INT_BITS
+
+
+def _path(trail: Trail) -> str | None:
+    """The JSON path of ``trail`` (``var.x[0]``), each key cut to 60 characters; ``None`` for the top."""
+    steps: list[int | str] = []
+    while trail is not None:
+        trail, step = trail
+        steps.append(step)
+    path = ""
+    for step in reversed(steps):
+        path = f"{path}[{step}]" if type(step) is int else join(path, str(step)[:60])
+    return path or None
 
 
 _NONE = object()
@@ -101,7 +124,6 @@ def _json_within(value: Any, limit: int, max_values: int | None) -> bool | None:
     """Whether ``value`` is JSON (exact types, text keys, finite numbers) with no ``list`` or ``dict`` sitting
     ``limit`` levels deep or more (iterative); ``None`` as soon as it has held more than ``max_values`` values."""
     stack: list[tuple[Any, int]] = [(value, 0)]
-    scalars, isfinite = _SCALARS, math.isfinite
     left = max_values if max_values is not None else -1
     while stack:
         v, depth = stack.pop()
@@ -112,13 +134,9 @@ def _json_within(value: Any, limit: int, max_values: int | None) -> bool | None:
             if not all(type(key) is str for key in v):
                 return False
             items = v.values()
-        elif t is float:
-            if not isfinite(v):
-                return False
-            continue
+        elif _bad_scalar(v):
+            return False
         else:
-            if t not in scalars:
-                return False
             continue
         if depth >= limit:
             return False
@@ -128,11 +146,21 @@ def _json_within(value: Any, limit: int, max_values: int | None) -> bool | None:
                 return None
         for item in items:
             t = type(item)
-            if t is list or t is dict or t is float:
+            if t is list or t is dict:
                 stack.append((item, depth + 1))
-            elif t not in scalars:
+            elif t is not str and _bad_scalar(item):
                 return False
     return True
+
+
+def _bad_scalar(v: Any) -> bool:
+    """``v`` is not a JSON scalar as :func:`json_depth_error` reads one."""
+    t = type(v)
+    if t is float:
+        return not math.isfinite(v)
+    if t is int:
+        return _too_long(v)
+    return t not in _SCALARS
 
 
 def nesting_error(path: str) -> S2OError:

@@ -27,6 +27,8 @@ FRAGMENT_KEYS = ("onError", "functions", "args", "commands")
 CUTOFF = 0.8
 #: At most this many near misses are named.
 MAX_NAMED = 5
+#: JSON of more objects, or of more keys in all, than this is data, never looked at as a misspelled fragment.
+MAX_LOOKED_AT = 50
 
 
 def _is_command(obj: Any) -> bool:
@@ -85,8 +87,9 @@ def misspelled(obj: Any) -> list[tuple[str, str]]:
     if fragment_kind(obj) is not None:
         return []
     items = obj if isinstance(obj, list) else [obj]
-    if not items or not all(isinstance(item, dict) and item for item in items):
-        return []
+    if not items or len(items) > MAX_LOOKED_AT or not all(isinstance(item, dict) and item for item in items) \
+            or sum(len(item) for item in items) > MAX_LOOKED_AT:
+        return []  # data: a misspelled fragment is a few commands (each near miss costs difflib's ~0.4 ms)
     found: list[tuple[str, str]] = []
     for item in items:
         for key in item:
@@ -114,7 +117,7 @@ def stray_keys(obj: Any) -> list[tuple[str, str]]:
     ``outputPath`` (put beside its command instead of inside its fields): ``{"var": {…}, "extra": 2}`` is not
     a fragment, and nothing of it runs. ``[]`` for a fragment and for data (``{"var": 1.5, "mean": 3}``); at
     most :data:`MAX_NAMED`. Never raises."""
-    if fragment_kind(obj) is not None:
+    if fragment_kind(obj) is not None or (isinstance(obj, list) and len(obj) > MAX_LOOKED_AT):
         return []
     found: list[tuple[str, str]] = []
     for item in obj if isinstance(obj, list) else [obj]:

@@ -431,6 +431,7 @@ class IsolatedSession:
 
     def dataflow(self, fragment: Any) -> Dataflow:
         """See :meth:`Session.dataflow`; raises the fragment's validation error."""
+        check_fragment_json(fragment, self._settings.limits.definition_length)  # as in-process: JSON changes it
         return wire.decode_dataflow(self._call("dataflow", {"fragment": fragment}))
 
     def update_settings(self, patch: dict[str, Any]) -> list[str]:

@@ -1,8 +1,7 @@
 """The worker's wire format: the one place that knows the JSON shapes crossing the pipe (SPEC 12).
 
-Only JSON crosses between :class:`~.client.IsolatedSession` (the parent) and
-:class:`~.server.Worker` (the child), never pickles, so a compromised worker
-cannot make the parent run code. Every message is one line of at most
+Only JSON crosses between :class:`~.client.IsolatedSession` (the parent) and :class:`~.server.Worker` (the child),
+never pickles, so a compromised worker cannot make the parent run code. Every message is one line of at most
 :data:`~.framing.MAX_MESSAGE` bytes (see :mod:`.framing`).
 
 Messages (``ID`` is the request's id, an integer the parent never reuses)::
@@ -32,20 +31,17 @@ An ``outside reply`` line always starts with :data:`OUTSIDE_REPLY_PREFIX` (``op`
 the worker's stdin reader routes it to the waiting call without decoding it (:mod:`.forward`).
     PROGRESS  {"elapsed": S, "time_limit": S, "passes": N, "longest": N, "loop_limit": N}  (..progress)
 
-The operations and their ``RESULT`` shapes are listed in :mod:`.server`.
-Printed text is cut into events of at most :data:`PRINT_CHUNK` characters.
+The operations and their ``RESULT`` shapes are listed in :mod:`.server`. Printed text is cut into events of at most
+:data:`PRINT_CHUNK` characters.
 
-Decoding trusts nothing: every field of every message is checked for its
-exact JSON type, a message must carry the id of the request being answered,
-and a message that does not fit raises :func:`fault`, an
-:class:`~..errors.S2OError` with code ``worker-protocol``. An error's
-``code`` goes through the code registry (:mod:`..codes`): a code the registry
-does not know becomes ``unexpected``, so a compromised worker can neither
-crash the parent nor make it show a code that does not exist.
+Decoding trusts nothing: every field of every message is checked for its exact JSON type, a message must carry the id
+of the request being answered, and a message that does not fit raises :func:`fault`, an :class:`~..errors.S2OError`
+with code ``worker-protocol``. An error's ``code`` goes through the code registry (:mod:`..codes`): a code the
+registry does not know becomes ``unexpected``, so a compromised worker can neither crash the parent nor make it show a
+code that does not exist.
 
-Encoding never writes a line over the cap: :func:`encode_result` turns a
-reply that is too large into a ``worker-protocol`` error reply, and
-:func:`encode_output` raises that error for an output part that is.
+Encoding never writes a line over the cap: :func:`encode_result` turns a reply that is too large into a
+``worker-protocol`` error reply, and :func:`encode_output` raises that error for an output part that is.
 """
 
 from __future__ import annotations
@@ -113,8 +109,12 @@ def _line(message: JSONDict, what: str) -> bytes:
 
 
 def encode_request(request_id: int, op: str, fields: JSONDict) -> bytes:
-    """One request line: ``{"id": request_id, "op": op, **fields}``; raises ``worker-protocol`` when too large."""
-    return _line({**fields, "id": request_id, "op": op}, "the request")
+    """One request line: ``{"id": request_id, "op": op, **fields}``; raises ``worker-protocol`` when too large,
+    ``not-json`` for a field JSON cannot write (an integer of over 4,300 digits, an object)."""
+    try:
+        return _line({**fields, "id": request_id, "op": op}, "the request")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise S2OError("not-json", f"the request is not JSON: {str(exc)[:200]}") from None
 
 
 def encode_result(request_id: int | None, result: Any) -> bytes:
