@@ -16,7 +16,7 @@ _.do_execute, _.do_complete, _.do_inspect, _.do_is_complete, _.do_history, _.do_
 cell_meta, cell_id, detail_level, omit_sections  # ipykernel's handler signatures
 
 # pydantic models: configuration and validators
-_.model_config, _._known_operators
+_.model_config, _._known_operators, _._const_is_json
 # settings fields read from TOML (SPEC 10) by name
 _.db_rows, _.llm_cost, _.userEmail, _.userSession, _.serverIp, _.cookies, _.db, _.llm, _.profiles
 

@@ -32,8 +32,9 @@ JSON_INT_BITS = 14_000
 MAX_JSON_DEPTH = 200
 
 
-def check_json(value: Any, where: str) -> None:
-    """Raise ``S2OError("not-json")`` unless ``value`` is JSON (SPEC 5).
+def check_json(value: Any, where: str, holder: str = "agent and conversation variables") -> None:
+    """Raise ``S2OError("not-json")`` unless ``value`` is JSON (SPEC 5); ``holder`` names what holds JSON only
+    in the message (``const`` for the settings' constants).
 
     JSON here is str, int, finite float, bool, None, and lists and dicts with
     string keys of those, nested at most :data:`MAX_JSON_DEPTH` levels
@@ -65,11 +66,10 @@ def check_json(value: Any, where: str) -> None:
         if t in _EXACT_SCALARS:
             continue
         if t is not list and t is not dict:
-            raise S2OError("not-json", f"{place(where, trail)} is a {t.__name__}; agent and conversation variables "
-                           "hold JSON only")
+            raise S2OError("not-json", f"{place(where, trail)} is a {t.__name__}; {holder} hold JSON only")
         if depth >= MAX_JSON_DEPTH:
-            raise S2OError("too-deep", f"{where} nests deeper than {MAX_JSON_DEPTH} levels; agent and conversation "
-                           "variables hold JSON nested at most that deep")
+            raise S2OError("too-deep", f"{where} nests deeper than {MAX_JSON_DEPTH} levels; {holder} hold JSON "
+                           "nested at most that deep")
         if t is list:
             stack.extend((item, (trail, i), depth + 1) for i, item in enumerate(v))
             continue

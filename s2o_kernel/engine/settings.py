@@ -119,6 +119,18 @@ class Settings(_Strict):
     secrets_file: str | None = None
     profiles: Profiles = Field(default_factory=Profiles)
 
+    @field_validator("const")
+    @classmethod
+    def _const_is_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """``const`` is a JSON object (SPEC 10): a TOML ``nan``, ``inf`` or date showed as ``null`` in ``%sys``."""
+        from .scopes import check_json
+
+        try:
+            check_json(value, "const", "constants")
+        except S2OError as exc:
+            raise ValueError(f"{exc.message} (SPEC 10)") from None
+        return value
+
     def to_dict(self) -> dict[str, Any]:
         """The settings as a SPEC-10-shaped dict that :func:`bare_settings` turns back into equal
         settings (optional ``sys`` members only when enabled)."""

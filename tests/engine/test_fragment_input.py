@@ -216,3 +216,15 @@ def test_much_json_is_data_never_looked_at_as_a_misspelled_fragment() -> None:
 
     assert fragment_hint([{"vars": {"i": 0}}]) is not None
     assert fragment_hint([{f"vars{i % 7}": {"i": 0}} for i in range(51)]) is None
+
+
+@pytest.mark.parametrize(("value", "shown"), [(float("nan"), "is nan"), (float("inf"), "is inf"),
+                                              (10**5000, "4,000 digits"), ({1: 2}, "key of type int")],
+                         ids=["nan", "inf", "big-int", "int-key"])
+def test_a_constant_is_json(value: Any, shown: str) -> None:
+    """SPEC 10: ``const`` is a JSON object; a TOML ``nan`` showed as ``null`` in ``%sys`` (a new user's trial)."""
+    from s2o_kernel.engine import make_settings
+
+    with pytest.raises(S2OError) as caught:
+        make_settings({"const": {"k": value}})
+    assert (caught.value.code, caught.value.path) == ("settings", "const") and shown in caught.value.message
