@@ -29,7 +29,15 @@ from .fragments.kind import fragment_hint, fragment_kind
 from .outside.ask import ask_each
 from .scopes import RemoteValue, as_json
 from .session import RunResult, Session
-from .settings import Settings, bare_settings, default_settings, load_settings, make_settings, read_toml
+from .settings import (
+    Settings,
+    bare_settings,
+    default_settings,
+    load_settings,
+    make_settings,
+    read_toml,
+    switched_off,
+)
 from .worker import IsolatedSession
 from .written import WRITTEN_LIMIT, too_large_text, written_size
 
@@ -60,6 +68,7 @@ __all__ = [
     "make_settings",
     "parse_target",
     "read_toml",
+    "switched_off",
     "too_large_text",
     "written_size",
 ]

@@ -45,6 +45,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .settings import switched_off
+
 if TYPE_CHECKING:
     from .engine import Compiled, Engine
     from .settings import Settings
@@ -67,7 +69,6 @@ KEY_NAME, KEY_SIZE = "key", 32
 #: The version of the record layout, part of every digest.
 LAYOUT = b"s2o-code-1"
 
-_OFF = {"off", "0", "false", "no"}
 _HEADER = struct.Struct(">32sI")
 #: The types a plan for running unwatched may name, by the name a record gives them.
 _TYPES: dict[str, type] = {kind.__name__: kind for kind in (
@@ -82,7 +83,7 @@ def default_cache(environ: Mapping[str, str] | None = None) -> CodeCache | None:
     else ``~/.cache/s2o-kernel/compiled``; ``None`` when :data:`CACHE_ENV` turns it off."""
     env = os.environ if environ is None else environ
     named = env.get(CACHE_ENV, "").strip()
-    if named.lower() in _OFF:
+    if switched_off(named):
         return None
     if named:
         return CodeCache(named)

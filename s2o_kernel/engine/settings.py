@@ -236,6 +236,16 @@ def default_settings() -> Settings:
     return bare_settings(default_data())
 
 
+#: What an environment switch (``S2O_KERNEL_ISOLATED``, ``S2O_CONFINE``, ``S2O_CODE_CACHE``) is set to
+#: to turn its feature off, in any case and with spaces around.
+OFF_WORDS = ("0", "false", "no", "off")
+
+
+def switched_off(value: str) -> bool:
+    """Whether an environment switch's ``value`` turns its feature off (:data:`OFF_WORDS`)."""
+    return value.strip().lower() in OFF_WORDS
+
+
 def _toml_problem(exc: tomllib.TOMLDecodeError, source: str) -> tuple[str, int | None, int | None]:
     """What is wrong, without quoting the file: tomllib's description when it quotes nothing (some
     quote a key or a character of the file), and the 1-based line and column when known (at the end

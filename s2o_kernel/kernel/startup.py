@@ -36,7 +36,6 @@ from s2o_kernel.kernel.contract import SessionLike
 #: Environment variable: cells run in the engine's supervised worker process
 #: (``IsolatedSession``, SPEC 12) unless it is ``0``, ``false``, ``no`` or ``off``.
 ISOLATE_ENV = "S2O_KERNEL_ISOLATED"
-_OFF = ("0", "false", "no", "off")
 
 
 @dataclass
@@ -59,7 +58,7 @@ class Startup:
 def isolation_requested(environ: Mapping[str, str] | None = None) -> bool:
     """True unless ``S2O_KERNEL_ISOLATED`` turns containment off (the default is on)."""
     value = (os.environ if environ is None else environ).get(ISOLATE_ENV, "")
-    return value.strip().lower() not in _OFF
+    return not engine.switched_off(value)
 
 
 def make_session(settings: Settings, warnings: list[str] | None = None) -> SessionLike:

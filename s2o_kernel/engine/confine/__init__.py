@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..settings import switched_off
 from . import landlock, seccomp
 from .process import cap_address_space, drop_capabilities, no_new_privs, vm_size
 from .syscalls import current_arch
@@ -64,7 +65,6 @@ __all__ = ["LAYERS", "MECHANISMS", "OFF_ENV", "SCRATCH_ENV", "Report", "apply", 
 
 #: Environment variable that turns the confinement off when ``0``, ``false``, ``no`` or ``off`` (debugging only).
 OFF_ENV = "S2O_CONFINE"
-_OFF = ("0", "false", "no", "off")
 #: Environment variable naming the worker's scratch folder (made and removed by the kernel process).
 SCRATCH_ENV = "S2O_WORKER_SCRATCH"
 #: Everything :func:`apply` may put in force, in the order it does.
@@ -98,7 +98,7 @@ class Report:
 def requested(environ: Mapping[str, str] | None = None) -> bool:
     """True unless :data:`OFF_ENV` turns the confinement off (the default is on)."""
     value = (os.environ if environ is None else environ).get(OFF_ENV, "")
-    return value.strip().lower() not in _OFF
+    return not switched_off(value)
 
 
 def scratch_folder() -> Path:

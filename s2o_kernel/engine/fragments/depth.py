@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import S2OError
 from ..scopes import JSON_INT_BITS, MAX_JSON_DEPTH, Trail
+from ..values import safe_repr
 from .tree import Command, Function, join
 
 #: Most levels of command lists inside commands, counting the levels added by calls (SPEC 12).
@@ -76,7 +77,7 @@ def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH, max_values: int | 
         odd = next((key for key in v if type(key) is not str), _NONE)
         if odd is not _NONE:
             return S2OError("fragment", f"the fragment is not JSON: a key of type {type(odd).__name__} "
-                            f"({_short(odd)}); JSON object keys are text", path=_path(trail), stage="validate")
+                            f"({safe_repr(odd, 40)}); JSON object keys are text", path=_path(trail), stage="validate")
         stack.extend((item, depth + 1, (trail, key)) for key, item in reversed(list(v.items())))
     return None
 
@@ -110,14 +111,6 @@ def check_fragment_json(value: Any, max_values: int | None = None) -> None:
     wrong = json_depth_error(value, max_values=max_values)
     if wrong is not None:
         raise wrong
-
-
-def _short(value: Any) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        return "its repr failed"
-    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def _json_within(value: Any, limit: int, max_values: int | None) -> bool | None:
