@@ -22,7 +22,8 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 from .codecache import CodeCache, default_cache
 from .commands import fragment_words
 from .commands.var import parse_target
-from .engine import Compiled, Engine, Validation
+from .compiled import Compiled
+from .engine import Engine, Validation
 from .errors import ErrorGroup, S2OError
 from .fragments.dataflow import Access, Dataflow
 from .fragments.kind import fragment_hint, fragment_kind

@@ -7,12 +7,12 @@ fingerprint, of this engine's own source files and of the Python version, so cod
 rules, another allowlist, another engine or another bytecode is never served: it is in another file.
 
 A file is a sequence of records, appended, each ``MAC (32 bytes) | length (4 bytes, big-endian) |
-payload``: the payload a ``marshal``-ed tuple (:func:`_record`) of one :class:`.Compiled` (its code, the
-names and positions it reads, its flags, its plan for running unwatched and, when made, the code of its
-functions), the MAC an HMAC-SHA256 with the key over ``digest | length | payload``. A record is read only
-when its MAC holds, so ``marshal`` (not secure against data made to attack it) only ever reads what a
-process holding the key wrote, for this very fingerprint; the first record that does not hold ends the
-reading (a file cut short by a crash, or changed, loses its tail, never more).
+payload``: the payload a ``marshal``-ed tuple (:func:`_record`) of one :class:`.Compiled` (the code of its
+function, the names and positions it reads, its flags), the MAC an HMAC-SHA256 with the key over
+``digest | length | payload``. A record is read only when its MAC holds, so ``marshal`` (not secure
+against data made to attack it) only ever reads what a process holding the key wrote, for this very
+fingerprint; the first record that does not hold ends the reading (a file cut short by a crash, or
+changed, loses its tail, never more).
 
 **Who writes.** A code object loaded from the file runs with no rule checked again, so a record is
 written only by a process that ran the compile rules itself: an in-process engine built with
@@ -45,10 +45,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .compiled import Compiled, is_coroutine
 from .settings import switched_off
 
 if TYPE_CHECKING:
-    from .engine import Compiled, Engine
+    from .engine import Engine
     from .settings import Settings
 
 #: The environment variable naming the folder; ``off`` (or ``0``, ``false``, ``no``) turns the cache off.
@@ -67,12 +68,9 @@ MAX_REPORTED = 256
 #: The key's file name and length (bytes).
 KEY_NAME, KEY_SIZE = "key", 32
 #: The version of the record layout, part of every digest.
-LAYOUT = b"s2o-code-1"
+LAYOUT = b"s2o-code-2"
 
 _HEADER = struct.Struct(">32sI")
-#: The types a plan for running unwatched may name, by the name a record gives them.
-_TYPES: dict[str, type] = {kind.__name__: kind for kind in (
-    str, int, float, bool, list, dict, tuple, bytes, set, frozenset, complex, type(None))}
 _engine_digest: bytes | None = None
 #: Compile fingerprint → its digest (:func:`fingerprint_digest`).
 _DIGESTS: dict[tuple[Any, ...], bytes] = {}
@@ -147,39 +145,25 @@ def _record(compiled: Compiled, fields: frozenset[str] | None) -> bytes | None:
     """The payload of ``compiled`` (compiled with command ``fields``), or ``None`` when it cannot be kept."""
     if len(compiled.source) > MAX_SOURCE:
         return None
-    plan = None
-    if compiled.unwatched is not None:
-        names = {kind: name for name, kind in _TYPES.items()}
-        if any(kind not in names for _, kinds in compiled.unwatched for kind in kinds):
-            return None
-        plan = tuple((name, tuple(sorted(names[kind] for kind in kinds))) for name, kinds in compiled.unwatched)
-    codes = compiled.functions
     return marshal.dumps((
         compiled.source, tuple(sorted(fields)) if fields is not None else None, compiled.code,
         tuple(sorted(compiled.local_names)), dict(compiled.name_positions), compiled.may_run_long,
-        compiled.may_hold_objects, compiled.top_call, compiled.call_at, plan,
-        None if codes is None else tuple(codes)))
+        compiled.may_hold_objects, compiled.top_call, compiled.call_at))
 
 
 def _entry(payload: bytes) -> tuple[tuple[str, frozenset[str] | None], Compiled] | None:
     """The cache key and :class:`.Compiled` of a record's payload (signed: written by this layout, so only
     its outline is checked); ``None`` for one of another outline. Raises ``ValueError``, ``TypeError``,
     ``KeyError`` or ``EOFError`` for a payload that is not a record."""
-    from .engine import Compiled
-
     data = marshal.loads(payload)
-    if type(data) is not tuple or len(data) != 11:
+    if type(data) is not tuple or len(data) != 9:
         return None
-    source, fields, code, local_names, positions, run_long, hold, top_call, call_at, plan, codes = data
-    if (type(source) is not str or type(code) is not types.CodeType or type(positions) is not dict
-            or not (codes is None or codes == () or (type(codes) is tuple and len(codes) == 2
-                                                     and type(codes[0]) is types.CodeType))):
+    source, fields, code, local_names, positions, run_long, hold, top_call, call_at = data
+    if type(source) is not str or type(code) is not types.CodeType or type(positions) is not dict:
         return None
-    unwatched = None if plan is None else tuple((name, frozenset(_TYPES[k] for k in kinds)) for name, kinds in plan)
     compiled = Compiled(source=source, code=code, local_names=frozenset(local_names), name_positions=positions,
-                        may_run_long=run_long, may_hold_objects=hold,
-                        is_coroutine_code=bool(code.co_flags & 0x80), top_call=top_call, call_at=call_at,
-                        unwatched=unwatched, functions=codes)
+                        may_run_long=run_long, may_hold_objects=hold, is_coroutine_code=is_coroutine(code),
+                        top_call=top_call, call_at=call_at)
     return (source, frozenset(fields) if fields is not None else None), compiled
 
 
@@ -457,8 +441,6 @@ class Mirror:
                 request: int | None = None) -> int:
         """Compile each reported ``(source, command fields)`` here, within the budget, and write those that
         compile; returns how many records were written. A second report for the same ``request`` is ignored."""
-        from .engine import Compiled
-
         self.reported += len(sources)
         if request is not None and request == self._request:
             return 0
@@ -483,8 +465,6 @@ class Mirror:
                 continue
             if not isinstance(compiled, Compiled):
                 continue  # refused here: never written
-            if fields is None and time.perf_counter() <= stop:  # no function past the budget: made at its 2nd run
-                engine.functions_of(compiled)
             done.append((fields, compiled))
             if len(self._written) >= 65_536:
                 self._written.clear()

@@ -1,26 +1,23 @@
 """The settings-compiled :class:`Engine`: a loaded allowlist, the compile rules and a compile cache (SPEC 3, 4, 10).
 
 An :class:`Engine` loads the allowlist and compile rules of one :class:`~.settings.Settings` and keeps
-a cache of compiled expressions keyed by source text, so an expression is parsed, checked and compiled
-once and then run with a plain ``eval`` of its code object against a session's one globals dict, or,
-from its second run in a session, as a function of the same expression (:mod:`.functions`; see
-:mod:`.execution` and ``docs/performance.md``). An engine holds no variables: sessions
-(:mod:`.session`) share it.
+a cache of compiled expressions keyed by source text, so an expression is parsed, checked, rewritten and
+compiled once, into the function form of :mod:`.compiled`, and then run by :mod:`.execution` against a
+session's globals dict. An engine holds no variables: sessions (:mod:`.session`) share it.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
-import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import functions, reach, rewrites, rules, stores, unwatched
+from . import reach, rewrites, rules, stores
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
+from .compiled import Compiled, function_code, is_coroutine
 from .errors import ErrorGroup, S2OError
 from .guards import format_string, guard_kwargs, guarded_call, guarded_import
 from .kept import guarded_store
@@ -31,14 +28,8 @@ from .settings import Settings
 if TYPE_CHECKING:
     from .codecache import CodeCache, Recorder
 
-#: File name given to compiled expressions (how run-time errors find their position).
-FILENAME = "<s2o>"
-
 #: Entries kept in a compile cache (one per compile fingerprint) before it is cleared.
 CACHE_SIZE = 4096
-
-#: Narrowed tested functions an expression keeps (one per combination of its names' types).
-NARROWED = 4
 
 #: Compile fingerprints whose caches the process keeps; the oldest is dropped past this many.
 SHARED_FINGERPRINTS = 16
@@ -48,8 +39,6 @@ SHARED_FINGERPRINTS = 16
 #: a second session on the same configuration) share one, so they start hot. On disk only through a
 #: signed :class:`.codecache.CodeCache`, written by a process that ran the rules itself.
 _SHARED: dict[tuple[Any, ...], dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked]] = {}
-
-_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 @dataclass
 class Validation:
@@ -71,53 +60,6 @@ class Validation:
     def ok(self) -> bool:
         """True when the expression passed every rule."""
         return not self.errors
-
-
-@dataclass
-class Compiled:
-    """A checked, rewritten and compiled expression (cached per engine)."""
-
-    source: str
-    code: types.CodeType
-    local_names: frozenset[str]
-    name_positions: dict[str, tuple[int, int]]
-    may_run_long: bool
-    may_hold_objects: bool
-    is_coroutine_code: bool
-    top_call: bool
-
-    simple: bool = False  # nothing in it dispatches to a value's methods: one eval, no limit bookkeeping
-    #: Code that runs no bytecode when these ``(name, exact types)`` hold (:func:`.unwatched.plan`; ``()``:
-    #: whatever the names hold, then it is ``simple``): ``Execution.evaluate`` then runs its tested function
-    #: without the watchdog. ``None``: always under the time limit.
-    unwatched: tuple[tuple[str, frozenset[type]], ...] | None = None
-    #: Where the whole-expression call starts (line, col), for ``top_call``: an error raised while it
-    #: is awaited for you has no frame of the expression to take a position from. ``None`` otherwise.
-    call_at: tuple[int, int] | None = None
-    #: The code of its plain and (when ``unwatched`` asks anything) tested function (:mod:`.functions`),
-    #: made on first use by :meth:`Engine.functions_of`; ``()`` when it has none (it awaits).
-    functions: tuple[types.CodeType, types.CodeType | None] | tuple[()] | None = None
-    #: The tested function narrowed to the exact types of its names (in ``unwatched``'s order) and items it
-    #: was made for (:meth:`Engine.narrowed_of`); ``None`` where it could not be made. At most :data:`NARROWED`.
-    narrowed: dict[tuple[type | None, ...], types.CodeType | None] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.simple = self.unwatched == () and not (self.may_run_long or self.may_hold_objects
-                                                    or self.is_coroutine_code)
-
-
-def _narrowing(found: unwatched.Plan, compiled: Compiled, observed: tuple[type | None, ...]) -> tuple[
-        type | None, ...] | None:
-    """``observed`` as :func:`.functions.tested_code` takes it for the plan ``found`` of ``compiled``'s function
-    tree: ``None`` unless ``found`` asks of the names ``compiled.unwatched`` names and every name's type is one
-    it allows; an item's type it does not allow is read as ``None`` (the item keeps its wider test)."""
-    count = len(found.needs)
-    if (not found.needs or [name for name, _ in found.needs] != [name for name, _ in compiled.unwatched or ()]
-            or len(observed) != count + len(found.tests)
-            or not all(kind in kinds for kind, (_, kinds) in zip(observed, found.needs, strict=False))):
-        return None
-    return observed[:count] + tuple(kind if kind in kinds else None
-                                    for kind, (_, kinds) in zip(observed[count:], found.tests, strict=True))
 
 
 def _validation_of(checked: rules.Checked) -> Validation:
@@ -168,14 +110,6 @@ class Engine:
         self.guarded = not unsafe_ok and (guard or self.host_entries)
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
-        #: Hidden names bound to the engine's own helpers that :func:`.unwatched.plan` plans for: the f-string's
-        #: test and helper, and each operator rewritten to a bounded operator with a numeric fast path
-        #: (:data:`.rewrites.NUMERIC_SAFE`; not one rewritten to an allowlist function: any code).
-        self.unwatched_helpers = frozenset(
-            {rewrites.FSTRING_HELPER, rewrites.TYPE_HELPER, rewrites.PLAIN_TEXT}
-            | {helper for helper, setting in ((rewrites.operator_helper_name(symbol), setting)
-                                              for symbol, setting in self.settings.rules.operators.items())
-               if setting in rewrites.NUMERIC_SAFE and self.builtins.get(helper) is BOUNDED_OPERATORS.get(setting)})
         limits = self.settings.limits
         rules_cfg = self.settings.rules
         self.rule_context = rules.RuleContext(
@@ -273,7 +207,7 @@ class Engine:
         table["__import__"] = guarded_import
         table[rewrites.FSTRING_HELPER] = format_string
         table[rewrites.TYPE_HELPER] = type
-        table.update(functions.HIDDEN)
+        table.update({name: kind for kind, name in rewrites.EXACT_NAMES.items()})
         table[rewrites.PLAIN_TEXT] = rewrites.PLAIN_TEXT_TYPES
         table[rewrites.KWARGS_GUARD] = guard_kwargs
         table[rewrites.SIZED_HELPER] = sized_attribute
@@ -378,9 +312,8 @@ class Engine:
         checked = self._checked(source, command_fields)
         if checked.errors or checked.tree is None:
             return checked
-        unwatched = self._unwatched(checked)
         try:
-            code = compile(checked.tree, FILENAME, "eval", flags=_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            code = function_code(checked.tree, awaits=checked.is_async)
         except SyntaxError as exc:
             checked.errors.append(S2OError("syntax", str(exc.msg), line=exc.lineno,
                                            col=(exc.offset - 1) if exc.offset else None,
@@ -400,20 +333,14 @@ class Engine:
             name_positions=checked.name_positions,
             may_run_long=checked.may_run_long or checked.is_async,
             may_hold_objects=checked.may_hold_objects or checked.is_async,
-            is_coroutine_code=bool(code.co_flags & inspect.CO_COROUTINE),
+            is_coroutine_code=is_coroutine(code),
             top_call=checked.top_call,
             call_at=checked.call_at if checked.top_call else None,
-            unwatched=unwatched,
         )
 
-    def _checked(self, source: str, command_fields: frozenset[str] | None, *, function: bool = False) -> rules.Checked:
-        """:meth:`check` of ``source``, its tree guarded when this engine is (:func:`.reach.guard_tree`).
-        ``function``: for an expression function, where a global is read cheaply: every bounded ``*`` and
-        ``%`` gets the numeric fast path comprehensions get (:func:`.rewrites.operator_rewrite`)."""
-        if function:
-            checked = rules.check_expression(source, dataclasses.replace(self.rule_context, numeric_everywhere=True))
-        else:
-            checked = self.check(source, command_fields=command_fields)
+    def _checked(self, source: str, command_fields: frozenset[str] | None) -> rules.Checked:
+        """:meth:`check` of ``source``, its tree guarded when this engine is (:func:`.reach.guard_tree`)."""
+        checked = self.check(source, command_fields=command_fields)
         if checked.errors:
             return checked
         if checked.tree is None:  # pragma: no cover - a tree without errors is always there
@@ -421,65 +348,3 @@ class Engine:
         if self.guarded:
             reach.guard_tree(checked.tree)
         return checked
-
-    def _unwatched(self, checked: rules.Checked) -> unwatched.Needs | None:
-        """What :func:`.unwatched.plan` asks of the names of ``checked``; ``None`` for an expression that
-        awaits, and for every call of a guarded engine."""
-        if checked.is_async:
-            return None
-        needs = unwatched.needs(checked.tree, self.unwatched_helpers) if checked.tree is not None else None
-        return None if self.guarded and needs else needs
-
-    def functions_of(self, compiled: Compiled) -> tuple[types.CodeType, types.CodeType | None] | None:
-        """The code of the plain and of the tested function of ``compiled`` (a plain expression this engine, or
-        one of the same compile fingerprint, compiled; :mod:`.functions`), made once from the source checked
-        again (a compiled expression keeps no tree) and kept on it; ``None`` for one that awaits or does not
-        compile so, and ``None`` in place of a tested function it has none of. Raises nothing."""
-        codes = compiled.functions
-        if codes is None:
-            codes = ()
-            tree = None if compiled.is_coroutine_code else self._function_tree(compiled.source)
-            if tree is not None:
-                try:
-                    with quiet():  # compiler warnings never show (as for the expression itself)
-                        plain = functions.plain_code(tree, FILENAME)
-                        found = unwatched.plan(tree, self.unwatched_helpers) if compiled.unwatched else None
-                        tested = functions.tested_code(tree, found, None, FILENAME) if found and found.needs else None
-                    codes = (plain, tested)
-                except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    codes = ()
-            compiled.functions = codes
-        return codes or None
-
-    def narrowed_of(self, compiled: Compiled, observed: tuple[type | None, ...]) -> types.CodeType | None:
-        """The code of the tested function of ``compiled`` narrowed to ``observed`` (the exact types its names
-        hold, in ``compiled.unwatched``'s order, then its items' types, any other than its plan allows for an
-        item read as ``None``: :func:`.functions.tested_code`),
-        made once per ``observed`` (at most :data:`NARROWED`) and kept on it; ``None`` when ``observed`` is not
-        all types its plan allows, or past :data:`NARROWED`. Raises nothing."""
-        if type(observed) is not tuple or not all(
-                kind is None or any(kind is exact for exact in rewrites.EXACT_ORDER) for kind in observed):
-            return None  # by identity first: the key is hashed next (a metaclass's __hash__ would run)
-        if observed in compiled.narrowed or len(compiled.narrowed) >= NARROWED:
-            return compiled.narrowed.get(observed)
-        code = None
-        tree = self._function_tree(compiled.source)
-        found = unwatched.plan(tree, self.unwatched_helpers) if tree is not None else None
-        kinds = _narrowing(found, compiled, observed) if tree is not None and found is not None else None
-        if tree is not None and found is not None and kinds is not None:
-            try:
-                with quiet():
-                    code = functions.tested_code(tree, found, kinds, FILENAME)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                code = None
-        compiled.narrowed[observed] = code
-        return code
-
-    def _function_tree(self, source: str) -> ast.Expression | None:
-        """``source`` checked again for an expression function (:meth:`_checked`, ``function=True``); ``None``
-        when it has errors or awaits."""
-        with quiet():
-            checked = self._checked(source, None, function=True)
-        if checked.errors or checked.tree is None or checked.is_async:
-            return None
-        return checked.tree

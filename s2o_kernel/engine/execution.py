@@ -2,19 +2,23 @@
 
 An :class:`Execution` is the run state of one session: its globals dict (locals, the runtime
 namespaces and the engine's builtins), its event-loop thread ("the shared event loop" of SPEC 6) and
-the time limit's watchdog entry. Every expression runs through it, whoever asks:
+the time limit's watchdog entry. Every expression runs through it, in its function form
+(:mod:`.compiled`) and under the time limit, whoever asks:
 
-* :meth:`Execution.evaluate` — a cell or a library call, in the calling thread (the hot path: a
-  call of the expression's function, :mod:`.functions`, from its second run; calls and comprehensions
-  under the watchdog; a coroutine result driven on the loop thread and waited for here);
+* :meth:`Execution.evaluate` — a cell or a library call, in the calling thread: the expression's function
+  (made once per session and source) called with the watchdog armed around it; a coroutine it returns
+  driven on the loop thread and waited for here;
 * :meth:`Execution.evaluate_async` — the same for a caller that is itself on an event loop;
-* :meth:`Execution.run_on_loop` — an expression inside a fragment run, already on the loop thread.
+* :meth:`Execution.run_on_loop` / :meth:`Execution.run_now` — an expression inside a fragment run, already
+  on the loop thread, where the watchdog is armed once for the whole run (:meth:`Execution.submit`).
 
-They differ only in where awaiting happens. Errors are mapped in one place, :mod:`.failures`: Python
-exceptions become ``runtime`` (message starting with the exception's type name, secret values scrubbed, the
-failing operation's line and column), limits become ``timedOut`` / ``stopped`` / ``memory-limit``. A name
-the expression reads that no one set is ``unknown-name`` for a cell (validated against the session's locals
-as it runs) and ``not-set`` in a fragment (validated as a whole: set on a path the run did not take).
+They differ only in where awaiting happens and where the limit is armed; a second run of an expression is
+the first one's function called again, so it behaves as the first by construction. Errors are mapped in
+one place, :mod:`.failures`: Python exceptions become ``runtime`` (message starting with the exception's
+type name, secret values scrubbed, the failing operation's line and column), limits become ``timedOut`` /
+``stopped`` / ``memory-limit``. A name the expression reads that no one set is ``unknown-name`` for a cell
+(validated against the session's locals as it runs) and ``not-set`` in a fragment (validated as a whole:
+set on a path the run did not take).
 """
 
 from __future__ import annotations
@@ -30,11 +34,11 @@ from collections.abc import Coroutine
 from time import monotonic
 from typing import Any
 
-from . import failures, functions
-from .engine import CACHE_SIZE, Compiled, Engine
+from . import failures
+from .compiled import Compiled
+from .engine import CACHE_SIZE, Engine
 from .errors import ErrorGroup, S2OError
 from .failures import INTERRUPTED
-from .functions import Unsure
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .loop import INTERRUPT_GRACE, POLL, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
 from .parsing import not_text
@@ -79,13 +83,9 @@ class Execution:
         self._engine = engine
         self._compiled = engine.compiled  # source -> Compiled, of what this engine compiled
         self._limit = engine.settings.limits.time
-        #: source -> the expression's functions (:mod:`.functions`, made by :meth:`_bind`): the plain one, run
-        #: under the time limit, and the one run without it (tested: raises ``Unsure`` when a type it needs
-        #: does not hold), or ``None``. A source is in both tables or in neither.
-        self._plain: dict[str, types.FunctionType] = {}
-        self._unwatched: dict[str, types.FunctionType | None] = {}
-        #: source -> the tested function to use once its narrowed one (in :attr:`_unwatched`) is unsure.
-        self._widened: dict[str, types.FunctionType] = {}
+        #: source -> the expression's function bound to :attr:`globals` (:meth:`_function_of`). Every local
+        #: the expression reads is set while its function is here: removing a local empties the table.
+        self._functions: dict[str, types.FunctionType] = {}
 
     # -- in the calling thread ---------------------------------------------------------------
     def evaluate(self, expr: str) -> Any:
@@ -96,32 +96,22 @@ class Execution:
         ``timedOut`` when ``limits.time`` (seconds) passes, or ``stopped`` when interrupted
         (``KeyboardInterrupt`` or :meth:`interrupt`). The session keeps its variables either way.
 
-        The hot path (an expression this session ran before) is one dict lookup and a call of the
-        expression's function (:mod:`.functions`), with the time limit armed (inline, see
-        :class:`~.limits.Watchdog`) unless nothing in the expression dispatches to a value's methods
-        (``Compiled.simple``: names, constants, lists of them), or its tested function finds the exact types
-        it needs (:func:`~.unwatched.plan`: of the names it uses, and of each item it uses where the item is
-        made): an operator or a subscript runs its operands' dunders, Python code for many values. A tested
-        function narrowed to the types of one run that are unsure in another gives way to the wider one, and
-        that one to the armed plain function. An unwatched value needs no result check: it is made by C code
-        of exact builtin values, or read from variables (checked when set).
+        The expression's function (:meth:`_function_of`: compiled once per engine, bound once per session)
+        is called with the time limit armed around it. The watchdog's protocol is inlined here, the one
+        place it is (three stores and two dict operations, see :class:`~.limits.Watchdog`): its exception
+        may arrive anywhere up to the disarm, even inside the ``finally``, so the outer handler settles again
+        (idempotent) and maps it, and it never escapes raw. A deadline that fired while the expression ran C
+        work the exception could not land in (no call or backward jump) ends the run as if it had landed:
+        ``timedOut`` (or ``stopped``), never a value computed past the limit. A value of
+        :data:`PLAIN_RESULTS` holds nothing to check; any other is settled (:meth:`_settled`: awaited, or
+        checked).
         """
         try:
-            unwatched = self._unwatched[expr]
+            function = self._functions[expr]
         except (KeyError, TypeError):  # not run in this session yet, or not text
-            return self._evaluate_cold(expr)
-        if unwatched is not None:  # runs no bytecode the watchdog could stop, or raises Unsure first
-            try:
-                return unwatched()
-            except NameError:  # a name it tests is not set (``result``, ``exc``, a local reset): the plain
-                pass  # function decides, as eval does (a branch not taken reads nothing; the name's own position)
-            except Unsure:  # a type did not hold: the wider test from now on, then none (armed)
-                self._unwatched[expr] = self._widened.pop(expr, None)
-                return self.evaluate(expr)
-            except BaseException as exc:  # nothing long ran: never the time limit (a TimeoutError is the call's)
-                raise self._failed(exc, self._compiled_of(expr), monotonic()) from None
-        plain = self._plain[expr]
-        # under the time limit, armed inline (the protocol of _eval_limited)
+            function = None
+        if function is None:  # compiled, checked and bound outside the handler: no chained KeyError
+            function = self._function_of(expr)
         entry = self._deadline
         entry.thread_id = get_ident()
         entry.deadline = (start := monotonic()) + self._limit
@@ -130,80 +120,59 @@ class Execution:
         armed[entry.key] = entry
         try:
             try:
-                value = plain()
+                value = function()
             finally:
-                if armed.pop(entry.key, None) is None:
-                    WATCHDOG.settle(entry)
+                fired = armed.pop(entry.key, None) is None and WATCHDOG.settle(entry)
+            if fired:  # its exception fired but never landed: C work with no call or jump to check at
+                raise entry.kind
         except BaseException as exc:
             if armed.pop(entry.key, None) is None:
                 WATCHDOG.settle(entry)
             raise self._failed(exc, self._compiled_of(expr), start) from None
         if type(value) in PLAIN_RESULTS:
             return value
-        return self._settled(self._compiled_of(expr), value)
+        return self._settled(self._compiled_of(expr), value, start)
 
-    def _evaluate_cold(self, source: str) -> Any:
-        """:meth:`evaluate` of an expression this session has no function for: its first run compiles it
-        (:meth:`evaluate_at`, ``eval`` of its code); once this engine has compiled it, its functions are
-        made (:meth:`_bind`) and run."""
+    def _function_of(self, source: str) -> Any:
+        """The function of ``source`` over :attr:`globals`: compiled by the engine (a validation error raised
+        here, before anything runs), its locals checked (``unknown-name``), kept for the next run when the
+        globals hold this engine's builtins (a function keeps the builtins it was made with)."""
         if type(source) is not str:
             raise not_text(source)
-        compiled = self._compiled.get(source)  # this engine compiled it: maybe for another session, or a run
-        if compiled is None or not compiled.local_names <= self.globals.keys():  # refused before it runs
-            return self.evaluate_at(source, time.monotonic())
-        try:
-            bound = self._bind(source, compiled)
-        except BaseException as exc:  # a SIGINT during the probe: ``stopped``
-            raise self._failed(exc, compiled, time.monotonic()) from None
-        return self.evaluate(source) if bound else self.evaluate_at(source, time.monotonic())
+        compiled = self._engine.compile(source)
+        g = self.globals
+        if not compiled.local_names <= g.keys():
+            self._unknown_names(compiled)
+        function = compiled.bind(g)
+        if g.get("__builtins__") is self._engine.builtins:
+            if len(self._functions) >= CACHE_SIZE:
+                self._functions.clear()
+            self._functions[source] = function
+        return function
 
     def forget_functions(self) -> None:
         """Drop every expression function made (a local was removed): a function runs until it reads a name,
         where a first run refuses the expression (``unknown-name``) before anything in it runs."""
-        self._plain.clear()
-        self._unwatched.clear()
-        self._widened.clear()
-
-    def _bind(self, source: str, compiled: Compiled) -> bool:
-        """Make the functions of ``compiled`` bound to :attr:`globals` (:func:`.functions.bind`); False when it
-        has none (it awaits) or the globals' builtins are not this engine's (a function would keep them)."""
-        g = self.globals
-        builtins = self._engine.builtins
-        codes = self._engine.functions_of(compiled) if g.get("__builtins__") is builtins else None
-        if codes is None:
-            return False
-        if len(self._plain) >= CACHE_SIZE:
-            self.forget_functions()
-        unwatched, plain, wider = functions.bind(codes, compiled, self._engine.narrowed_of, g, builtins)
-        self._plain[source], self._unwatched[source] = plain, unwatched
-        if wider is not None:
-            self._widened[source] = wider
-        return True
+        self._functions.clear()
 
     def _compiled_of(self, source: str) -> Compiled:
         """The compiled ``source`` (compiled again if this engine's cache dropped it since)."""
         return self._compiled.get(source) or self.engine.compile(source)
 
-    def _settled(self, compiled: Compiled, value: Any) -> Any:
+    def _settled(self, compiled: Compiled, value: Any, start: float) -> Any:
         """The value :meth:`evaluate` returns for ``value`` (not of :data:`PLAIN_RESULTS`) of ``compiled``:
-        a coroutine awaited (or ``not-awaited``), anything else checked (:meth:`finish`)."""
-        if type(value) is types.CoroutineType:
-            coro = self._coroutine_of(compiled, value)
-            return self._await_here(coro, compiled, time.monotonic())
-        return self.finish(compiled, value)
-
-    def evaluate_at(self, source: str, start: float) -> Any:
-        """Like :meth:`evaluate` for a run that began at ``start`` (``time.monotonic()`` seconds)."""
-        compiled, value = self._run_sync(source, start)
+        a coroutine awaited on the loop thread (or ``not-awaited``), anything else checked (:meth:`finish`)."""
         coro = self._coroutine_of(compiled, value)
-        if coro is None:
-            return self.finish(compiled, value)
-        return self._await_here(coro, compiled, start)
+        if coro is not None:
+            return self._await_here(coro, compiled, start)
+        return self.finish(compiled, value)
 
     async def evaluate_async(self, expr: str) -> Any:
         """Like :meth:`evaluate`, for callers on an event loop: awaiting happens off their loop."""
         start = time.monotonic()
-        compiled, value = self._run_sync(expr, start)
+        function = self._function_of(expr)
+        compiled = self._compiled_of(expr)
+        value = self._call_limited(function, compiled, start)
         coro = self._coroutine_of(compiled, value)
         if coro is None:
             return self.finish(compiled, value)
@@ -236,12 +205,12 @@ class Execution:
     async def run_on_loop(self, compiled: Compiled, start: float, namespace: dict[str, Any] | None = None) -> Any:
         """Run ``compiled`` inside a fragment run (already on the session's loop) and await its value.
 
-        ``namespace`` is the globals dict of the function call it belongs to (default: :attr:`globals`).
+        ``namespace`` is the globals dict of the agent function call it belongs to (default: :attr:`globals`).
         The run's watchdog and ``asyncio.timeout`` (armed by :meth:`submit`) bound it. A name
         not set at this point of the run is ``not-set``; ``asyncio.CancelledError`` passes through.
         """
         try:
-            value = eval(compiled.code, self.globals if namespace is None else namespace)
+            value = compiled.bind(self.globals if namespace is None else namespace)()
             if compiled.is_coroutine_code or (type(value) is types.CoroutineType and compiled.top_call):
                 value = await value
             return self.finish(compiled, value)
@@ -252,13 +221,14 @@ class Execution:
 
     def run_now(self, compiled: Compiled, start: float, namespace: dict[str, Any]) -> Any:
         """:meth:`run_on_loop` for an expression that never awaits (a sync command's, ``Command.sync``):
-        ``eval`` in ``namespace`` and the result check, with no coroutine. The run's watchdog bounds it.
+        its function over ``namespace`` called and the result checked, with no coroutine. The run's watchdog
+        bounds it.
 
         Raises what :meth:`run_on_loop` raises; ``unexpected`` if the expression awaits after all (the
         parser decided it does not: a coroutine it returns is closed unstarted, never run).
         """
         try:
-            value = eval(compiled.code, namespace)
+            value = compiled.bind(namespace)()
             if type(value) is types.CoroutineType and (compiled.is_coroutine_code or compiled.top_call):
                 value.close()
                 raise S2OError("unexpected", "an expression of a sync command awaited")
@@ -294,12 +264,15 @@ class Execution:
             self._token = token
             try:
                 async with asyncio.timeout(remaining):  # in this task: no inner task whose end goes unseen
-                    return await coro
+                    value = await coro
             finally:
                 self._token = None
-                WATCHDOG.disarm(token)
+                fired = WATCHDOG.disarm(token)
                 with contextlib.suppress(BaseException):  # the run's own outcome is already decided
                     await end_leftovers()
+            if fired:  # fired but never landed (see :meth:`evaluate`): the run ends as if it had
+                raise token.kind
+            return value
 
         run = self._pending = Submitted(self._loop_thread.loop, self._cancel_delivered)  # held before it runs
         return run.start(step(), coro)
@@ -361,42 +334,23 @@ class Execution:
         return failures.map_error(exc, self.engine, compiled, start)
 
     # -- inside ---------------------------------------------------------------------------------
-    def _run_sync(self, source: str, start: float) -> tuple[Compiled, Any]:
-        compiled = self.engine.compile(source)
-        g = self.globals
-        if not compiled.local_names <= g.keys():
-            self._unknown_names(compiled)
-        if compiled.simple:  # nothing in it dispatches to a value's methods: nothing to stop
-            try:
-                return compiled, eval(compiled.code, g)
-            except BaseException as exc:
-                raise self.map_error(exc, compiled, start) from None
-        limit = self.engine.settings.limits.time
-        return compiled, self._eval_limited(compiled, max(limit - (time.monotonic() - start), 0.0), start)
-
-    def _eval_limited(self, compiled: Compiled, seconds: float, start: float) -> Any:
-        """``eval`` of ``compiled`` with the time limit armed for ``seconds``; errors become ``S2OError``.
-
-        Arms the session's one reusable deadline with the watchdog's protocol inlined (three stores
-        and two dict operations, see :class:`~.limits.Watchdog`). The exception the watchdog raises
-        may arrive anywhere up to the disarm, even inside the ``finally``: the outer handler settles
-        again (idempotent) and maps it, so it never escapes raw.
-        """
-        entry = self._deadline
-        entry.thread_id = get_ident()
-        entry.deadline = time.monotonic() + seconds
-        entry.fired = False
-        armed = self._armed
-        armed[entry.key] = entry
+    def _call_limited(self, function: Any, compiled: Compiled, start: float) -> Any:
+        """``function()`` (of ``compiled``) in the calling thread under what is left of the time limit since
+        ``start``, for :meth:`evaluate_async`; errors become ``S2OError``. The watchdog's protocol as in
+        :meth:`evaluate`, through :meth:`~.limits.Watchdog.rearm` of the same entry (so :meth:`interrupt`
+        reaches it)."""
+        remaining = max(self._limit - (time.monotonic() - start), 0.0)
+        token = WATCHDOG.rearm(self._deadline, remaining)
         try:
             try:
-                return eval(compiled.code, self.globals)
+                value = function()
             finally:
-                if armed.pop(entry.key, None) is None:
-                    WATCHDOG.settle(entry)
+                fired = WATCHDOG.disarm(token)
+            if fired:  # fired but never landed (see :meth:`evaluate`)
+                raise token.kind
+            return value
         except BaseException as exc:
-            if armed.pop(entry.key, None) is None:
-                WATCHDOG.settle(entry)
+            WATCHDOG.disarm(token)
             raise self._failed(exc, compiled, start) from None
 
     def _failed(self, exc: BaseException, compiled: Compiled, start: float) -> S2OError:

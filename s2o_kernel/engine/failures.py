@@ -13,13 +13,13 @@ import time
 import types
 from typing import TYPE_CHECKING
 
-from .engine import FILENAME
+from .compiled import FILENAME, Compiled
 from .errors import S2OError
 from .limits import RunInterrupt, RunTimeout
 from .values import error_message, runtime_error
 
 if TYPE_CHECKING:
-    from .engine import Compiled, Engine
+    from .engine import Engine
 
 #: The ``stopped`` message of an interrupted run.
 INTERRUPTED = "the run was interrupted; the session keeps its variables"

@@ -8,15 +8,14 @@ comprehension over an endless generator, ``sum(endless())``). The
 boundary, so the run stops within the limit plus the watchdog's tick
 (:data:`TICK`, 20 ms) and the session keeps its variables.
 
-What this cannot stop is a single C-level call that never returns to
-bytecode (``max(itertools.count())``): that is the containment worker's job
-(SPEC 12).
+Every evaluation runs under it: one expression run in the calling thread is armed around its call,
+a fragment run once for the whole run. What it cannot stop is a single C-level call that never returns
+to bytecode (``max(itertools.count())``, a long ``sorted`` or ``str.replace``): beyond the bounded
+operators of SPEC 6 and 12 (:mod:`.bounded`), that is the containment worker's job, which kills the
+process at the limit and restores the session (SPEC 12).
 
 Both exceptions derive from ``BaseException`` so host code's ``except
 Exception`` cannot swallow them.
-
-Which expressions need no watchdog at all (they run no bytecode for its exception to land in, once
-the values they use hold exact builtin types) is decided by :mod:`.unwatched`.
 """
 
 from __future__ import annotations
@@ -80,9 +79,9 @@ class Armed:
 class Watchdog:
     """Raises :class:`RunTimeout` in a thread whose deadline passed; one per process.
 
-    :meth:`arm` returns a token (the armed entry itself) to hand to :meth:`disarm` in a
-    ``finally``; see ``Execution._eval_limited`` for the pattern that is safe against the exception
-    arriving at any point.
+    :meth:`arm` (or :meth:`rearm`) returns a token (the armed entry itself) to hand to :meth:`disarm` in
+    a ``finally``; see ``Execution.evaluate`` for the pattern that is safe against the exception arriving at
+    any point.
 
     Ownership of a token is decided by one atomic ``dict.pop`` on :attr:`armed`: whoever pops it
     (the evaluating thread, or the watchdog when it fires) owns it. The watchdog pops, marks
@@ -113,6 +112,16 @@ class Watchdog:
     def arm(self, seconds: float, thread_id: int | None = None) -> Armed:
         """Start a deadline ``seconds`` from now for ``thread_id`` (default: this thread); returns a token."""
         entry = Armed(thread_id or threading.get_ident(), time.monotonic() + seconds)
+        self.armed[entry.key] = entry
+        if self._thread is None:
+            self.start()
+        return entry
+
+    def rearm(self, entry: Armed, seconds: float) -> Armed:
+        """Arm the reusable ``entry`` again for this thread, ``seconds`` from now; returns it (a token)."""
+        entry.thread_id = threading.get_ident()
+        entry.deadline = time.monotonic() + seconds
+        entry.fired = False
         self.armed[entry.key] = entry
         if self._thread is None:
             self.start()

@@ -30,11 +30,11 @@ def operator_helper_name(symbol: str) -> str:
 OPERATOR_HELPERS = frozenset(map(operator_helper_name, _OPERATOR_NAMES))
 
 
-def operator_rewrite(symbol: str, setting: str, in_comprehension: bool) -> str:
+def operator_rewrite(symbol: str, setting: str) -> str:
     """The helper recorded for ``symbol`` rewritten to ``setting``: :func:`operator_helper_name`, marked
-    :data:`NUMERIC` for an engine-bounded operator inside a comprehension (see :func:`_rewrite_numeric`)."""
+    :data:`NUMERIC` for an engine-bounded operator with a numeric fast path (see :func:`_rewrite_numeric`)."""
     helper = operator_helper_name(symbol)
-    return NUMERIC + helper if in_comprehension and setting in NUMERIC_SAFE else helper
+    return NUMERIC + helper if setting in NUMERIC_SAFE else helper
 
 
 #: Hidden global that checks the keys of a ``**mapping`` argument at run time.
@@ -63,11 +63,9 @@ NUMERIC_SAFE = frozenset({"bounded_mult", "bounded_mod"})
 NUMERIC = "numeric:"
 #: Types the numeric fast path multiplies natively.
 NUMBER_TYPES = frozenset({int, float})
-#: Exact builtin types a type test compares with, by identity (never a hash or ``==`` a metaclass could
-#: define), in the order it compares them (the likeliest first): the numeric fast path, :mod:`.functions`.
-EXACT_ORDER: tuple[type, ...] = (str, int, float, bool, list, dict, tuple)
-#: Hidden globals bound to each type of :data:`EXACT_ORDER`.
-EXACT_NAMES: dict[type, str] = {kind: f"__s2o_exact_{kind.__name__}" for kind in EXACT_ORDER}
+#: Hidden globals bound to the exact builtin types the numeric fast path compares a value's type with, by
+#: identity (never a hash or ``==`` a metaclass could define).
+EXACT_NAMES: dict[type, str] = {kind: f"__s2o_exact_{kind.__name__}" for kind in (int, float)}
 #: Numbers strictly inside ±this multiply natively (a product of at most 124 bits).
 SMALL_NUMBER = 1 << 62
 #: A name's int multiplies natively strictly inside ±this: a one-digit ("compact") int, which CPython
@@ -124,7 +122,7 @@ def _rewrite_fstring(parent: Any, node: Any, helper: str) -> None:
 
 
 def placed_at(new: _Node, where: Any) -> _Node:
-    """``new`` (a node built by a rewrite or :mod:`.functions`) placed at ``where``'s whole span; its
+    """``new`` (a node built by a rewrite) placed at ``where``'s whole span; its
     children already have places."""
     new.lineno, new.col_offset = where.lineno, where.col_offset
     new.end_lineno, new.end_col_offset = where.end_lineno, where.end_col_offset
@@ -205,9 +203,7 @@ REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
 def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:
     """``a * b`` → ``a * b if <a and b are numbers the bound cannot concern> else helper(a, b)``.
 
-    For an operator inside a comprehension, or anywhere in an expression function (:mod:`.functions`;
-    where reading a global costs little: at the top level of an ``eval``'d expression the call is cheaper
-    than the test), rewritten to one of the engine's own bounded operators (:data:`NUMERIC_SAFE`), whose
+    For an operator rewritten to one of the engine's own bounded operators (:data:`NUMERIC_SAFE`), whose
     operands are names or number constants (reading a name twice has no effect): ints within ±(2**30-1)
     for names (:func:`_small_int`) and ±2**62 for constants, or a float, multiply (or take a remainder)
     natively with a result of at most 92 bits, so the bound holds without a call; anything else (a

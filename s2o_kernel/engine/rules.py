@@ -83,7 +83,6 @@ class RuleContext:
         operators: operator symbol → ``"on"``, ``"off"`` or a function name.
         max_comprehension_depth, max_for_clauses: SPEC 3 limits.
         definition_length: the ``too-long`` limit in characters.
-        numeric_everywhere: every ``*``/``%`` rewritten as inside a comprehension (:mod:`.functions`).
         keeps_nothing: allowlist names bound to builtins that keep none of their arguments (:mod:`.stores`).
     """
 
@@ -97,7 +96,6 @@ class RuleContext:
     max_comprehension_depth: int = 4
     max_for_clauses: int = 3
     definition_length: int = 20480
-    numeric_everywhere: bool = False
     keeps_nothing: frozenset[str] = frozenset()
 
 
@@ -418,9 +416,7 @@ class Validator:
         if setting == "off":
             self.error("operator", f"the operator '{symbol}' is turned off in this configuration", node)
         elif setting != "on":
-            parent = item.parent
-            numeric = item.comp_depth > 0 or self.ctx.numeric_everywhere
-            self.rewrites.append((parent, "", None, node, operator_rewrite(symbol, setting, numeric)))
+            self.rewrites.append((item.parent, "", None, node, operator_rewrite(symbol, setting)))
         return False
 
     def rule_await(self, item: _Item) -> bool:

@@ -335,7 +335,7 @@ class Session(Execution):
         found = expression_of(text)
         if found is None:
             return text
-        return self.evaluate_at(found[0], time.monotonic())
+        return self.evaluate(found[0])
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***`` (for messages and displayed values)."""

@@ -122,7 +122,7 @@ class CellRunner:
     blocking allowlist entry), shown once on the first cell. A contained
     session's printed text is shown as the cell's ``stdout`` as it comes, and
     the progress of a run past two seconds as a display updated in place
-    (:mod:`.progress`; with a publisher only, never for a silent cell nor an unwatched one).
+    (:mod:`.progress`; with a publisher only, never for a silent cell nor a headless one).
     Every output's texts have lone surrogates escaped (never dropped); a
     silent cell keeps no output at all.
     """

@@ -36,7 +36,7 @@ from s2o_kernel.engine import (
 from s2o_kernel.engine import engine as engine_module
 from s2o_kernel.engine.worker import wire
 
-#: Expressions of every shape a record keeps: names read, a plan for running unwatched, an f-string,
+#: Expressions of every shape a record keeps: names read, an operator with a numeric fast path, an f-string,
 #: a call that is awaited, a comprehension, command fields.
 SOURCES = ["price * quantity", "name.upper().strip()", "f'{name}: {price:.2f}'", "[x * 2 for x in range(n)]",
            "{'a': price, 'b': [quantity, 2]}", "len(name) > 2 and name.startswith('A')"]
@@ -79,8 +79,8 @@ def test_a_later_engine_is_served_what_an_earlier_one_compiled(tmp_path: Path, f
         assert loaded is not made
         assert (loaded.code.co_code, loaded.code.co_names, loaded.code.co_consts) == (
             made.code.co_code, made.code.co_names, made.code.co_consts)
-        assert (loaded.local_names, loaded.name_positions, loaded.unwatched, loaded.simple, loaded.top_call) == (
-            made.local_names, made.name_positions, made.unwatched, made.simple, made.top_call)
+        assert (loaded.local_names, loaded.name_positions, loaded.is_coroutine_code, loaded.top_call) == (
+            made.local_names, made.name_positions, made.is_coroutine_code, made.top_call)
     assert _values(second) == expected
     assert cache.written == 0  # nothing compiled again, nothing written again
 
@@ -89,14 +89,13 @@ def test_command_fields_and_functions_are_kept(tmp_path: Path, fresh_process: No
     engine = Engine(default_settings())
     compiled = engine.compile("value + 1", command_fields=["value"])
     plain = engine.compile("price * 2")
-    assert engine.functions_of(plain) is not None
     cache = CodeCache(tmp_path)
     assert cache.write(engine, [(frozenset({"value"}), compiled), (None, plain)]) == 2
     engine_module._SHARED.clear()
     later = Engine(default_settings(), code_cache=CodeCache(tmp_path))
     assert later.has_compiled("value + 1", frozenset({"value"}))
     assert not later.has_compiled("value + 1", None)
-    assert later.compile("price * 2").functions is not None
+    assert later.compile("price * 2").code.co_name == "<expr>"
     assert Session(later, locals={"price": 21}).evaluate("price * 2") == 42
 
 

@@ -259,11 +259,10 @@ def outcome(s: Session, fragment: Any) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("other", ["coroutine", "snapshot-always", "general-sync", "eval-readers"])
+@pytest.mark.parametrize("other", ["coroutine", "snapshot-always", "general-sync"])
 def test_sync_commands_behave_as_coroutine_commands(name, other, monkeypatch):
     """The same run with every command a coroutine, with a snapshot before every command, with a
-    loop's sync body run command by command (no steps), or with a step's expressions run by ``eval`` of
-    their code instead of as their plain functions (``Engine.functions_of``, :mod:`.functions`)."""
+    loop's sync body run command by command (no steps)."""
     fragment, locals_ = CASES[name]
     fast = outcome(session(locals=locals_, limits={"loop_iterations": 50}), fragment)
     if other == "coroutine":
@@ -271,8 +270,6 @@ def test_sync_commands_behave_as_coroutine_commands(name, other, monkeypatch):
         assert not any(c.sync for c in parsed(fragment, set(locals_)) if c.name != "end")
     elif other == "general-sync":
         without_steps(monkeypatch)
-    elif other == "eval-readers":
-        monkeypatch.setattr(Engine, "functions_of", lambda self, compiled: None)
     else:
         without_atomic(monkeypatch)
         assert not any(c.atomic for c in parsed(fragment, set(locals_)))

@@ -285,7 +285,7 @@ def test_progress_after_an_answered_ask_is_a_new_display() -> None:
     assert [t for t, _ in sent] == ["display_data", "update_display_data", "update_display_data"]
 
 
-def test_an_unwatched_run_shows_no_progress() -> None:
+def test_a_headless_run_shows_no_progress() -> None:
     """A headless run (``allow_stdin`` false: nbclient, nbval, papermill) keeps no progress display, so its
     stored outputs do not depend on how long the run took."""
     session = _Contained()

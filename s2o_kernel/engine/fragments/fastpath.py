@@ -39,7 +39,7 @@ What a step takes as given, and why it holds:
   next loop run builds steps for the new one.
 
 The time limit inside an expression is the run's watchdog's, as on the general path (the expression is
-the same ``eval`` of the same code); the watchdog's exception landing in a step's own code is handled as
+the same function of the same code); the watchdog's exception landing in a step's own code is handled as
 ``command_sync`` handles it (the snapshot restored, the exception raised on).
 """
 
@@ -106,10 +106,9 @@ def step_of(it: Interpreter, cmd: Command, engine: Engine) -> Step:
 def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...], into: Target | None = None) -> Reader:
     """What reads the dynamic value ``raw`` at ``path`` in a command whose fields ``names`` are set before it.
 
-    An expression is ``Interpreter.value_sync`` and ``Execution.run_now`` in one closure, run as its plain
-    function (:mod:`..functions`, bound to the namespace of the call: ~25 ns a call against ~100 ns for
-    ``eval`` of its code; same names, value, error and position) or, for one that may await, by ``eval``;
-    the run's time limit is armed around the whole run. Plain text is itself; a reference, a list or a dict
+    An expression is ``Interpreter.value_sync`` and ``Execution.run_now`` in one closure: its function
+    (:mod:`..compiled`) bound once to the namespace of the loop run and called each pass; the run's time
+    limit is armed around the whole run. Plain text is itself; a reference, a list or a dict
     goes through ``value_sync``. Raises a compile error (``S2OError``).
     With ``into``, an expression's reader also sets the value at that ``var`` target (a local without items:
     the reader is then the whole of a one-field ``var``, one call less a pass)."""
@@ -123,12 +122,10 @@ def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...], into: T
         if has_reference(raw):
             return lambda namespace, view, fields=None: value_sync(raw, path, fields)
         return lambda namespace, view, fields=None: raw
-    execution, start, code = it.execution, it.start, compiled.code
+    execution, start = it.execution, it.start
     builtins = execution.engine.builtins
     awaits, checks = compiled.is_coroutine_code or compiled.top_call, compiled.may_hold_objects
     name = into[4] if into is not None else ""
-    codes = None if awaits else execution.engine.functions_of(compiled)
-    plain = codes[0] if codes else None
     bound: list[Any] = [None, None]  # the namespace the expression's function was made for, and the function
 
     def read(namespace: dict[str, Any], view: ErrorView | None, fields: dict[str, Any] | None = None) -> Any:
@@ -139,13 +136,9 @@ def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...], into: T
         else:
             namespace["exc"] = view
         try:  # Execution.run_now, inline
-            if bound[0] is namespace:
-                value = bound[1]()
-            elif plain is not None:  # the expression's plain function (the run's time limit is armed)
-                bound[0], bound[1] = namespace, types.FunctionType(plain, namespace)
-                value = bound[1]()
-            else:
-                value = eval(code, namespace)
+            if bound[0] is not namespace:  # the expression's function over this namespace, made once a loop run
+                bound[0], bound[1] = namespace, compiled.bind(namespace)
+            value = bound[1]()  # the run's time limit is armed around the whole run
             if awaits and type(value) is types.CoroutineType:
                 value.close()
                 raise S2OError("unexpected", "an expression of a sync command awaited")
@@ -169,7 +162,7 @@ def condition(it: Interpreter, raw: Any, path: str) -> Reader | None:
     (the loop then awaits :meth:`~.interpreter.Interpreter.truth`, as it always did), and for an
     expression that does not compile (the general path reports that error where it always did).
 
-    The reader is :func:`reader`'s: ``eval`` of the compiled code in the loop's namespace, ``__builtins__``,
+    The reader is :func:`reader`'s: the expression's function over the loop's namespace, ``__builtins__``,
     ``command`` and ``exc`` set first, the result checked, any failure coded at ``path``. What it does not
     do is the loop's: the truth (:meth:`~.interpreter.Interpreter.truth_of`) and, before each read, the
     check that the session's engine is still the one the reader was built for."""

@@ -52,7 +52,8 @@ from .depth import MAX_NESTING
 from .tree import Break, Command, Continue, End, Fail, Function, Program, Return, join
 
 if TYPE_CHECKING:
-    from ..engine import Compiled, Engine
+    from ..compiled import Compiled
+    from ..engine import Engine
     from ..session import Session, Snapshot
     from .fastpath import Step
 
