@@ -284,36 +284,25 @@ class IsolatedSession:
 
     def _serve_outside(self, channel: Channel, request_id: int, call: OutsideCall, deadline: float,
                        on_event: OnEvent | None) -> None:
-        """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write
-        the answer back: always exactly one line, even when the call fails or is interrupted (then
-        ``stopped``, and the interrupt goes on). The call may use what is left until ``deadline`` and read
-        no more than ``limits.db_rows`` rows; an ``llm`` call after the run's spend passed its cost bound
-        is refused (``cost-limit``): the worker that should have stopped the run is not trusted (SPEC
-        7.1, 12)."""
+        """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write the answer
+        back (:meth:`.Channel.answer`). The call may use what is left until ``deadline`` and read no more than
+        ``limits.db_rows`` rows; an ``llm`` call after the run's spend passed its cost bound is refused
+        (``cost-limit``): the worker that should have stopped the run is not trusted (SPEC 7.1, 12)."""
         call = dataclasses.replace(call, timeout=max(min(call.timeout, deadline - time.monotonic()), 0.001))
         if call.kind == "db" and type(call.fields.get("max_rows")) is int:  # never more than the settings allow
             call = dataclasses.replace(call, fields={
                 **call.fields, "max_rows": min(call.fields["max_rows"], self._settings.limits.db_rows)})
-        if call.kind == "llm" and self._spend > self._cost_bound:
-            with contextlib.suppress(OSError):
-                channel.send(wire.encode_outside_reply(request_id, error=cost_limit_error(
-                    self._spend, self._cost_bound, self._cost_name, call.path)))
-            return
 
-        try:
+        def make() -> Any:
+            if call.kind == "llm" and self._spend > self._cost_bound:
+                raise cost_limit_error(self._spend, self._cost_bound, self._cost_name, call.path)
             result = self.outside.call_sync(call, None if on_event is None else (
                 lambda part: on_event(wire.Event("output", part))))
             if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float):
                 self._spend += result["cost"]  # the gateway's own price of the turn
-            line = wire.encode_outside_reply(request_id, result)
-        except S2OError as exc:
-            line = wire.encode_outside_reply(request_id, error=exc)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                channel.send(wire.encode_outside_reply(request_id, error=S2OError("stopped", INTERRUPTED)))
-            raise
-        with contextlib.suppress(OSError):  # a worker gone meanwhile is found by the next read
-            channel.send(line)
+            return result
+
+        channel.answer(request_id, make)
 
     @property
     def outside(self) -> Gateway:
