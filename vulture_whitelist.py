@@ -31,6 +31,8 @@ _.whitespace_split, _.commenters, _.tempdir
 _.__cause__, _.__context__
 # public data read by tests and tools
 _.restarts, _.secret, _.settings_source, _.published, KINDS
+# the table of the worker's operations: its documentation, and what only tests read (engine/worker/operations.py)
+_.shape, PARENT_ONLY, PING
 # the code cache's counts, read by tests and benchmarks/engine.py (s2o_kernel/engine/codecache.py)
 _.loaded, _.reported
 # module-level __getattr__ of s2o_kernel.kernel (lazy attributes)

@@ -5,8 +5,8 @@
 * :mod:`~s2o_kernel.engine.worker.wire`: every decoder refuses what is not the protocol
   (wrong id, wrong type, lying ``str`` subclasses) with the coded error ``worker-protocol``,
   and an error code the registry does not know becomes ``unexpected``;
-* :mod:`~s2o_kernel.engine.worker.server`: the table of operations, ids on every message,
-  nothing sent between requests;
+* :mod:`~s2o_kernel.engine.worker.server`: the handlers of the table's special operations, ids on
+  every message, nothing sent between requests;
 * :class:`IsolatedSession` with a real worker: a flood of log lines and a worker that breaks
   the protocol (a granted ``os`` writes to the reply pipe, as a compromised worker would) end
   the call with a coded error, and the next calls answer for themselves with the variables kept
@@ -37,7 +37,7 @@ from s2o_kernel.engine import (
 from s2o_kernel.engine.codes import CODES
 from s2o_kernel.engine.errors import ErrorGroup
 from s2o_kernel.engine.scopes import RemoteValue
-from s2o_kernel.engine.worker import framing, server, wire
+from s2o_kernel.engine.worker import framing, operations, server, wire
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -291,17 +291,21 @@ def test_run_results_round_trip_and_unknown_result_codes_become_unexpected() -> 
     run = RunResult(code="failCommand", value=[1], outputs=[{"type": "text", "text": "x"}], logs=["a"],
                     error=S2OError("failCommand", "stop", path="fail"))
     state = {"locals": {"x": 1}, "agent": {}, "conv": {"c": "d"}}
-    encoded = wire.encode_run(run, state)
-    assert "outputs" not in encoded  # parts travel as events while the run goes on, never again in the reply
-    back, back_state = wire.decode_run(json.loads(json.dumps(encoded)))
+    encoded = operations.RUN_FRAGMENT.encode(run, lambda: state)
+    assert "outputs" not in encoded["result"]  # parts travel as events while the run goes on, never again
+    back, back_state = operations.RUN_FRAGMENT.decode(json.loads(json.dumps(encoded)))
     assert (back.code, back.value, back.outputs, back.logs, back_state) == (run.code, [1], [], ["a"], state)
     assert back.error is not None and (back.error.code, back.error.path) == ("failCommand", "fail")
-    data = json.loads(json.dumps(wire.encode_run(run, state)))
+    data = json.loads(json.dumps(wire.encode_run(run)))
     data["code"] = "runtime"  # a registered code, but not a result code
-    assert wire.decode_run(data)[0].code == "unexpected"
-    for field, bad in [("logs", [1]), ("state", {"locals": []}), ("value", "x")]:
+    assert wire.decode_run(data).code == "unexpected"
+    for field, bad in [("logs", [1]), ("value", "x")]:
         with pytest.raises(S2OError) as exc:
             wire.decode_run({**data, field: bad})
+        _fault(exc)
+    for bad_reply in [{"result": data, "state": {"locals": []}}, {"result": data}, data]:
+        with pytest.raises(S2OError) as exc:
+            operations.RUN_FRAGMENT.decode(bad_reply)
         _fault(exc)
 
 
@@ -334,14 +338,12 @@ def test_printed_text_is_cut_into_events() -> None:
 # -- the server ----------------------------------------------------------------------------------
 
 
-def test_every_operation_has_a_handler_and_a_line_in_the_docs() -> None:
+def test_every_special_operation_has_a_handler_and_every_handler_a_special_operation() -> None:
+    special = {name for name, op in operations.OPERATIONS.items() if op.special}
+    assert set(server.SPECIAL) == special == {"init", "ping", "run_fragment", "vars"}
     handlers = {name for name in vars(server.Worker) if name.startswith("do_")}
-    assert {f"do_{op}" for op in server.OPERATIONS} == handlers
-    assert all(server.OPERATIONS[name[3:]] is getattr(server.Worker, name) for name in handlers)
-    doc = server.__doc__ or ""
-    table = [line.split()[0] for line in doc.splitlines() if line[:1].isalpha() and line.split()[0] in
-             server.OPERATIONS]
-    assert sorted(table) == sorted(server.OPERATIONS)
+    assert {f"do_{op}" for op in server.SPECIAL} == handlers
+    assert all(server.SPECIAL[name[3:]] is getattr(server.Worker, name) for name in handlers)
 
 
 def _reply(worker: server.Worker, request_id: int, op: str, **fields: Any) -> wire.Reply:

@@ -4,8 +4,10 @@
   requests, replies, events, values and errors;
 * :mod:`.client`: :class:`IsolatedSession`, which spawns, supervises, kills and
   restarts the worker;
-* :mod:`.server`: the :class:`~.server.Worker` in the child and its table of
-  operations; ``python -m s2o_kernel.engine.worker`` starts it.
+* :mod:`.operations`: the table of operations, each one's name, argument
+  schema and result codec, which both sides read;
+* :mod:`.server`: the :class:`~.server.Worker` in the child, which dispatches
+  through that table; ``python -m s2o_kernel.engine.worker`` starts it.
 """
 
 from .client import IsolatedSession

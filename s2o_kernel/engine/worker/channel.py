@@ -1,7 +1,8 @@
 """One running worker as its parent sees it: the process, its pipes and its scratch folder (SPEC 12).
 
 :class:`Channel` writes request lines to the worker's stdin and reads its messages with a
-:class:`~.framing.LineReader` under a deadline; :func:`death` names what a worker's exit status means.
+:class:`~.framing.LineReader` under a deadline, and writes the answers to its outside calls; :func:`death`
+names what a worker's exit status means.
 :class:`~.client.IsolatedSession` owns one channel at a time.
 """
 
@@ -10,8 +11,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+from collections.abc import Callable
+from typing import Any
 
 from .. import confine
+from ..errors import S2OError
+from ..failures import INTERRUPTED
 from . import launch, wire
 from .framing import LineReader, Oversized
 from .scratch import Scratch
@@ -56,6 +61,21 @@ class Channel:
         """Write one request line; raises ``OSError`` when the worker is gone."""
         self.stdin.write(line)
         self.stdin.flush()
+
+    def answer(self, request_id: int, make: Callable[[], Any]) -> None:
+        """Write the answer to an ``outside`` event of request ``request_id``: what ``make()`` returns, or the
+        ``S2OError`` it raises. Always exactly one line, even when ``make`` is interrupted (then ``stopped``, and
+        the interrupt goes on); a worker gone meanwhile is found by the next read."""
+        try:
+            line = wire.encode_outside_reply(request_id, make())
+        except S2OError as exc:
+            line = wire.encode_outside_reply(request_id, error=exc)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.send(wire.encode_outside_reply(request_id, error=S2OError("stopped", INTERRUPTED)))
+            raise
+        with contextlib.suppress(OSError):
+            self.send(line)
 
     def receive(self, request_id: int, deadline: float) -> wire.Event | wire.Reply:
         """The next message for request ``request_id``.

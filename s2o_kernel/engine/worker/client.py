@@ -21,20 +21,20 @@ ends the call with a coded error whose ``details["restarted"]`` says so (``worke
 faults; see :meth:`IsolatedSession._fault_error`). A worker that has sent anything since its last reply is restarted
 before the next request, so no call ever reads an earlier call's reply.
 
-Values come back as JSON: a JSON value that round-trips exactly is returned as is; anything else is a
-:class:`~..scopes.RemoteValue` holding its ``repr`` and JSON form. Every message is decoded and type-checked by
-:mod:`.wire`.
+Each call is a row of the table of :mod:`.operations` (arguments, result codec); every message is type-checked
+(:mod:`.wire`). A value that is not JSON round-tripping exactly comes back as a :class:`~..scopes.RemoteValue`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import signal
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..codecache import CodeCache, Mirror
 from ..commands.output import OutputBudget, text_bytes, text_limit_error
@@ -51,6 +51,7 @@ from ..outside.secrets import worker_settings
 from ..session import RunResult
 from ..settings import Settings, bare_settings, merge
 from . import launch, scratch, wire
+from . import operations as ops
 from .channel import Channel, death
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class _Interrupted(Exception):
 
 
 OnEvent = Callable[[wire.Event], None]
+T = TypeVar("T")
 
 
 class IsolatedSession:
@@ -138,7 +140,7 @@ class IsolatedSession:
 
     def _init_request(self, request_id: int) -> bytes:
         settings = worker_settings(self._settings.to_dict())  # no secret value, no credential (SPEC 7.1)
-        return wire.encode_request(request_id, "init", {"settings": settings, "state": self._state})
+        return wire.encode_request(request_id, ops.INIT.name, ops.INIT.fields((settings, self._state), {}))
 
     def _start(self) -> list[str]:
         channel = self._channel = self._spawn()
@@ -146,7 +148,7 @@ class IsolatedSession:
         result = self._exchange(channel, request_id, self._init_request(request_id),
                                 time.monotonic() + START_TIMEOUT, None)
         channel.cap_memory(self._settings.limits.memory)
-        return wire.decode_warnings(result)
+        return ops.INIT.decode(result)[0]
 
     def _kill(self) -> None:
         channel, self._channel, self._init_pending = self._channel, None, None
@@ -209,17 +211,32 @@ class IsolatedSession:
             self._kill()
 
     # -- protocol -------------------------------------------------------------
-    def _call(self, op: str, fields: dict[str, Any] | None = None, *, timeout: float | None = None,
-              on_event: OnEvent | None = None) -> Any:
-        """Send one request and return its result; raises ``S2OError`` for an error reply or a fault.
+    def _call(self, op: ops.Operation[T], /, *values: Any, **named: Any) -> T:
+        """The decoded result of ``op`` (a row of :data:`.operations.OPERATIONS`) called in the worker with ``values``
+        and ``named`` (:meth:`~.operations.Operation.fields`: ``TypeError`` for others); see :meth:`_request`."""
+        return self._request(op, op.fields(values, named))
 
-        The reply must come within ``timeout`` seconds (default ``limits.time`` + :data:`KILL_GRACE`).
-        """
+    def _request(self, op: ops.Operation[T], fields: dict[str, Any], *, timeout: float | None = None,
+                 on_event: OnEvent | None = None) -> T:
+        """Send one request and return its decoded result; raises ``S2OError`` for an error reply or a fault. The
+        reply must come within ``timeout`` seconds (default: ``op``'s, else ``limits.time`` + :data:`KILL_GRACE`);
+        a ``STATE`` it carries becomes the last good state."""
         channel = self._ready_channel()
         request_id = next(self._ids)
-        request = wire.encode_request(request_id, op, fields or {})
-        wait = timeout if timeout is not None else self._settings.limits.time + KILL_GRACE
-        return self._exchange(channel, request_id, request, time.monotonic() + wait, on_event)
+        request = wire.encode_request(request_id, op.name, fields)
+        wait = timeout or op.timeout or self._settings.limits.time + KILL_GRACE
+        value, state = op.decode(self._exchange(channel, request_id, request, time.monotonic() + wait, on_event))
+        if state is not None:
+            self._state = state
+        return value
+
+    if not TYPE_CHECKING:  # for mypy, only the methods written out below exist
+        def __getattr__(self, name: str) -> Any:
+            """A row of the table with no method here (one a library registered): a callable of :meth:`_call`."""
+            op = ops.OPERATIONS.get(name)
+            if op is None or name not in op.serves or name.startswith("_"):
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            return functools.partial(self._call, op)
 
     def _exchange(self, channel: Channel, request_id: int, request: bytes, deadline: float,
                   on_event: OnEvent | None) -> Any:
@@ -284,36 +301,25 @@ class IsolatedSession:
 
     def _serve_outside(self, channel: Channel, request_id: int, call: OutsideCall, deadline: float,
                        on_event: OnEvent | None) -> None:
-        """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write
-        the answer back: always exactly one line, even when the call fails or is interrupted (then
-        ``stopped``, and the interrupt goes on). The call may use what is left until ``deadline`` and read
-        no more than ``limits.db_rows`` rows; an ``llm`` call after the run's spend passed its cost bound
-        is refused (``cost-limit``): the worker that should have stopped the run is not trusted (SPEC
-        7.1, 12)."""
+        """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write the answer
+        back (:meth:`.Channel.answer`). The call may use what is left until ``deadline`` and read no more than
+        ``limits.db_rows`` rows; an ``llm`` call after the run's spend passed its cost bound is refused
+        (``cost-limit``): the worker that should have stopped the run is not trusted (SPEC 7.1, 12)."""
         call = dataclasses.replace(call, timeout=max(min(call.timeout, deadline - time.monotonic()), 0.001))
         if call.kind == "db" and type(call.fields.get("max_rows")) is int:  # never more than the settings allow
             call = dataclasses.replace(call, fields={
                 **call.fields, "max_rows": min(call.fields["max_rows"], self._settings.limits.db_rows)})
-        if call.kind == "llm" and self._spend > self._cost_bound:
-            with contextlib.suppress(OSError):
-                channel.send(wire.encode_outside_reply(request_id, error=cost_limit_error(
-                    self._spend, self._cost_bound, self._cost_name, call.path)))
-            return
 
-        try:
+        def make() -> Any:
+            if call.kind == "llm" and self._spend > self._cost_bound:
+                raise cost_limit_error(self._spend, self._cost_bound, self._cost_name, call.path)
             result = self.outside.call_sync(call, None if on_event is None else (
                 lambda part: on_event(wire.Event("output", part))))
             if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float):
                 self._spend += result["cost"]  # the gateway's own price of the turn
-            line = wire.encode_outside_reply(request_id, result)
-        except S2OError as exc:
-            line = wire.encode_outside_reply(request_id, error=exc)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                channel.send(wire.encode_outside_reply(request_id, error=S2OError("stopped", INTERRUPTED)))
-            raise
-        with contextlib.suppress(OSError):  # a worker gone meanwhile is found by the next read
-            channel.send(line)
+            return result
+
+        channel.answer(request_id, make)
 
     @property
     def outside(self) -> Gateway:
@@ -361,11 +367,11 @@ class IsolatedSession:
 
     def evaluate(self, expr: str) -> Any:
         """See :meth:`Session.evaluate`."""
-        return wire.decode_value(self._call("evaluate", {"expr": expr}))
+        return self._call(ops.EVALUATE, expr)
 
     def evaluate_dynamic(self, text: str) -> Any:
         """See :meth:`Session.evaluate_dynamic`."""
-        return wire.decode_value(self._call("evaluate_dynamic", {"text": text}))
+        return self._call(ops.EVALUATE_DYNAMIC, text)
 
     async def evaluate_async(self, expr: str) -> Any:
         """See :meth:`Session.evaluate_async`; the round trip runs in a thread. A cancelled caller interrupts
@@ -414,9 +420,8 @@ class IsolatedSession:
             cost = requested_cost(fragment)  # bounds.cost (SPEC 7.1)
             self._spend, self._cost_bound = 0.0, self._settings.limits.llm_cost if cost is None else cost
             self._cost_name = "limits.llm_cost" if cost is None else "bounds.cost"
-            data = self._call("run_fragment", {"fragment": fragment, "inputs": inputs, "function": function},
-                              on_event=on_event, timeout=wait)
-            run, self._state = wire.decode_run(data)
+            run = self._request(ops.RUN_FRAGMENT, ops.RUN_FRAGMENT.fields((fragment, inputs, function), {}),
+                                on_event=on_event, timeout=wait)
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
             return RunResult(code=code, outputs=kept, error=exc)
@@ -427,17 +432,17 @@ class IsolatedSession:
 
     def validate(self, expr: str) -> Validation:
         """See :meth:`Session.validate`."""
-        return wire.decode_validation(self._call("validate", {"expr": expr}))
+        return self._call(ops.VALIDATE, expr)
 
     def dataflow(self, fragment: Any) -> Dataflow:
         """See :meth:`Session.dataflow`; raises the fragment's validation error."""
         check_fragment_json(fragment, self._settings.limits.definition_length)  # as in-process: JSON changes it
-        return wire.decode_dataflow(self._call("dataflow", {"fragment": fragment}))
+        return self._call(ops.DATAFLOW, fragment)
 
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""
         new = bare_settings(merge(self._settings.to_dict(), patch))
-        warnings = wire.decode_warnings(self._call("update_settings", {"patch": worker_settings(patch)}))
+        warnings = self._call(ops.UPDATE_SETTINGS, worker_settings(patch))
         old, self._settings = self._settings, new
         if not old.same_outside(new):
             self._close_outside()
@@ -449,43 +454,39 @@ class IsolatedSession:
     def set_vars(self, *, locals: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
                  conv: dict[str, Any] | None = None) -> None:
         """Set locals, agent and conversation variables to the given values (JSON), taken literally."""
-        result = self._call("set_vars", {"locals": locals, "agent": agent, "conv": conv})
-        self._state = wire.decode_state(wire.decode_object(result).get("state"))
+        self._call(ops.SET_VARS, locals=locals, agent=agent, conv=conv)
 
     def reset(self) -> None:
         """See :meth:`Session.reset`; the outside door's pooled connections close too."""
-        self._state = wire.decode_state(wire.decode_object(self._call("reset")).get("state"))
+        self._call(ops.RESET)
         self._close_outside()
-
-    def _vars(self) -> dict[str, Any]:
-        return wire.decode_vars(self._call("vars"))
 
     @property
     def locals(self) -> dict[str, Any]:
         """Local variables (values that are not JSON come back as :class:`~..scopes.RemoteValue`)."""
-        return {k: wire.decode_value(v) for k, v in self._vars()["locals"].items()}
+        return self._request(ops.VARS, {})["locals"]
 
     @property
     def agent_vars(self) -> dict[str, Any]:
         """Agent variables."""
-        return dict(self._vars()["agent"])
+        return self._request(ops.VARS, {})["agent"]
 
     @property
     def conv_vars(self) -> dict[str, Any]:
         """Conversation variables."""
-        return dict(self._vars()["conv"])
+        return self._request(ops.VARS, {})["conv"]
 
     def completion_names(self) -> dict[str, str]:
         """See :meth:`Session.completion_names`."""
-        return wire.decode_names(self._call("completion_names", timeout=5))
+        return self._call(ops.COMPLETION_NAMES)
 
     def member_names(self, dotted: str) -> list[str]:
         """See :meth:`Session.member_names`."""
-        return wire.decode_strings(self._call("member_names", {"dotted": dotted}, timeout=5))
+        return self._call(ops.MEMBER_NAMES, dotted)
 
     def describe(self, dotted: str) -> str | None:
         """See :meth:`Session.describe`."""
-        return wire.decode_text(self._call("describe", {"dotted": dotted}, timeout=5))
+        return self._call(ops.DESCRIBE, dotted)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced by ``***``."""

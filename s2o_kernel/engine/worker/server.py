@@ -8,30 +8,13 @@ after start-up plus ``limits.memory``), so a memory bomb ends in
 parent over the limit. Work that Python cannot interrupt in-process is
 stopped by the parent killing this process (see :mod:`.client`).
 
-Operations (:data:`OPERATIONS`: ``op`` → handler, the way ipykernel maps
-``msg_type`` to ``do_*``); an unknown ``op`` is a ``worker-protocol`` error reply:
-
-=================  ======================================  ==========================================
-op                 request fields                          result
-=================  ======================================  ==========================================
-init               settings (SPEC 10 dict), state          ``{"warnings": [TEXT]}``
-evaluate           expr                                    ``DISPLAY``
-evaluate_dynamic   text                                    ``DISPLAY``
-run_fragment       fragment, inputs, function              ``{code, value, logs, error, state}``
-                                                           (each part an ``output`` event while it
-                                                           runs, never kept nor sent again)
-validate           expr                                    ``{errors, allowlist_names, local_names,
-                                                           secrets}``
-dataflow           fragment                                ``{reads, writes, accesses}`` (SPEC 8)
-update_settings    patch                                   ``{"warnings": [TEXT]}``
-set_vars           locals, agent, conv (objects or null)   ``{"state": STATE}``
-reset                                                      ``{"state": STATE}``
-vars                                                       ``{"locals": {NAME: DISPLAY}, agent, conv}``
-completion_names                                           ``{NAME: KIND}``
-member_names       dotted                                  ``[NAME]``
-describe           dotted                                  ``TEXT`` or ``null``
-ping                                                       ``"pong"``
-=================  ======================================  ==========================================
+Operations are the rows of :data:`.operations.OPERATIONS`, one table for both sides of the pipe (the way
+ipykernel maps ``msg_type`` to ``do_*``): :meth:`Worker.handle` checks a request's arguments against its row's
+schema (untrusted: exact types, no other field), calls the session method of that name (or a handler of
+:data:`SPECIAL`: ``init``, ``ping``, ``run_fragment``, ``vars``) and encodes the result with the row's codec.
+An unknown ``op``, an operation before ``init`` or an argument of the wrong type is a ``worker-protocol``
+error reply. ``run_fragment`` sends each output part as an ``output`` event while it runs, never kept nor
+sent again.
 
 A run's outside calls (``api``, ``db``, …) go to the parent as ``outside`` events, answered by
 ``outside_reply`` lines on stdin (not operations: whichever thread reads stdin routes them to the
@@ -67,13 +50,14 @@ from ..scopes import as_json
 from . import wire
 from .forward import Forwarder, StdinReader
 from .framing import CHUNK, MAX_MESSAGE
+from .operations import OPERATIONS, STATE_FIELDS, check_fields
 
 Request = dict[str, Any]
+#: A request's arguments, checked (:meth:`.operations.Operation.checked`).
+Args = dict[str, Any]
 #: Seconds a run goes on before the worker reports its progress, and between two reports.
 PROGRESS_AFTER = 2.0
 PROGRESS_EVERY = 0.5
-#: Operations served before ``init`` has made the session.
-SESSIONLESS = frozenset({"init", "ping"})
 
 
 class Worker:
@@ -218,13 +202,13 @@ class Worker:
             self.wake.set()
         raise KeyboardInterrupt
 
-    def _run(self, fn: Callable[..., Any], *args: Any, loops: bool = False) -> Any:
-        """``fn(*args)``, interruptible (:meth:`on_sigint`), as the run whose progress is reported."""
+    def _run(self, fn: Callable[[], Any], *, loops: bool = False) -> Any:
+        """``fn()``, interruptible (:meth:`on_sigint`), as the run whose progress is reported."""
         self.interrupted = False
         self.running = (self.request_id or 0, time.monotonic(), loops)
         signal.signal(signal.SIGINT, self.on_sigint)
         try:
-            return fn(*args)
+            return fn()
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.running = None
@@ -242,91 +226,60 @@ class Worker:
 
     # -- dispatch ----------------------------------------------------------------------------
     def handle(self, op: str, req: Request) -> Any:
-        """The result of one request (see the table in the module docstring); raises ``S2OError``."""
-        handler = OPERATIONS.get(op)
-        if handler is None:
-            raise wire.fault(f"an unknown operation {op[:80]!r}", wire.PARENT)
-        if self.session is None and op not in SESSIONLESS:
+        """The ``RESULT`` of one request, as its row of the table says; raises ``S2OError``."""
+        operation = OPERATIONS.get(op)
+        if operation is None:
+            raise wire.fault(f"an unknown operation {wire.quote(op)}", wire.PARENT)
+        if self.session is None and operation.needs_session:
             raise wire.fault(f"the operation {op!r} before init", wire.PARENT)
-        return handler(self, req)
+        args = operation.checked(req)
+        if operation.special:
+            special = SPECIAL.get(op)
+            if special is None:
+                raise wire.fault(f"the operation {op!r}, which this worker has no handler for", wire.PARENT)
+            value = special(self, args)
+        else:
+            method = getattr(self.session, op)
+            value = self._run(lambda: method(**args)) if operation.run else method(**args)
+        return operation.encode(value, self.state)
 
-    def do_init(self, req: Request) -> Any:
+    def do_init(self, args: Args) -> list[str]:
+        """Make the session from the settings (SPEC 10) and ``STATE`` (each part checked); its warnings."""
         from ..engine import Engine
         from ..session import Session
         from ..settings import bare_settings
 
-        settings = bare_settings(req["settings"])
+        state = check_fields(STATE_FIELDS, args["state"] or {}, "init's state")
+        settings = bare_settings(args["settings"])
         Engine.memory_capped = True  # the parent caps this process at limits.memory (SPEC 12)
-        state = req.get("state") or {}
-        self.session = Session(Engine(settings, code_cache=self.recorder), locals=state.get("locals"),
-                               agent=state.get("agent"), conv=state.get("conv"))
+        self.session = Session(Engine(settings, code_cache=self.recorder), locals=state["locals"],
+                               agent=state["agent"], conv=state["conv"])
         self.session.outside = self.forwarder  # outside calls are made by the parent (SPEC 7.1, 12)
         # start the threads a run uses before the parent measures: the memory cap is for the evaluation alone
         self.session.warm_up()
-        return {"warnings": [*self.confinement_warnings, *self.session.engine.warnings]}
+        return [*self.confinement_warnings, *self.session.engine.warnings]
 
-    def do_evaluate(self, req: Request) -> Any:
-        return wire.encode_value(self._run(self.session.evaluate, req["expr"]))
-
-    def do_evaluate_dynamic(self, req: Request) -> Any:
-        return wire.encode_value(self._run(self.session.evaluate_dynamic, req["text"]))
-
-    def do_run_fragment(self, req: Request) -> Any:
-        run = self._run(lambda: self.session.run_fragment(
-            req["fragment"], on_output=self.send_output, inputs=req.get("inputs"), function=req.get("function")),
+    def do_run_fragment(self, args: Args) -> Any:
+        """Run the fragment, each output part sent as an ``output`` event (:meth:`send_output`)."""
+        return self._run(lambda: self.session.run_fragment(
+            args["fragment"], on_output=self.send_output, inputs=args["inputs"], function=args["function"]),
             loops=True)
-        return wire.encode_run(run, self.state())
 
-    def do_validate(self, req: Request) -> Any:
-        return wire.encode_validation(self.session.validate(req["expr"]))
-
-    def do_dataflow(self, req: Request) -> Any:
-        return self.session.dataflow(req["fragment"]).to_dict()
-
-    def do_update_settings(self, req: Request) -> Any:
-        return {"warnings": self.session.update_settings(req["patch"])}
-
-    def do_set_vars(self, req: Request) -> Any:
-        self.session.set_vars(locals=req.get("locals"), agent=req.get("agent"), conv=req.get("conv"))
-        return {"state": self.state()}
-
-    def do_reset(self, req: Request) -> Any:
-        self.session.reset()
-        return {"state": self.state()}
-
-    def do_vars(self, req: Request) -> Any:
+    def do_vars(self, _args: Args) -> dict[str, Any]:
+        """The session's locals, agent and conversation variables."""
         s = self.session
-        return {"locals": {k: wire.encode_value(v) for k, v in s.locals.items()}, "agent": s.agent_vars,
-                "conv": s.conv_vars}
+        return {"locals": s.locals, "agent": s.agent_vars, "conv": s.conv_vars}
 
-    def do_completion_names(self, req: Request) -> Any:
-        return self.session.completion_names()
-
-    def do_member_names(self, req: Request) -> Any:
-        return self.session.member_names(req["dotted"])
-
-    def do_describe(self, req: Request) -> Any:
-        return self.session.describe(req["dotted"])
-
-    def do_ping(self, req: Request) -> Any:
+    def do_ping(self, _args: Args) -> str:
+        """``"pong"``."""
         return "pong"
 
 
-#: The worker's operations: ``op`` → handler (documented in the module docstring).
-OPERATIONS: dict[str, Callable[[Worker, Request], Any]] = {
+#: The handlers of the operations the table flags ``special``: ``op`` → handler(worker, arguments).
+SPECIAL: dict[str, Callable[[Worker, Args], Any]] = {
     "init": Worker.do_init,
-    "evaluate": Worker.do_evaluate,
-    "evaluate_dynamic": Worker.do_evaluate_dynamic,
     "run_fragment": Worker.do_run_fragment,
-    "validate": Worker.do_validate,
-    "dataflow": Worker.do_dataflow,
-    "update_settings": Worker.do_update_settings,
-    "set_vars": Worker.do_set_vars,
-    "reset": Worker.do_reset,
     "vars": Worker.do_vars,
-    "completion_names": Worker.do_completion_names,
-    "member_names": Worker.do_member_names,
-    "describe": Worker.do_describe,
     "ping": Worker.do_ping,
 }
 

@@ -26,13 +26,14 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
     PART      {"type": "text" | "html" | "image", FIELD: TEXT, …}    an output part (text fields only)
     CALL      {"kind", "profile", "fields", "path", "timeout", "secrets_used"}   an
               :class:`~..outside.call.OutsideCall` (SPEC 7.1), checked by ``OutsideCall.from_json``
+    PROGRESS  {"elapsed": S, "time_limit": S, "passes": N, "longest": N, "loop_limit": N}  (..progress)
 
 An ``outside reply`` line always starts with :data:`OUTSIDE_REPLY_PREFIX` (``op`` is its first key), so
 the worker's stdin reader routes it to the waiting call without decoding it (:mod:`.forward`).
-    PROGRESS  {"elapsed": S, "time_limit": S, "passes": N, "longest": N, "loop_limit": N}  (..progress)
 
-The operations and their ``RESULT`` shapes are listed in :mod:`.server`. Printed text is cut into events of at most
-:data:`PRINT_CHUNK` characters.
+The operations, their arguments and their ``RESULT`` shapes are the table of :mod:`.operations` (an operation
+that changes the variables answers ``{"result": RESULT, "state": STATE}``). Printed text is cut into events of
+at most :data:`PRINT_CHUNK` characters.
 
 Decoding trusts nothing: every field of every message is checked for its exact JSON type, a message must carry the id
 of the request being answered, and a message that does not fit raises :func:`fault`, an :class:`~..errors.S2OError`
@@ -93,7 +94,8 @@ def too_large(what: str, size: int) -> S2OError:
                                 f"message cap of {MAX_MESSAGE / 2**20:g} MiB")
 
 
-def _quote(value: object) -> str:
+def quote(value: object) -> str:
+    """``repr(value)``, cut at :data:`QUOTE` characters: a faulty message quoted in an error."""
     text = repr(value)
     return text if len(text) <= QUOTE else text[:QUOTE] + "…"
 
@@ -233,14 +235,15 @@ def encode_optional_value(value: Any) -> JSONDict | None:
     return None if value is None else encode_value(value)
 
 
-def encode_run(run: RunResult, state: JSONDict) -> JSONDict:
-    """The result of ``run_fragment``: the run's code, value, logs, error and the ``STATE`` after it.
+def encode_run(run: RunResult) -> JSONDict:
+    """The result of ``run_fragment``: the run's code, value, logs and error (its ``STATE`` goes beside it,
+    :mod:`.operations`).
 
     Output parts are not in it: they went out as ``output`` events while the run went on, and the
     reply never carries them again (SPEC 12: a run may output up to ``limits.output_bytes``).
     """
     return {"code": run.code, "value": encode_optional_value(run.value), "logs": run.logs,
-            "error": encode_error(run.error) if run.error is not None else None, "state": state}
+            "error": encode_error(run.error) if run.error is not None else None}
 
 
 def encode_validation(v: Validation) -> JSONDict:
@@ -284,9 +287,9 @@ def _loads(line: bytes, sender: str = WORKER) -> JSONDict:
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        raise fault(f"a line that is not JSON: {_quote(line)}", sender) from None
+        raise fault(f"a line that is not JSON: {quote(line)}", sender) from None
     if type(message) is not dict:
-        raise fault(f"a message that is not a JSON object: {_quote(message)}", sender)
+        raise fault(f"a message that is not a JSON object: {quote(message)}", sender)
     return message
 
 
@@ -296,7 +299,7 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
     message = _loads(line)
     got = message.get("id")
     if type(got) is not int or got != request_id:
-        raise fault(f"a message for request {_quote(got)} while request {request_id} was waiting")
+        raise fault(f"a message for request {quote(got)} while request {request_id} was waiting")
     if "event" in message:
         kind = message["event"]
         if kind == "print" and type(message.get("text")) is str:
@@ -314,7 +317,7 @@ def decode_message(line: bytes, request_id: int) -> Event | Reply:
             return Event("stopping", None)
         if kind == "compiled" and _is_sources(message.get("sources")):
             return Event("compiled", [(source, fields) for source, fields in message["sources"]])
-        raise fault(f"an event of unknown kind or shape: {_quote(kind)}")
+        raise fault(f"an event of unknown kind or shape: {quote(kind)}")
     ok = message.get("ok")
     if ok is True and "result" in message:
         return Reply(message["result"], None)
@@ -379,12 +382,12 @@ def decode_error(data: object, depth: int = 0) -> S2OError:
     if type(code) is not str or type(message) is not str:
         raise fault("an error whose code or message is not text")
     if stage not in STAGES:
-        raise fault(f"an error of an unknown stage: {_quote(stage)}")
+        raise fault(f"an error of an unknown stage: {quote(stage)}")
     for name, kind in _ERROR_FIELDS.items():
         if not _is(d.get(name), kind):
             raise fault(f"an error whose {name} is not {kind.__name__} or null")
     if code not in CODES:
-        message = f"{message} (the worker sent the unregistered code {_quote(code)})"
+        message = f"{message} (the worker sent the unregistered code {quote(code)})"
         code = "unexpected"
     errors = d.get("errors")
     if errors:
@@ -420,8 +423,8 @@ def decode_state(data: object) -> JSONDict:
     return {key: _object(d.get(key), f"the state's {key}") for key in ("locals", "agent", "conv")}
 
 
-def decode_run(data: object) -> tuple[RunResult, JSONDict]:
-    """The :class:`RunResult` (without outputs: they came as events) and ``STATE`` of a ``run_fragment`` result.
+def decode_run(data: object) -> RunResult:
+    """The :class:`RunResult` of a ``run_fragment`` result (without outputs: they came as events).
 
     A result code the registry does not list as a result becomes ``unexpected``.
     """
@@ -431,8 +434,7 @@ def decode_run(data: object) -> tuple[RunResult, JSONDict]:
         code = "unexpected"
     logs = _strings(d.get("logs"), "a run's logs")
     error = decode_error(d["error"]) if d.get("error") is not None else None
-    run = RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error)
-    return run, decode_state(d.get("state"))
+    return RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error)
 
 
 def decode_validation(data: object) -> Validation:
@@ -465,16 +467,6 @@ def decode_dataflow(data: object) -> Dataflow:
     return Dataflow(out)
 
 
-def decode_warnings(data: object) -> list[str]:
-    """The ``warnings`` of an ``init`` or ``update_settings`` result."""
-    return _strings(_object(data, "a result").get("warnings"), "warnings")
-
-
-def decode_vars(data: object) -> JSONDict:
-    """The result of ``vars``: ``{"locals": {NAME: DISPLAY}, "agent": {…}, "conv": {…}}``."""
-    return decode_state(data)
-
-
 def decode_names(data: object) -> dict[str, str]:
     """The result of ``completion_names``: name → kind."""
     d = _object(data, "completion names")
@@ -483,13 +475,8 @@ def decode_names(data: object) -> dict[str, str]:
     return d
 
 
-def decode_object(data: object) -> JSONDict:
-    """A result that is a JSON object (``set_vars``, ``reset``: ``{"state": STATE}``)."""
-    return _object(data, "a result")
-
-
 def decode_strings(data: object) -> list[str]:
-    """A result that is a list of strings (``member_names``)."""
+    """A result that is a list of strings (``member_names``, the warnings of ``init`` and ``update_settings``)."""
     return _strings(data, "a result")
 
 
