@@ -203,15 +203,25 @@ class Worker:
         raise KeyboardInterrupt
 
     def _run(self, fn: Callable[[], Any], *, loops: bool = False) -> Any:
-        """``fn()``, interruptible (:meth:`on_sigint`), as the run whose progress is reported."""
+        """``fn()``, interruptible (:meth:`on_sigint`), as the run whose progress is reported.
+
+        An evaluation (not ``loops``: a fragment run checks its own time) that returns after ``limits.time``
+        is ``timedOut``: C work the watchdog's exception cannot land in (no call or backward jump; the
+        watchdog's thread does not even get the GIL) ends within the parent's kill at the limit + 1 s or
+        as if the kill had come, never with a value computed past the limit (SPEC 6)."""
         self.interrupted = False
-        self.running = (self.request_id or 0, time.monotonic(), loops)
+        started = time.monotonic()
+        self.running = (self.request_id or 0, started, loops)
         signal.signal(signal.SIGINT, self.on_sigint)
         try:
-            return fn()
+            value = fn()
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.running = None
+        session = self.session
+        if not loops and session is not None and time.monotonic() - started > session.engine.settings.limits.time:
+            raise session.timeout_error(None)
+        return value
 
     # -- state -------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
