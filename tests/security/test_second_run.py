@@ -55,7 +55,7 @@ STOPPED = [
     ("many-splits", 0.5, "plain", {"s": "a " * 5_000_000}, "[" + ", ".join(["s.split()"] * 24) + "][0][0]", True),
     ("backward-searches", 0.5, "plain", {"s": "a" * 200_000, "p": "ab" + "a" * 20_000}, " + ".join(["s.rfind(p)"] * 8),
      True),
-    ("percent-format-check", 0.3, "default", {"s": "%%" * 2_500_000}, " and ".join(["s % () == s % ()"] * 40), True),
+    ("percent-format-check", 0.3, "default", {"s": "%%" * 2_500_000}, " and ".join(["s % () == s % ()"] * 40), False),
     ("c-method-chain", 0.3, "default", {"s": "a" * 20_000_000}, " and ".join(["s.count('b') == 0"] * 900), False),
 ]
 
