@@ -37,7 +37,7 @@ from s2o_kernel.engine import (
 from s2o_kernel.engine.codes import CODES
 from s2o_kernel.engine.errors import ErrorGroup
 from s2o_kernel.engine.scopes import RemoteValue
-from s2o_kernel.engine.worker import framing, operations, server, wire
+from s2o_kernel.engine.worker import forward, framing, operations, server, wire
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -370,13 +370,13 @@ def test_a_request_that_cannot_be_read_gets_a_reply_without_an_id() -> None:
 
 
 def test_a_request_over_the_cap_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "MAX_MESSAGE", 100)
+    monkeypatch.setattr(forward, "MAX_MESSAGE", 100)
     stdin = io.BytesIO(b"x" * 500 + b"\n" + wire.encode_request(1, "ping", {}))
     with pytest.raises(S2OError) as exc:
-        server.read_request(stdin)
+        forward.read_request(stdin)
     _fault(exc)
-    assert wire.decode_request(server.read_request(stdin) or b"") == (1, "ping", {"id": 1, "op": "ping"})
-    assert server.read_request(stdin) is None
+    assert wire.decode_request(forward.read_request(stdin) or b"") == (1, "ping", {"id": 1, "op": "ping"})
+    assert forward.read_request(stdin) is None
 
 
 def test_nothing_is_sent_between_requests() -> None:

@@ -49,7 +49,7 @@ from ..progress import RunProgress
 from ..scopes import as_json
 from . import wire
 from .forward import Forwarder, StdinReader
-from .framing import CHUNK, MAX_MESSAGE
+from .framing import MAX_MESSAGE
 from .operations import OPERATIONS, STATE_FIELDS, check_fields
 
 Request = dict[str, Any]
@@ -342,23 +342,6 @@ def answer(worker: Worker, line: bytes) -> bytes:
             request_id, S2OError("stopped", "the run was interrupted; the session keeps its variables"))
     except BaseException as exc:  # never let the worker die on one request
         return wire.encode_error_reply(request_id, S2OError("unexpected", f"{type(exc).__name__}: {exc}"))
-
-
-def read_request(stdin: IO[bytes]) -> bytes | None:
-    """The next request line (at most :data:`~.framing.MAX_MESSAGE` bytes), ``None`` at the end of input.
-
-    A line over the cap is read to its end and dropped; raises ``worker-protocol`` for it.
-    """
-    line = stdin.readline(MAX_MESSAGE + 1)
-    if line.endswith(b"\n"):
-        return line
-    if len(line) <= MAX_MESSAGE:
-        return None  # stdin closed (a last line without its newline is not a request)
-    size = len(line)
-    while line and not line.endswith(b"\n"):
-        line = stdin.readline(CHUNK)
-        size += len(line)
-    raise wire.too_large("the request", size)
 
 
 def _report_progress(worker: Worker) -> None:
