@@ -320,7 +320,7 @@ def test_bad_bounds_are_refused_with_their_path(bounds, path, message):
 
 
 def test_token_rule_rounds_up():
-    from s2o_kernel.engine.outside.llm import count_tokens
+    from s2o_kernel.engine.outside.adapters.base import count_tokens
 
     assert [count_tokens("a" * n) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
     assert count_tokens("x" * 401) == math.ceil(401 / 4)
