@@ -15,7 +15,7 @@ by class, what must never reach an expression, and guards every such path:
   ``filter``, ``iter(f, sentinel)``, ``itertools`` or ``functools`` wrapper, a ``staticmethod``, a
   closure made by the standard library) is judged by everything it holds. Plain built-in values,
   containers of them and host objects pass; every other iterator is handed on as an opaque
-  :class:`~.guards.SafeIterator` whose items are checked one by one.
+  :class:`~.wrappers.SafeIterator` whose items are checked one by one.
 * :class:`ReachRewriter` rewrites a compiled expression so that every attribute read, call result,
   item, operator result and awaited value passes :func:`reach` (attribute reads through
   :func:`reach_attribute`, which lets allowlist namespaces answer for themselves), and every
@@ -49,10 +49,12 @@ from .allowlist import Namespace, namespace_path
 from .bounded import SIZED_METHODS, sized_attribute
 from .denylist import type_name
 from .errors import S2OError
-from .guards import SafeIterator, guard_kwargs
+from .guards import guard_kwargs
+from .parts import PLAIN_TYPES
 from .scopes import check_json
 from .stdlib_audit import object_refusal
-from .values import PLAIN_TYPES, check_value
+from .values import check_value
+from .wrappers import SafeIterator
 
 #: Hidden globals the rewritten code calls.
 REACH = "__s2o_reach"

@@ -25,11 +25,11 @@ from .errors import S2OError
 from .execution import Execution
 from .fragments.dataflow import Dataflow
 from .outside.call import Outside
+from .parts import PLAIN_TYPES
 from .progress import RunProgress
 from .scopes import NO_FIELDS, CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
 from .settings import Settings, bare_settings, merge
 from .undo import ItemJournal, Window
-from .values import PLAIN_TYPES
 
 #: What :meth:`Session.snapshot` returns: shallow copies of (the current namespace, agent, conv), and the mark
 #: of the run's journal of items written (:class:`~.undo.ItemJournal`).

@@ -18,8 +18,9 @@ from pydantic import Field
 from ..errors import S2OError
 from ..fragments import fastpath
 from ..fragments.tree import Break, Continue, all_sync, join
+from ..parts import PLAIN_TYPES
 from ..scopes import HANDLING, check_target_name
-from ..values import PLAIN_TYPES, runtime_error
+from ..values import runtime_error
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 
 #: A loop hands the event loop to parallel branches (and a pending cancellation) at most every this many

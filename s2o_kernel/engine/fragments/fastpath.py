@@ -53,9 +53,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..dynamic import expression_of
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
+from ..parts import PLAIN_TYPES
 from ..references import has_reference
 from ..scopes import NO_FIELDS, CommandScope, ErrorView, check_target_name
-from ..values import PLAIN_TYPES
 from .tree import Break, Command, Continue
 
 if TYPE_CHECKING:
