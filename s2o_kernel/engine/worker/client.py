@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..codecache import CodeCache, Mirror
+from ..codecache import CodeCache
 from ..commands.output import OutputBudget, text_bytes, text_limit_error
 from ..engine import Validation
 from ..errors import S2OError
@@ -46,6 +46,7 @@ from ..fragments.depth import check_fragment_json
 from ..limits import memory_limit_setting, time_limit_text
 from ..loop import UNWIND_WAIT
 from ..outside.call import OutsideCall
+from ..outside.gateway import Gateway
 from ..outside.llm import cost_limit_error
 from ..outside.secrets import worker_settings
 from ..session import RunResult
@@ -53,9 +54,7 @@ from ..settings import Settings, bare_settings, merge
 from . import launch, scratch, wire
 from . import operations as ops
 from .channel import Channel, death
-
-if TYPE_CHECKING:
-    from ..outside.gateway import Gateway
+from .mirror import Mirror
 
 #: Seconds past ``limits.time`` before a silent worker is killed.
 KILL_GRACE = 1.0
@@ -85,7 +84,7 @@ class IsolatedSession:
     settings do not load. With ``fork=True`` every worker (the first and each restart) is a fork of this
     process instead of a new interpreter (:mod:`.launch`): it shares this process's pages and starts faster;
     the kernel uses it. ``code_cache``: a :class:`~..codecache.CodeCache` this process loads into each forked
-    worker and writes what the worker compiled into, compiled again here (:class:`~..codecache.Mirror`).
+    worker and writes what the worker compiled into, compiled again here (:class:`~.mirror.Mirror`).
     The public methods are those of ``Session``; each call is one round trip to the worker. Not
     thread-safe: one call at a time (``interrupt`` excepted).
     """
@@ -326,8 +325,6 @@ class IsolatedSession:
         """The :class:`~..outside.gateway.Gateway` that makes the worker's outside calls here, with the settings'
         profiles and secrets; made on first use, closed by :meth:`reset`, :meth:`close` and a change of either."""
         if self._outside is None:
-            from ..outside.gateway import Gateway
-
             self._outside = Gateway(self._settings)
         return self._outside
 
