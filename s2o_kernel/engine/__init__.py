@@ -20,7 +20,7 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 """
 
 from .codecache import CodeCache, default_cache
-from .commands import fragment_words
+from .commands.registry import fragment_words
 from .commands.var import parse_target
 from .compiled import Compiled
 from .engine import Engine, Validation

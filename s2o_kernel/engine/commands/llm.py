@@ -23,19 +23,16 @@ conversation as before it, like every other state of the session.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, StrictBool
 
 from ..errors import S2OError
+from ..fragments.tree import Command, Function
 from ..scopes import as_json
 from ..values import safe_repr
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel, parse_profile
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command, Function
 
 #: Most model turns one ``llm`` command makes (each answer that asks for tools costs one more turn).
 MAX_TURNS = 10

@@ -11,16 +11,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field
 
 from ..errors import S2OError
 from ..fragments import fastpath
-from ..fragments.tree import Break, Continue, all_sync, join
+from ..fragments.tree import Break, Command, Continue, all_sync, join, type_name
 from ..parts import PLAIN_TYPES
 from ..scopes import HANDLING, check_target_name
 from ..values import runtime_error
+from .protocols import Interpreter, Parser, Step
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 
 #: A loop hands the event loop to parallel branches (and a pending cancellation) at most every this many
@@ -37,11 +38,6 @@ YIELD_EVERY = 32
 #: still stopped by the run's watchdog.
 YIELD_INTERVAL = 0.01
 
-if TYPE_CHECKING:
-    from ..fragments.fastpath import Step
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 
 class ForFields(FieldsModel):
@@ -99,8 +95,6 @@ def parse_loop_control(p: Parser, cmd: Command, fields: Any, known: set[str], in
 
 async def run_for(it: Interpreter, cmd: Command) -> None:
     """Run the body once per item (a dict's keys), setting ``item`` and ``index`` as locals."""
-    from ..fragments.interpreter import type_name
-
     m = cmd.model
     iterable = await it.value(m.in_, f"{cmd.path}.in")
     if isinstance(iterable, dict):

@@ -17,7 +17,7 @@ import difflib
 import functools
 from typing import Any
 
-from .. import commands as registry
+from ..commands import registry
 
 #: Keys a fragment may have beside command names (function objects, agent definitions).
 FRAGMENT_KEYS = ("onError", "functions", "args", "commands")

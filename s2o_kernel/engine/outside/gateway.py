@@ -42,10 +42,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..dynamic import expression_of
+from ..engine import Engine
 from ..errors import S2OError
 from ..loop import LoopThread, Submitted
 from ..scopes import reveal
 from ..settings import Settings
+from ..state import SessionState
 from . import ask
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
 from .secrets import CREDENTIAL_FIELDS, Masker, secret_reads, unplace
@@ -134,7 +136,7 @@ class Gateway:
         self._lock = threading.Lock()
         self._pools: dict[tuple[str, str], tuple[Any, Closer]] = {}
         self._credentials: dict[tuple[str, str], dict[str, Any]] = {}
-        self._evaluator: Any = None
+        self._evaluator: SessionState | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     # -- the profile and its evaluated fields ----------------------------------------------------
@@ -155,10 +157,7 @@ class Gateway:
         if expression_of(text) is None:
             return text
         if self._evaluator is None:
-            from ..engine import Engine
-            from ..session import Session
-
-            self._evaluator = Session(Engine(Settings(secrets=dict(self.settings.secrets))))
+            self._evaluator = SessionState(Engine(Settings(secrets=dict(self.settings.secrets))))
         try:
             value = reveal(self._evaluator.evaluate_dynamic(text))
         except S2OError as exc:

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..budget import OutputBudget, text_bytes, text_limit_error
 from ..codecache import CodeCache
-from ..commands.output import OutputBudget, text_bytes, text_limit_error
 from ..engine import Validation
 from ..errors import S2OError
 from ..fragments.bounds import requested_cost, requested_time

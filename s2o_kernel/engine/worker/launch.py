@@ -44,8 +44,8 @@ from ..settings import Settings, default_settings
 
 #: Modules a forked worker runs on, imported by the parent before it forks (so the child imports
 #: nothing while another thread of the parent might hold an import lock, and shares their pages): the
-#: fragment parser and interpreter too, which a session imports at its first fragment (the worker wrote
-#: ~2.8 MiB of its own at its first fragment cell without them); and the gateway the parent serves the
+#: fragment parser and interpreter too (the session imports them; the worker wrote ~2.8 MiB of its own at
+#: its first fragment cell when they were imported there); and the gateway the parent serves the
 #: worker's outside calls with (the handlers' modules, httpx's among them, are imported at a kind's first call).
 PRELOAD = ("s2o_kernel.engine", "s2o_kernel.engine.worker.server", "s2o_kernel.engine.confine",
            "s2o_kernel.engine.fragments.parser", "s2o_kernel.engine.fragments.interpreter",

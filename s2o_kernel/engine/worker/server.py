@@ -42,8 +42,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from ..budget import text_bytes, text_limit_error
 from ..codecache import Recorder
-from ..commands.output import text_bytes, text_limit_error
 from ..errors import S2OError
 from ..progress import RunProgress
 from ..scopes import as_json
