@@ -19,7 +19,7 @@ from typing import Any
 
 from . import introspection
 from .errors import S2OError
-from .fragments import bounds
+from .fragments import definition_bounds
 from .fragments.dataflow import Dataflow
 from .fragments.interpreter import run_program
 from .fragments.kind import fragment_kind
@@ -125,7 +125,7 @@ class Session(SessionState):
         try:
             coro = run_program(self, program, on_output, start, run_inputs)
             try:
-                with bounds.applied(self, program.bounds):
+                with definition_bounds.applied(self, program.bounds):
                     code, value, outputs, logs, error = self.run_coroutine(coro, start)
             except S2OError as exc:
                 code = exc.code if exc.code in ("timedOut", "stopped") else "errorInAgent"

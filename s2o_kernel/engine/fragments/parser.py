@@ -31,8 +31,8 @@ from ..errors import ErrorGroup, S2OError
 from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
 from ..rules import RESERVED_NAMES
 from ..scopes import check_target_name
-from .bounds import parse_bounds
 from .dataflow import Access, Dataflow, expression_reads
+from .definition_bounds import parse_bounds
 from .depth import MAX_NESTING, check_fragment_json, nesting_error, nesting_errors
 from .kind import describe_misses, fragment_kind, misspelled, unknown_commands
 from .tree import ARG_TYPES, Command, Function, Program, all_sync, join

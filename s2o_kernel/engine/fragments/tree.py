@@ -92,7 +92,7 @@ class Function:
 class Program:
     """A parsed fragment: its kind (``command``, ``commands``, ``function``, ``agent``), the function to
     run, the functions ``call`` can reach, its data flow (SPEC 8) and an agent definition's ``bounds``
-    (SPEC 7.1: ``time`` seconds, ``cost`` dollars; :mod:`.bounds`)."""
+    (SPEC 7.1: ``time`` seconds, ``cost`` dollars; :mod:`.definition_bounds`)."""
 
     kind: str
     body: Function

@@ -40,8 +40,8 @@ from ..budget import OutputBudget, text_bytes, text_limit_error
 from ..codecache import CodeCache
 from ..engine import Validation
 from ..errors import S2OError
-from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
+from ..fragments.definition_bounds import requested_cost, requested_time
 from ..fragments.depth import check_fragment_json
 from ..limits import memory_limit_setting, time_limit_text
 from ..loop import UNWIND_WAIT
