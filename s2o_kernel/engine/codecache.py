@@ -20,7 +20,7 @@ written only by a process that ran the compile rules itself: an in-process engin
 compiles again every source its worker reports having compiled and never takes code from the worker. The
 worker reads and writes nothing of it (SPEC 12): a forked worker finds the entries its parent loaded
 already in its process-wide cache. A folder or key another user could write, a link in place of a file,
-a file over :data:`MAX_FILE` bytes: the cache is then off (:attr:`CodeCache.problem` says why), never an
+a file over :data:`MAX_CACHE_FILE` bytes: the cache is then off (:attr:`CodeCache.problem` says why), never an
 error of the run. ``docs/performance.md`` ("Across kernels") and ``docs/security.md`` give the figures
 and the reasons.
 """
@@ -44,20 +44,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..bounds import MAX_CACHE_FILE, MAX_CACHE_RECORD, MAX_CACHED_SOURCE, MAX_REPORTED
 from .codestore import CachingEngine
 from .compiled import Compiled, is_coroutine
 from .settings import switched_off
 
 #: The environment variable naming the folder; ``off`` (or ``0``, ``false``, ``no``) turns the cache off.
 CACHE_ENV = "S2O_CODE_CACHE"
-#: A file is not read past, nor written over, this many bytes.
-MAX_FILE = 8 * 1024 * 1024
-#: Sources longer than this (characters) are not written, nor reported by a worker.
-MAX_SOURCE = 4_000
-#: A record's payload over this many bytes is not written.
-MAX_RECORD = 64 * 1024
-#: Sources a worker may report in one event (:mod:`.worker.wire`); more are dropped.
-MAX_REPORTED = 256
 #: The key's file name and length (bytes).
 KEY_NAME, KEY_SIZE = "key", 32
 #: The version of the record layout, part of every digest.
@@ -136,7 +129,7 @@ def _mac(key: bytes, digest: bytes, size: bytes, payload: bytes) -> bytes:
 
 def _record(compiled: Compiled, fields: frozenset[str] | None) -> bytes | None:
     """The payload of ``compiled`` (compiled with command ``fields``), or ``None`` when it cannot be kept."""
-    if len(compiled.source) > MAX_SOURCE:
+    if len(compiled.source) > MAX_CACHED_SOURCE:
         return None
     return marshal.dumps((
         compiled.source, tuple(sorted(fields)) if fields is not None else None, compiled.code,
@@ -247,7 +240,7 @@ class CodeCache:
         self._read.add(digest)
         path = self._path(digest)
         try:
-            data = self._read_regular(path, MAX_FILE)
+            data = self._read_regular(path, MAX_CACHE_FILE)
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -305,7 +298,7 @@ class CodeCache:
     def write(self, engine: CachingEngine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
         """Append a record for each ``(command fields, compiled)`` that ``engine`` compiled itself; returns
         how many were written: none when the cache is off, the engine grants a host object, another process
-        holds the file (never waited for) or the file would pass :data:`MAX_FILE`."""
+        holds the file (never waited for) or the file would pass :data:`MAX_CACHE_FILE`."""
         key = self.key()
         if key is None or not usable_by(engine):
             return 0
@@ -314,7 +307,7 @@ class CodeCache:
         count = 0
         for fields, compiled in entries:
             payload = _record(compiled, fields)
-            if payload is None or len(payload) > MAX_RECORD:
+            if payload is None or len(payload) > MAX_CACHE_RECORD:
                 continue
             size = struct.pack(">I", len(payload))
             out += _mac(key, digest, size, payload) + size + payload
@@ -331,7 +324,7 @@ class CodeCache:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # two kernels never interleave; none waits for another
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size + len(out) > MAX_FILE:
+            if not stat.S_ISREG(st.st_mode) or st.st_size + len(out) > MAX_CACHE_FILE:
                 return 0
             before = st.st_size
             if os.write(fd, bytes(out)) != len(out):  # a full disk: no torn record stays
@@ -376,7 +369,7 @@ class Recorder:
     def write(self, engine: CachingEngine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
         """Keep the sources of ``entries`` (up to :data:`MAX_REPORTED` between two :meth:`take`)."""
         for fields, compiled in entries:
-            if len(self._sources) < MAX_REPORTED and len(compiled.source) <= MAX_SOURCE:
+            if len(self._sources) < MAX_REPORTED and len(compiled.source) <= MAX_CACHED_SOURCE:
                 self._sources.append((compiled.source, sorted(fields) if fields is not None else None))
         return 0
 

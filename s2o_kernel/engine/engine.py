@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..bounds import CACHE_SIZE, SHARED_FINGERPRINTS
 from . import reach, rewrites, rules, stores
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
@@ -25,12 +26,6 @@ from .kept import guarded_store
 from .limits import memory_limit_text, time_limit_text
 from .parsing import not_text, quiet
 from .settings import Settings
-
-#: Entries kept in a compile cache (one per compile fingerprint) before it is cleared.
-CACHE_SIZE = 4096
-
-#: Compile fingerprints whose caches the process keeps; the oldest is dropped past this many.
-SHARED_FINGERPRINTS = 16
 
 #: The process-wide compile caches: compile fingerprint → (source, command fields) → result. Engines
 #: with equal fingerprints (equal compile-relevant settings: a session reset, a settings change undone,

@@ -11,6 +11,7 @@ import ast
 import inspect
 from typing import Any
 
+from ..bounds import LITERAL_LENGTH
 from .allowlist import Namespace, namespace_members
 from .denylist import name_violation
 from .state import SessionState
@@ -34,8 +35,6 @@ def completion_names(session: SessionState) -> dict[str, str]:
 
 #: Types of the literals whose members :func:`member_names` lists (``"a,b".split``, ``[1].count``).
 LITERAL_TYPES = frozenset({str, bytes, list, tuple, dict, set})
-#: Longest literal text :func:`member_names` reads (``ast.literal_eval``), in characters.
-LITERAL_LENGTH = 1000
 
 
 def member_names(session: SessionState, dotted: str) -> list[str]:

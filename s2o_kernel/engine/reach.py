@@ -45,6 +45,7 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ..bounds import REACH_SCAN_LIMIT
 from .allowlist import Namespace, namespace_path
 from .bounded import SIZED_METHODS, sized_attribute
 from .denylist import type_name
@@ -76,8 +77,6 @@ _LAZY_CALLERS = frozenset({
     itertools.starmap, itertools.accumulate, itertools.takewhile, itertools.dropwhile, itertools.filterfalse,
     itertools.groupby,
 })
-#: Most values one deep check visits.
-_SCAN_LIMIT = 100_000
 
 
 def refusal(value: Any) -> str | None:
@@ -127,7 +126,7 @@ def first_refusal(value: Any) -> str | None:
     """Why ``value``, or anything a container of it holds, is refused (:func:`refusal`), or ``None``."""
     stack = [value]
     seen = 0
-    while stack and seen < _SCAN_LIMIT:
+    while stack and seen < REACH_SCAN_LIMIT:
         v = stack.pop()
         seen += 1
         t = type(v)

@@ -40,16 +40,12 @@ import reprlib
 import types
 from typing import Any
 
+from ..bounds import INT_TEXT_BITS, MAX_TEXT, SCAN_LIMIT
 from .denylist import is_metaclass
 from .errors import S2OError
 from .parts import PLAIN_TYPES, held_parts, refused
 from .wrappers import SafeAsyncIterator, SafeIterator
 from .written import too_large_text, too_large_to_write
-
-#: Most characters of text a message shows for one value.
-MAX_TEXT = 2_000
-#: Most items one :func:`check_value` walk visits before refusing the value as too large to check.
-SCAN_LIMIT = 10_000_000
 
 #: Exact built-in containers, read by their own C iteration (nothing of theirs can be overridden).
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
@@ -154,12 +150,9 @@ def check_value(value: Any, what_holds: str) -> None:
 
 # -- text of any value ----------------------------------------------------------------------------
 
-#: Bits of the largest ``int`` shown in full (about :data:`MAX_TEXT` decimal digits).
-_MAX_INT_BITS = int(MAX_TEXT * 3.32)
-
 
 def _int_text(value: int) -> str:
-    if value.bit_length() <= _MAX_INT_BITS:
+    if value.bit_length() <= INT_TEXT_BITS:
         return int.__repr__(value)
     return f"<int with about {int(value.bit_length() * 0.30103) + 1:,} digits>"
 

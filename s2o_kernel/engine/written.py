@@ -14,11 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..bounds import WRITTEN_LIMIT
 from .parts import PLAIN_TYPES, parts_of
-
-#: The most items a value may have written out (its ``repr``, its JSON) for the engine and the kernel to
-#: write it: past it a display is a placeholder (:func:`too_large_text`) and the value is not JSON.
-WRITTEN_LIMIT = 2_000_000
 
 
 def written_size(value: Any, cap: int = WRITTEN_LIMIT) -> int:

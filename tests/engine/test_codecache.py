@@ -202,7 +202,7 @@ def test_a_folder_or_key_others_could_change_turns_the_cache_off(tmp_path: Path,
 
 
 def test_a_file_at_its_cap_is_not_written(tmp_path: Path, fresh_process: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codecache, "MAX_FILE", 600)
+    monkeypatch.setattr(codecache, "MAX_CACHE_FILE", 600)
     cache = CodeCache(tmp_path)
     engine = Engine(default_settings(), code_cache=cache)
     for i in range(20):

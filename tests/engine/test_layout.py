@@ -174,3 +174,124 @@ def test_engine_imports_nothing_from_the_kernel_or_jupyter() -> None:
                 assert not any(banned.match(a.name) for a in node.names), name
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 assert not banned.match(node.module), name
+
+
+# -- every numeric bound in one module (s2o_kernel/bounds.py) ---------------------------------------------
+
+BOUNDS = PACKAGE / "bounds.py"
+#: Modules whose numbers are another system's, not bounds: the Linux kernel's ABI (syscall numbers, prctl
+#: options, seccomp, BPF and Landlock values) and the pixels of a drawing's layout.
+NOT_BOUNDS_MODULES = {
+    "s2o_kernel.engine.confine": "Linux ABI values",
+    "s2o_kernel.engine.confine.landlock": "Landlock syscall numbers, rule types, access and scope bits",
+    "s2o_kernel.engine.confine.process": "prctl options and the capability header's version",
+    "s2o_kernel.engine.confine.seccomp": "BPF opcodes, seccomp return values, flags, argument offsets",
+    "s2o_kernel.engine.confine.syscalls": "syscall numbers and audit architectures",
+    "s2o_kernel.engine.fragments.dataflow_svg": "drawing metrics of the data-flow SVG, in pixels",
+}
+#: Names whose numbers are not bounds, each with why: a protocol constant, a sentinel, a heuristic's parameter.
+NOT_BOUNDS = {
+    ("s2o_kernel.engine.denylist", "_TYPE_SUBCLASS_FLAG"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.guards", "_STR"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.guards", "_DICT"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.iterators", "_HEAP_TYPE_FLAG"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.kept", "_HEAP_TYPE"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.parts", "_LIST_FLAG"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.parts", "_TUPLE_FLAG"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.parts", "_DICT_FLAG"): "a bit of CPython's tp_flags",
+    ("s2o_kernel.engine.outside.db", "_SQLITE_READONLY"): "a SQLite result code",
+    ("s2o_kernel.engine.outside.db", "_SQLITE_TOOBIG"): "a SQLite result code",
+    ("s2o_kernel.engine.worker.launch", "_PR_SET_NAME"): "a prctl option",
+    ("s2o_kernel.engine.stores", "RECEIVER"): "a sentinel key (the callee's receiver)",
+    ("s2o_kernel.engine.fragments.kind", "CUTOFF"): "a similarity ratio of a heuristic, not a limit",
+}
+
+
+def _numeric_constants(source: str, known: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
+    """``(name, line)`` of each numeric constant that ``source`` defines outside functions: an assignment at
+    module level (any name), or of an UPPER_CASE name in a class body (a lower-case one there is a field's
+    starting value: ``count: int = 0``), whose value is an int or float literal (not a bool), arithmetic of
+    such values (``64 << 20``, ``int(2_000 * 3.32)``, ``1 << JSON_INT_BITS``), or the name of a numeric
+    constant defined above it or in ``known`` (an alias: ``LIMIT = MAX_MESSAGE`` defines the bound again
+    under another name). Tuple targets count each name (``FONT, CHAR = 13, 8``)."""
+    found: list[tuple[str, int]] = []
+    seen = set(known)
+
+    def numeric(node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return type(node.value) in (int, float)
+        if isinstance(node, ast.UnaryOp):
+            return numeric(node.operand)
+        if isinstance(node, ast.BinOp):
+            return numeric(node.left) and numeric(node.right)
+        if isinstance(node, ast.Tuple):
+            return bool(node.elts) and all(numeric(e) for e in node.elts)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "float"):
+            return len(node.args) == 1 and numeric(node.args[0])
+        return isinstance(node, ast.Name) and node.id in seen
+
+    def scan(body: list[ast.stmt], in_class: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                scan(node.body, in_class=True)
+                continue
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            names = [e.id for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+                     if isinstance(e, ast.Name) and (not in_class or e.id.isupper())]
+            if names and numeric(value):
+                found.extend((name, node.lineno) for name in names)
+                seen.update(names)
+
+    scan(ast.parse(source).body, in_class=False)
+    return found
+
+
+def test_the_bound_finder_finds_bounds() -> None:
+    source = (
+        "A = 5\nB: float = 0.5\nC = 64 << 20\nD = int(A * 3.32)\nE = C\nF, G = 1, 2\nH = -1\n"
+        "NOT_A = True\nNOT_B = 'text'\nNOT_C = frozenset({1})\nI = MAX_MESSAGE\n"
+        "class K:\n    J = 3\n    not_e: int = 0\n"
+        "def f():\n    NOT_D = 4\n"
+    )
+    found = [name for name, _ in _numeric_constants(source, frozenset({"MAX_MESSAGE"}))]
+    assert found == ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J"]
+
+
+def test_every_bound_is_in_the_bounds_module() -> None:
+    """No module but ``s2o_kernel/bounds.py`` defines a numeric bound. The rule: every numeric constant
+    (:func:`_numeric_constants`: a number, arithmetic of numbers, or an alias of a numeric constant, at module
+    level or in a class body) is a bound, unless its module's numbers are another system's
+    (:data:`NOT_BOUNDS_MODULES`) or it is one of :data:`NOT_BOUNDS`, each with its reason. A module that needs
+    a bound imports it from ``s2o_kernel.bounds`` under the same name."""
+    bounds = frozenset(name for name, _ in _numeric_constants(BOUNDS.read_text(encoding="utf-8")))
+    found = []
+    for name, path in NAMES.items():
+        if path == BOUNDS or name in NOT_BOUNDS_MODULES:
+            continue
+        for constant, line in _numeric_constants(path.read_text(encoding="utf-8"), bounds):
+            if (name, constant) not in NOT_BOUNDS:
+                found.append(f"{path.relative_to(ROOT)}:{line} {constant}")
+    assert found == [], "define these in s2o_kernel/bounds.py (or list them in NOT_BOUNDS, with why)"
+    for name, constant in NOT_BOUNDS:  # every exemption still names a constant that exists
+        assert constant in dict(_numeric_constants(NAMES[name].read_text(encoding="utf-8"))), (name, constant)
+
+
+def test_the_bounds_module_stands_alone() -> None:
+    """``bounds.py`` imports nothing (any module may import it, the kernel's engine-free start among them),
+    defines each bound once, and says above each what it bounds, in which unit and why."""
+    source = BOUNDS.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    assert not [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    lines = source.splitlines()
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names.extend(t.id for t in node.targets if isinstance(t, ast.Name))
+            assert lines[node.lineno - 2].startswith("#: "), f"bounds.py:{node.lineno} has no '#:' comment"
+    assert len(names) == len(set(names))
+    assert set(names) == {name for name, _ in _numeric_constants(source)}  # nothing but numeric bounds

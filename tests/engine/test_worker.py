@@ -75,7 +75,7 @@ def test_reader_splits_joined_lines_and_joins_split_ones(pipe: tuple[int, int]) 
 
 def test_reader_reads_many_lines_larger_than_its_chunk(pipe: tuple[int, int]) -> None:
     r, w = pipe
-    lines = [bytes([65 + i % 26]) * (framing.CHUNK // 3 + i) for i in range(40)]
+    lines = [bytes([65 + i % 26]) * (framing.READ_CHUNK // 3 + i) for i in range(40)]
     writer = threading.Thread(target=lambda: [os.write(w, line + b"\n") for line in lines])
     writer.start()
     reader = framing.LineReader(r)
@@ -111,10 +111,10 @@ def test_reader_stops_at_the_cap_without_reading_the_rest(pipe: tuple[int, int])
 
     writer = threading.Thread(target=flood, daemon=True)
     writer.start()
-    reader = framing.LineReader(r, limit=4 * framing.CHUNK)
+    reader = framing.LineReader(r, limit=4 * framing.READ_CHUNK)
     with pytest.raises(framing.Oversized) as info:
         reader.read_line(time.monotonic() + 30)
-    assert 4 * framing.CHUNK < info.value.size <= 5 * framing.CHUNK
+    assert 4 * framing.READ_CHUNK < info.value.size <= 5 * framing.READ_CHUNK
     stop.set()
     os.close(r)
     writer.join(timeout=5)

@@ -22,19 +22,18 @@ import binascii
 from collections.abc import Callable
 from typing import Any
 
+from ...bounds import QUOTE, WRITTEN_LIMIT
 from ..errors import S2OError
 from ..fragments.tree import Command, join
 from ..scopes import masked_text
 from ..values import runtime_error
-from ..written import WRITTEN_LIMIT, too_large_text, written_size
+from ..written import too_large_text, written_size
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel
 
 PARTS = ("text", "html", "image")
 #: The MIME types an image part may have (SPEC 9); the first is the default.
 IMAGE_TYPES = ("image/png", "image/jpeg")
-#: Longest text of a refused ``mime`` value quoted in its error, in characters.
-_QUOTE = 80
 
 
 class OutputFields(FieldsModel):
@@ -56,7 +55,7 @@ def _check_mime(p: Parser, cmd: Command, m: OutputFields, part: str) -> bool:
         return False
     if type(m.mime) is not str or m.mime not in IMAGE_TYPES:
         shown = repr(m.mime)
-        shown = shown if len(shown) <= _QUOTE else shown[:_QUOTE] + "…"
+        shown = shown if len(shown) <= QUOTE else shown[:QUOTE] + "…"
         p.error("fragment", f"mime must be {' or '.join(IMAGE_TYPES)}, got {shown}", path)
         return False
     return True

@@ -12,6 +12,7 @@ import ast
 import functools
 from typing import Any
 
+from ...bounds import TARGET_CACHE
 from .. import reach
 from ..errors import S2OError
 from ..fragments.dataflow import ref_path
@@ -40,7 +41,7 @@ def parse_target(target: str) -> tuple[str, str, list[Any]]:
     return scope, name, list(items)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=TARGET_CACHE)
 def _parse_target(target: str) -> tuple[str, str, tuple[Any, ...]]:
     bad = S2OError("fragment", f"'{target}' is not a var target: use x, agent.x, conv.x, "
                    "optionally followed by [key] or [index]", stage="validate")

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from ...bounds import MAX_NESTING
 from ..budget import OutputBudget
 from ..commands import registry
 from ..commands.protocols import Step
@@ -52,7 +53,6 @@ from ..references import has_reference, parse_reference
 from ..state import SessionState, Snapshot
 from ..values import error_message, runtime_error
 from . import wiring
-from .depth import MAX_NESTING
 from .tree import TYPES, UNHANDLED, Break, Command, Continue, End, Fail, Function, Program, Return, join, type_name
 
 OutputSink = Callable[[dict[str, Any]], None]

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ...bounds import MAX_NESTING
 from ..commands import registry
 from ..commands.spec import FieldsModel
 from ..dynamic import expression_of
@@ -33,7 +34,7 @@ from ..rules import RESERVED_NAMES
 from ..scopes import check_target_name
 from .dataflow import Access, Dataflow, expression_reads
 from .definition_bounds import parse_bounds
-from .depth import MAX_NESTING, check_fragment_json, nesting_error, nesting_errors
+from .depth import check_fragment_json, nesting_error, nesting_errors
 from .kind import describe_misses, fragment_kind, misspelled, unknown_commands
 from .tree import ARG_TYPES, Command, Function, Program, all_sync, join
 from .wiring import targets

@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ...bounds import CALL_UNWIND, CLOSE_GRACE
 from ..dynamic import expression_of
 from ..engine import Engine
 from ..errors import S2OError
@@ -81,10 +82,6 @@ def handler_of(kind: str) -> Handler | None:
 TIMEOUT_CODES = {"api": "api-timeout"}
 #: The code of a call that failed in a way its handler did not code, per kind.
 FAILED_CODES = {"api": "api-failed", "db": "db-failed", "llm": "llm-failed"}
-#: Seconds :meth:`Gateway.close` waits for pools to close.
-CLOSE_GRACE = 5.0
-#: Seconds a cancelled :meth:`Gateway.call` waits for the call to end.
-CALL_UNWIND = 2.0
 
 Closer = Callable[[], Awaitable[None]]
 

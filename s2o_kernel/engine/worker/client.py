@@ -11,8 +11,8 @@ Some work cannot be stopped from inside the interpreter: a C-level loop (``max(i
   conversation variables and every JSON-serialisable local.
 
 An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`) reaches the child, which ends the run with
-``stopped``; a child that does not answer within :data:`INTERRUPT_GRACE` seconds (C code the interrupt cannot reach),
-or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and restarted.
+``stopped``; a child that does not answer within :data:`~s2o_kernel.bounds.WORKER_INTERRUPT_GRACE` seconds (C code
+the interrupt cannot reach), or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and restarted.
 
 The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an id that every reply and event must echo,
 and every message has a size cap. Any fault while reading (a timeout, a dead worker, a message cut short, over the
@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ...bounds import KILL_GRACE, UNWIND_WAIT, WORKER_INTERRUPT_GRACE, WORKER_START_TIMEOUT
 from ..budget import OutputBudget, text_bytes, text_limit_error
 from ..codecache import CodeCache
 from ..engine import Validation
@@ -44,7 +45,6 @@ from ..fragments.dataflow import Dataflow
 from ..fragments.definition_bounds import requested_cost, requested_time
 from ..fragments.depth import check_fragment_json
 from ..limits import memory_limit_setting, time_limit_text
-from ..loop import UNWIND_WAIT
 from ..outside.call import OutsideCall
 from ..outside.gateway import Gateway
 from ..outside.llm import cost_limit_error
@@ -56,21 +56,15 @@ from . import operations as ops
 from .channel import Channel, death
 from .mirror import Mirror
 
-#: Seconds past ``limits.time`` before a silent worker is killed.
-KILL_GRACE = 1.0
-#: Seconds an interrupted worker has to answer before it is killed.
-INTERRUPT_GRACE = 1.0
 #: ``details["restarted"]`` of an error after which the worker was restarted.
 RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables and "
              "every JSON local; locals that are not JSON (a set, a function, a granted object) are gone (SPEC 12)")
-#: Seconds a new worker has to start and load the settings.
-START_TIMEOUT = 30.0
 #: Message of an interrupted run (the kernel shows it as its evalue).
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
 
 class _Interrupted(Exception):
-    """An interrupted worker did not answer within :data:`INTERRUPT_GRACE` seconds."""
+    """An interrupted worker did not answer within :data:`WORKER_INTERRUPT_GRACE` seconds."""
 
 
 OnEvent = Callable[[wire.Event], None]
@@ -145,7 +139,7 @@ class IsolatedSession:
         channel = self._channel = self._spawn()
         request_id = next(self._ids)
         result = self._exchange(channel, request_id, self._init_request(request_id),
-                                time.monotonic() + START_TIMEOUT, None)
+                                time.monotonic() + WORKER_START_TIMEOUT, None)
         channel.cap_memory(self._settings.limits.memory)
         return ops.INIT.decode(result)[0]
 
@@ -179,7 +173,8 @@ class IsolatedSession:
         if request_id is None or channel is None:
             return
         try:
-            reply: wire.Reply | None = self._read_until_reply(channel, request_id, time.monotonic() + START_TIMEOUT)
+            deadline = time.monotonic() + WORKER_START_TIMEOUT
+            reply: wire.Reply | None = self._read_until_reply(channel, request_id, deadline)
         except (TimeoutError, EOFError, S2OError):
             reply = None
         if reply is None or reply.error is not None:
@@ -267,7 +262,7 @@ class IsolatedSession:
             pass
         # the worker got the same SIGINT; give it a moment to answer 'stopped' (more once it says 'stopping')
         try:
-            return self._read_until_reply(channel, request_id, time.monotonic() + INTERRUPT_GRACE, on_event)
+            return self._read_until_reply(channel, request_id, time.monotonic() + WORKER_INTERRUPT_GRACE, on_event)
         except (TimeoutError, EOFError, KeyboardInterrupt):
             raise _Interrupted from None
 
@@ -280,7 +275,7 @@ class IsolatedSession:
             if isinstance(message, wire.Reply):
                 return message
             if message.kind == "stopping":  # its run is unwinding: it answers within UNWIND_WAIT (once)
-                self._unwinding = self._unwinding or time.monotonic() + UNWIND_WAIT + INTERRUPT_GRACE
+                self._unwinding = self._unwinding or time.monotonic() + UNWIND_WAIT + WORKER_INTERRUPT_GRACE
                 continue
             if message.kind == "print":
                 self._printed = (request_id, self._printed[1] * (self._printed[0] == request_id)

@@ -28,10 +28,10 @@ import collections
 import threading
 from typing import IO, Any, Protocol, TypeGuard
 
+from ...bounds import MAX_MESSAGE, READ_CHUNK
 from ..errors import S2OError
 from ..outside.call import OutsideCall, StreamFn
 from . import wire
-from .framing import CHUNK, MAX_MESSAGE
 
 Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[bytes]"]
 
@@ -181,6 +181,6 @@ def read_request(stdin: IO[bytes]) -> bytes | None:
         return None  # stdin closed (a last line without its newline is not a request)
     size = len(line)
     while line and not line.endswith(b"\n"):
-        line = stdin.readline(CHUNK)
+        line = stdin.readline(READ_CHUNK)
         size += len(line)
     raise wire.too_large("the request", size)

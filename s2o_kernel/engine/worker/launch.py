@@ -39,6 +39,7 @@ from asyncio.events import _set_running_loop  # in asyncio.events.__all__: publi
 from collections.abc import Mapping
 from typing import IO
 
+from ...bounds import FORK_POLL
 from .. import confine
 from ..settings import Settings, default_settings
 
@@ -55,8 +56,6 @@ PRELOAD = ("s2o_kernel.engine", "s2o_kernel.engine.worker.server", "s2o_kernel.e
 WORKER_NAME = "s2o-worker"
 #: ``prctl`` option that names the calling thread (the child's only thread: the process).
 _PR_SET_NAME = 15
-#: Seconds between two looks at a forked worker that is asked to end.
-_POLL = 0.01
 
 #: Signal dispositions of a new worker (a new interpreter's, but SIGINT, which the worker ignores
 #: between requests): the parent's own handlers must not run in the child.
@@ -167,7 +166,7 @@ class ForkedWorker:
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(["s2o-worker"], timeout or 0.0)
-            time.sleep(_POLL)
+            time.sleep(FORK_POLL)
         return code
 
     def send_signal(self, sig: int) -> None:

@@ -12,14 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ..codecache import MAX_REPORTED, MAX_SOURCE, CodeCache
+from ...bounds import MAX_CACHED_SOURCE, MAX_REPORTED, MIRROR_BUDGET
+from ..codecache import CodeCache
 from ..compiled import Compiled
 from ..engine import Engine
 from ..settings import Settings, default_settings
-
-#: Seconds of its own time the parent spends compiling what one request of its worker reported (the rest
-#: is dropped: compiled cold again by the next kernel, and reported again).
-MIRROR_BUDGET = 0.02
 
 
 class Mirror:
@@ -81,7 +78,7 @@ class Mirror:
             if time.perf_counter() > stop:
                 break
             fields = frozenset(names) if names is not None else None
-            if type(source) is not str or len(source) > MAX_SOURCE or engine.has_compiled(source, fields):
+            if type(source) is not str or len(source) > MAX_CACHED_SOURCE or engine.has_compiled(source, fields):
                 continue
             mark = hash((source, fields))
             if mark in self._written:

@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from ...bounds import MAX_MESSAGE, PRINT_CHUNK, PROGRESS_AFTER, PROGRESS_EVERY
 from ..budget import text_bytes, text_limit_error
 from ..codecache import Recorder
 from ..errors import S2OError
@@ -49,15 +50,11 @@ from ..progress import RunProgress
 from ..scopes import as_json
 from . import wire
 from .forward import Forwarder, StdinReader
-from .framing import MAX_MESSAGE
 from .operations import OPERATIONS, STATE_FIELDS, check_fields
 
 Request = dict[str, Any]
 #: A request's arguments, checked (:meth:`.operations.Operation.checked`).
 Args = dict[str, Any]
-#: Seconds a run goes on before the worker reports its progress, and between two reports.
-PROGRESS_AFTER = 2.0
-PROGRESS_EVERY = 0.5
 
 
 class Worker:
@@ -66,7 +63,7 @@ class Worker:
     :attr:`request_id` is the id of the request being answered, ``None`` between
     requests. Every event and reply carries it; output parts that arrive between
     requests are dropped (their run is over) and printed text is held (at most
-    :data:`~.wire.PRINT_CHUNK` characters) until the next request, so the
+    :data:`~.PRINT_CHUNK` characters) until the next request, so the
     parent never reads a message it did not ask for.
     """
 
@@ -138,7 +135,7 @@ class Worker:
         What one request prints counts against ``limits.output_bytes`` (SPEC 12): text past it is not
         sent, and the printing code gets ``output-limit`` (raised out of ``print``, which ends the run)."""
         with self.write_lock:
-            if self.request_id is None and self.pending_chars >= wire.PRINT_CHUNK:
+            if self.request_id is None and self.pending_chars >= PRINT_CHUNK:
                 return  # printed between requests by work that outlived its run: the rest is dropped
             if self.request_id is not None:
                 cap = self.session.settings.limits.output_bytes if self.session is not None else MAX_MESSAGE
@@ -148,7 +145,7 @@ class Worker:
                 self.printed_bytes += size
             self.pending_print.append(text)
             self.pending_chars += len(text)
-            if "\n" in text or self.pending_chars >= wire.PRINT_CHUNK:
+            if "\n" in text or self.pending_chars >= PRINT_CHUNK:
                 self._flush_printed()
                 self.stdout.flush()
 
