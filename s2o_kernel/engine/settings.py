@@ -51,6 +51,7 @@ from .errors import S2OError
 from .outside.profiles import Profiles
 from .outside.secrets import shown_profiles
 from .rules import OPERATOR_SYMBOLS
+from .scopes import check_json
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
 
@@ -131,8 +132,6 @@ class Settings(_Strict):
     @classmethod
     def _const_is_json(cls, value: dict[str, Any]) -> dict[str, Any]:
         """``const`` is a JSON object (SPEC 10): a TOML ``nan``, ``inf`` or date showed as ``null`` in ``%sys``."""
-        from .scopes import check_json
-
         try:
             check_json(value, "const", "constants")
         except S2OError as exc:

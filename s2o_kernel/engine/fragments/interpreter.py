@@ -47,7 +47,7 @@ from ..engine import Engine
 from ..errors import S2OError
 from ..failures import INTERRUPTED
 from ..limits import RunInterrupt, RunTimeout
-from ..outside.call import CALL_FAILED_CODES
+from ..outside.call import CALL_FAILED_CODES, OutsideCall, json_fields
 from ..outside.llm import cost_limit_error
 from ..references import has_reference, parse_reference
 from ..state import SessionState, Snapshot
@@ -212,8 +212,6 @@ class Interpreter:
         ``timeout`` keeps its kind's code (``api-timeout``). Returns the call's JSON result; raises its coded
         error (SPEC 7.1 codes, masked).
         """
-        from ..outside.call import OutsideCall, json_fields
-
         remaining = self.limits.time - (time.monotonic() - self.start)
         if remaining <= 0:
             self.check_time(path)

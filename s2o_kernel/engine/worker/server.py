@@ -45,9 +45,12 @@ from typing import IO, Any
 from ...bounds import MAX_MESSAGE, PRINT_CHUNK, PROGRESS_AFTER, PROGRESS_EVERY
 from ..budget import text_bytes, text_limit_error
 from ..codecache import Recorder
+from ..engine import Engine
 from ..errors import S2OError
 from ..progress import RunProgress
 from ..scopes import as_json
+from ..session import Session
+from ..settings import bare_settings
 from . import wire
 from .forward import Forwarder, StdinReader
 from .operations import OPERATIONS, STATE_FIELDS, check_fields
@@ -252,10 +255,6 @@ class Worker:
 
     def do_init(self, args: Args) -> list[str]:
         """Make the session from the settings (SPEC 10) and ``STATE`` (each part checked); its warnings."""
-        from ..engine import Engine
-        from ..session import Session
-        from ..settings import bare_settings
-
         state = check_fields(STATE_FIELDS, args["state"] or {}, "init's state")
         settings = bare_settings(args["settings"])
         Engine.memory_capped = True  # the parent caps this process at limits.memory (SPEC 12)
