@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .bounds import LEAK_PARTIAL, TIME_GRACE
 from .engine import Engine, IsolatedSession, RemoteValue, S2OError, Session, Settings, as_json, bare_settings
 from .engine.scopes import SecretText
 
@@ -58,8 +59,6 @@ _MASKED = "_masked"
 #: Key of an outcome holding what the containment judge needs (elapsed seconds, state afterwards).
 _CONTAINMENT = "_containment"
 
-#: SPEC 12: a run ends within the time limit plus this many seconds.
-TIME_GRACE = 2.0
 #: State set before an adversarial payload; it must survive the payload (SPEC 12).
 KEPT_FRAGMENT = {"var": {"agent.kept": 1, "kept_local": 2}}
 #: Reprs that must never show in a value or a message (SPEC 12), and signs of a host traceback.
@@ -67,8 +66,6 @@ FORBIDDEN_REPRS = ("<module", "<frame", "<code object", "<generator object", "<c
                    "<async_generator", "<traceback", "<cell at", "Traceback (most recent call last)")
 #: The module of host functions that cases grant (SPEC 11 ``helpers``).
 HELPERS_FILE = "s2o_conformance_helpers.py"
-#: Characters of a secret or host text that count as showing it (a slice beats whole-value redaction).
-PARTIAL = 8
 
 _SETTING_KEYS = ("allowlist", "rules", "limits", "sys", "const", "secrets", "allow_unsafe_entries")
 
@@ -264,13 +261,13 @@ def host_texts(folder: str | None) -> list[str]:
         return []
     return [node.value.value for node in ast.walk(tree)
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str) and len(node.value.value) >= PARTIAL]
+            and isinstance(node.value.value, str) and len(node.value.value) >= LEAK_PARTIAL]
 
 
 def _shows(text: str, needle: str) -> bool:
-    if len(needle) <= PARTIAL:
+    if len(needle) <= LEAK_PARTIAL:
         return needle in text
-    return any(needle[i:i + PARTIAL] in text for i in range(len(needle) - PARTIAL + 1))
+    return any(needle[i:i + LEAK_PARTIAL] in text for i in range(len(needle) - LEAK_PARTIAL + 1))
 
 
 def containment_problems(case: dict[str, Any], got: dict[str, Any]) -> list[str]:
@@ -289,7 +286,7 @@ def _text_problems(case: dict[str, Any], texts: list[str]) -> list[str]:
     secrets = [v for v in (case.get("secrets") or {}).values() if isinstance(v, str) and v]
     for needle in [*secrets, *(host_texts(helpers_dir(case["_dir"])) if case.get("helpers") else [])]:
         if any(_shows(text, needle) for text in texts):
-            problems.append(f"a secret or host text shows: {needle[:PARTIAL]}…")
+            problems.append(f"a secret or host text shows: {needle[:LEAK_PARTIAL]}…")
     for needle in FORBIDDEN_REPRS:
         if needle not in case.get("expr", "") and any(needle in text for text in texts):
             problems.append(f"a forbidden repr shows: {needle!r}")

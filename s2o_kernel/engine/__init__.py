@@ -19,8 +19,9 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 ``col``, ``path`` and ``stage``.
 """
 
+from ..bounds import WRITTEN_LIMIT
 from .codecache import CodeCache, default_cache
-from .commands import fragment_words
+from .commands.registry import fragment_words
 from .commands.var import parse_target
 from .compiled import Compiled
 from .engine import Engine, Validation
@@ -40,7 +41,7 @@ from .settings import (
     switched_off,
 )
 from .worker import IsolatedSession
-from .written import WRITTEN_LIMIT, too_large_text, written_size
+from .written import too_large_text, written_size
 
 __all__ = [
     "WRITTEN_LIMIT",

@@ -34,7 +34,8 @@ from typing import Any
 from . import stdlib_audit as audit
 from .denylist import is_metaclass
 from .errors import S2OError
-from .guards import GUARDED_REPLACEMENTS, wrap_generator_function
+from .guards import GUARDED_REPLACEMENTS
+from .wrappers import wrap_generator_function
 
 #: Entries granted with a warning: they block the shared event loop (SPEC 3.1).
 BLOCKING_ENTRIES: dict[str, str] = {

@@ -37,14 +37,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-#: Largest integer result, in bits (about 301,000 decimal digits).
-MAX_INT_BITS = 1_000_000
-#: Largest sequence built by repetition, in items (characters for str).
-MAX_ITEMS = 10_000_000
-#: Largest number of steps of a bounded range.
-MAX_RANGE = 10_000_000
-#: Largest width or precision in a format specification or a %-format.
-MAX_FORMAT_WIDTH = 100_000
+from ..bounds import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_RANGE, SMALL_NUMBER
 
 _SPEC_NUMBERS = re.compile(r"(\d+)")
 _PERCENT_NUMBERS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
@@ -55,9 +48,6 @@ _SEQUENCES = (str, bytes, bytearray, list, tuple, collections.deque, collections
               array.array)
 #: Text a ``%``-format or a sized method writes from: ``UserString`` delegates to its ``str``.
 _TEXTS = (str, collections.UserString)
-
-#: Integers below this in size multiply without a bound check (their product has at most 124 bits).
-_SMALL = 1 << 62
 
 
 def _int_like(x: Any) -> bool:
@@ -98,7 +88,8 @@ def bounded_mult(left: Any, right: Any) -> Any:
     kind_left, kind_right = type(left), type(right)
     if kind_left is float or kind_right is float:  # no repetition, no big integer: the common cases first
         return left * right
-    if kind_left is int and kind_right is int and -_SMALL < left < _SMALL and -_SMALL < right < _SMALL:
+    small = SMALL_NUMBER
+    if kind_left is int and kind_right is int and -small < left < small and -small < right < small:
         return left * right  # at most 124 bits
     if _int_like(right) and isinstance(left, _SEQUENCES):
         if len(left) * right > MAX_ITEMS:

@@ -16,11 +16,11 @@ changed, loses its tail, never more).
 
 **Who writes.** A code object loaded from the file runs with no rule checked again, so a record is
 written only by a process that ran the compile rules itself: an in-process engine built with
-``code_cache=`` (:meth:`.Engine.__init__`), or the parent of a contained worker (:class:`Mirror`), which
+``code_cache=`` (:meth:`.Engine.__init__`), or the parent of a contained worker (:class:`.worker.mirror.Mirror`), which
 compiles again every source its worker reports having compiled and never takes code from the worker. The
 worker reads and writes nothing of it (SPEC 12): a forked worker finds the entries its parent loaded
 already in its process-wide cache. A folder or key another user could write, a link in place of a file,
-a file over :data:`MAX_FILE` bytes: the cache is then off (:attr:`CodeCache.problem` says why), never an
+a file over :data:`MAX_CACHE_FILE` bytes: the cache is then off (:attr:`CodeCache.problem` says why), never an
 error of the run. ``docs/performance.md`` ("Across kernels") and ``docs/security.md`` give the figures
 and the reasons.
 """
@@ -39,32 +39,18 @@ import secrets
 import stat
 import struct
 import sys
-import time
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..bounds import MAX_CACHE_FILE, MAX_CACHE_RECORD, MAX_CACHED_SOURCE, MAX_REPORTED
+from .codestore import CachingEngine
 from .compiled import Compiled, is_coroutine
 from .settings import switched_off
 
-if TYPE_CHECKING:
-    from .engine import Engine
-    from .settings import Settings
-
 #: The environment variable naming the folder; ``off`` (or ``0``, ``false``, ``no``) turns the cache off.
 CACHE_ENV = "S2O_CODE_CACHE"
-#: A file is not read past, nor written over, this many bytes.
-MAX_FILE = 8 * 1024 * 1024
-#: Sources longer than this (characters) are not written, nor reported by a worker.
-MAX_SOURCE = 4_000
-#: A record's payload over this many bytes is not written.
-MAX_RECORD = 64 * 1024
-#: Seconds of its own time the parent spends compiling what one request of its worker reported (the rest
-#: is dropped: compiled cold again by the next kernel, and reported again).
-MIRROR_BUDGET = 0.02
-#: Sources a worker may report in one event (:mod:`.worker.wire`); more are dropped.
-MAX_REPORTED = 256
 #: The key's file name and length (bytes).
 KEY_NAME, KEY_SIZE = "key", 32
 #: The version of the record layout, part of every digest.
@@ -143,7 +129,7 @@ def _mac(key: bytes, digest: bytes, size: bytes, payload: bytes) -> bytes:
 
 def _record(compiled: Compiled, fields: frozenset[str] | None) -> bytes | None:
     """The payload of ``compiled`` (compiled with command ``fields``), or ``None`` when it cannot be kept."""
-    if len(compiled.source) > MAX_SOURCE:
+    if len(compiled.source) > MAX_CACHED_SOURCE:
         return None
     return marshal.dumps((
         compiled.source, tuple(sorted(fields)) if fields is not None else None, compiled.code,
@@ -241,7 +227,7 @@ class CodeCache:
     def _path(self, digest: bytes) -> Path:
         return self.folder / f"{digest.hex()}.s2oc"
 
-    def load(self, engine: Engine, *, again: bool = False) -> int:
+    def load(self, engine: CachingEngine, *, again: bool = False) -> int:
         """Put every record of ``engine``'s fingerprint into its (process-wide) compile cache, once per
         fingerprint and object unless ``again``; returns how many were read. An engine granting a host
         object reads nothing (see :func:`usable_by`)."""
@@ -254,7 +240,7 @@ class CodeCache:
         self._read.add(digest)
         path = self._path(digest)
         try:
-            data = self._read_regular(path, MAX_FILE)
+            data = self._read_regular(path, MAX_CACHE_FILE)
         except FileNotFoundError:
             return 0
         except OSError as exc:
@@ -309,10 +295,10 @@ class CodeCache:
         finally:
             os.close(fd)
 
-    def write(self, engine: Engine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
+    def write(self, engine: CachingEngine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
         """Append a record for each ``(command fields, compiled)`` that ``engine`` compiled itself; returns
         how many were written: none when the cache is off, the engine grants a host object, another process
-        holds the file (never waited for) or the file would pass :data:`MAX_FILE`."""
+        holds the file (never waited for) or the file would pass :data:`MAX_CACHE_FILE`."""
         key = self.key()
         if key is None or not usable_by(engine):
             return 0
@@ -321,7 +307,7 @@ class CodeCache:
         count = 0
         for fields, compiled in entries:
             payload = _record(compiled, fields)
-            if payload is None or len(payload) > MAX_RECORD:
+            if payload is None or len(payload) > MAX_CACHE_RECORD:
                 continue
             size = struct.pack(">I", len(payload))
             out += _mac(key, digest, size, payload) + size + payload
@@ -338,7 +324,7 @@ class CodeCache:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # two kernels never interleave; none waits for another
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size + len(out) > MAX_FILE:
+            if not stat.S_ISREG(st.st_mode) or st.st_size + len(out) > MAX_CACHE_FILE:
                 return 0
             before = st.st_size
             if os.write(fd, bytes(out)) != len(out):  # a full disk: no torn record stays
@@ -359,7 +345,7 @@ class CodeCache:
         return count
 
 
-def usable_by(engine: Engine) -> bool:
+def usable_by(engine: CachingEngine) -> bool:
     """Whether ``engine``'s compiled code may be kept on disk: not when its allowlist grants a host object
     (your own or a third party's package), whose functions may change (becoming async, say) with no change
     to the settings or to this package, which the file's digest covers."""
@@ -376,14 +362,14 @@ class Recorder:
     def __init__(self) -> None:
         self._sources: list[tuple[str, list[str] | None]] = []
 
-    def load(self, engine: Engine) -> int:
+    def load(self, engine: CachingEngine) -> int:
         """Nothing: the worker reads no file (a forked worker has its parent's entries already)."""
         return 0
 
-    def write(self, engine: Engine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
+    def write(self, engine: CachingEngine, entries: Sequence[tuple[frozenset[str] | None, Compiled]]) -> int:
         """Keep the sources of ``entries`` (up to :data:`MAX_REPORTED` between two :meth:`take`)."""
         for fields, compiled in entries:
-            if len(self._sources) < MAX_REPORTED and len(compiled.source) <= MAX_SOURCE:
+            if len(self._sources) < MAX_REPORTED and len(compiled.source) <= MAX_CACHED_SOURCE:
                 self._sources.append((compiled.source, sorted(fields) if fields is not None else None))
         return 0
 
@@ -391,89 +377,3 @@ class Recorder:
         """The sources kept since the last call, oldest first."""
         taken, self._sources = self._sources, []
         return taken
-
-
-class Mirror:
-    """The parent's side of a contained worker (:class:`.worker.IsolatedSession`); ``Mirror(cache)``, ``cache`` a
-    :class:`CodeCache` or ``None`` (then it only counts what the worker reports). Before each fork it loads the
-    records of the worker's settings (the child inherits them, :meth:`prepare`); it compiles again, itself,
-    what the worker reports having compiled, and writes it (:meth:`compile`).
-
-    Only for settings whose allowlist is the embedded default's or empty (:func:`mirrors`): loading any
-    other would import, in this unconfined process, modules that only the confined worker may import.
-    What it compiles is written, never kept in this process; a report costs it at most
-    :data:`MIRROR_BUDGET` seconds and :data:`MAX_REPORTED` sources, and only one report per request counts.
-    """
-
-    def __init__(self, cache: CodeCache | None) -> None:
-        self.cache = cache
-        #: Sources the worker reported having compiled cold (none a forked worker found cached).
-        self.reported = 0
-        self._engine: Engine | None = None
-        self._settings: Settings | None = None
-        self._request: int | None = None  # the request whose report was served
-        self._written: set[int] = set()  # hashes of (source, fields) written or loaded by this process
-
-    def engine(self, settings: Settings) -> Engine | None:
-        """This process's engine for ``settings`` (made on first use, the cache loaded into it), or ``None``."""
-        if self.cache is None:
-            return None
-        if settings is not self._settings:
-            from .engine import Engine
-
-            self._settings, self._engine = settings, None
-            if mirrors(settings):
-                try:
-                    self._engine = Engine(settings)
-                except Exception:  # pragma: no cover - the worker reports refused settings itself
-                    self._engine = None
-                else:
-                    self.cache.load(self._engine)
-        return self._engine
-
-    def prepare(self, settings: Settings) -> None:
-        """Before a fork: the records of ``settings``, those written since the last fork included, loaded."""
-        engine = self.engine(settings)
-        if engine is not None and self.cache is not None:
-            self.cache.load(engine, again=True)
-
-    def compile(self, settings: Settings, sources: Sequence[tuple[str, Sequence[str] | None]],
-                request: int | None = None) -> int:
-        """Compile each reported ``(source, command fields)`` here, within the budget, and write those that
-        compile; returns how many records were written. A second report for the same ``request`` is ignored."""
-        self.reported += len(sources)
-        if request is not None and request == self._request:
-            return 0
-        self._request = request
-        engine = self.engine(settings)
-        if engine is None or self.cache is None or self.cache.problem is not None:
-            return 0
-        done: list[tuple[frozenset[str] | None, Compiled]] = []
-        stop = time.perf_counter() + MIRROR_BUDGET
-        for source, names in sources[:MAX_REPORTED]:
-            if time.perf_counter() > stop:
-                break
-            fields = frozenset(names) if names is not None else None
-            if type(source) is not str or len(source) > MAX_SOURCE or engine.has_compiled(source, fields):
-                continue
-            mark = hash((source, fields))
-            if mark in self._written:
-                continue
-            try:
-                compiled = engine.compile_uncached(source, fields)
-            except (RecursionError, MemoryError):  # pragma: no cover - compile_uncached codes them itself
-                continue
-            if not isinstance(compiled, Compiled):
-                continue  # refused here: never written
-            done.append((fields, compiled))
-            if len(self._written) >= 65_536:
-                self._written.clear()
-            self._written.add(mark)
-        return self.cache.write(engine, done)
-
-
-def mirrors(settings: Settings) -> bool:
-    """Whether a parent process may compile for ``settings`` (see :class:`Mirror`)."""
-    from .settings import default_settings
-
-    return not settings.allow_unsafe_entries and settings.allowlist in ("", default_settings().allowlist)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import functools
 
+from ..bounds import EXPRESSION_CACHE
+
 
 def is_dynamic(text: str) -> bool:
     """True when ``text`` is an expression: it starts with ``{`` and ends with ``}``."""
@@ -26,7 +28,7 @@ def _parses(source: str) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=EXPRESSION_CACHE)
 def expression_of(text: str) -> tuple[str, int] | None:
     """The expression a dynamic string stands for, or ``None`` for plain text.
 

@@ -12,11 +12,13 @@ import dataclasses
 import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from ..bounds import CACHE_SIZE, SHARED_FINGERPRINTS
 from . import reach, rewrites, rules, stores
 from .allowlist import Allowlist, load_allowlist
 from .bounded import BOUNDED_OPERATORS, sized_attribute
+from .codestore import CodeStore
 from .compiled import Compiled, function_code, is_coroutine
 from .errors import ErrorGroup, S2OError
 from .guards import format_string, guard_kwargs, guarded_call, guarded_import
@@ -24,15 +26,6 @@ from .kept import guarded_store
 from .limits import memory_limit_text, time_limit_text
 from .parsing import not_text, quiet
 from .settings import Settings
-
-if TYPE_CHECKING:
-    from .codecache import CodeCache, Recorder
-
-#: Entries kept in a compile cache (one per compile fingerprint) before it is cleared.
-CACHE_SIZE = 4096
-
-#: Compile fingerprints whose caches the process keeps; the oldest is dropped past this many.
-SHARED_FINGERPRINTS = 16
 
 #: The process-wide compile caches: compile fingerprint → (source, command fields) → result. Engines
 #: with equal fingerprints (equal compile-relevant settings: a session reset, a settings change undone,
@@ -94,13 +87,14 @@ class Engine:
     object as a local asks for it); off with ``allow_unsafe_entries``, where only the worker's OS
     confinement stands (SPEC 12).
 
-    ``code_cache``: a :class:`.codecache.CodeCache` whose records of this engine's fingerprint are loaded
-    now and to which every expression it compiles is written (a notebook reopened is hot), or the
-    worker's :class:`.codecache.Recorder`; kept by its twins and by a session's settings changes.
+    ``code_cache``: a :class:`~.codestore.CodeStore`: a :class:`.codecache.CodeCache` whose records of this
+    engine's fingerprint are loaded now and to which every expression it compiles is written (a notebook
+    reopened is hot), or the worker's :class:`.codecache.Recorder`; kept by its twins and by a session's
+    settings changes.
     """
 
     def __init__(self, settings: Settings | None = None, *, guard: bool = False,
-                 code_cache: CodeCache | Recorder | None = None) -> None:
+                 code_cache: CodeStore | None = None) -> None:
         self.settings = settings if settings is not None else Settings()
         self.code_cache = code_cache
         unsafe_ok = self.settings.allow_unsafe_entries

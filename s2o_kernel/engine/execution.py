@@ -34,13 +34,14 @@ from collections.abc import Coroutine
 from time import monotonic
 from typing import Any
 
+from ..bounds import CACHE_SIZE, INTERRUPT_GRACE, UNWIND_POLL, UNWIND_WAIT
 from . import failures
 from .compiled import Compiled
-from .engine import CACHE_SIZE, Engine
+from .engine import Engine
 from .errors import ErrorGroup, S2OError
 from .failures import INTERRUPTED
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
-from .loop import INTERRUPT_GRACE, POLL, UNWIND_WAIT, LoopThread, Submitted, end_leftovers
+from .loop import LoopThread, Submitted, end_leftovers
 from .parsing import not_text
 from .values import check_value
 
@@ -179,7 +180,7 @@ class Execution:
         submitted = self.submit(coro, start)
         run = asyncio.wrap_future(submitted.future)
         try:
-            while not (await asyncio.wait({run}, timeout=POLL))[0]:  # never cancels the run's future
+            while not (await asyncio.wait({run}, timeout=UNWIND_POLL))[0]:  # never cancels the run's future
                 if submitted.outlived():  # interrupted, and it does not end: report it, retire its loop
                     self._stop_and_wait()
                     raise S2OError("stopped", INTERRUPTED, source=compiled.source)

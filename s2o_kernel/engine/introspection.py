@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import ast
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..bounds import LITERAL_LENGTH
 from .allowlist import Namespace, namespace_members
 from .denylist import name_violation
+from .state import SessionState
 from .written import too_large_text, too_large_to_write
 
-if TYPE_CHECKING:
-    from .session import Session
 
-
-def completion_names(session: Session) -> dict[str, str]:
+def completion_names(session: SessionState) -> dict[str, str]:
     """Names an expression may start with, name → kind (``variable``, ``namespace``, ``module``,
     ``class``, ``function``, ``keyword``)."""
     out: dict[str, str] = {}
@@ -36,11 +35,9 @@ def completion_names(session: Session) -> dict[str, str]:
 
 #: Types of the literals whose members :func:`member_names` lists (``"a,b".split``, ``[1].count``).
 LITERAL_TYPES = frozenset({str, bytes, list, tuple, dict, set})
-#: Longest literal text :func:`member_names` reads (``ast.literal_eval``), in characters.
-LITERAL_LENGTH = 1000
 
 
-def member_names(session: Session, dotted: str) -> list[str]:
+def member_names(session: SessionState, dotted: str) -> list[str]:
     """Public members after ``dotted.`` that an expression may read (empty when unknown). ``dotted`` is a
     dotted name, or the text of a literal of :data:`LITERAL_TYPES` (``'a,b'``, ``[1, 2]``; at most
     :data:`LITERAL_LENGTH` characters, read by ``ast.literal_eval``, never run): its type's members."""
@@ -89,7 +86,7 @@ _RUNTIME = {
 }
 
 
-def describe(session: Session, dotted: str) -> str | None:
+def describe(session: SessionState, dotted: str) -> str | None:
     """A short description of a granted name, a variable or a runtime namespace (SPEC 5, 9):
     signature and doc, type and value, or what the namespace holds and its members."""
     parts = dotted.split(".")

@@ -48,13 +48,14 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from .guards import GuardedCallable, SafeIterator, guarded_gather, refuse_metaclass
+from .guards import guarded_gather, refuse_metaclass
 from .iterators import IMMUTABLE_TYPES, LAZY_ITERATOR_TYPES, is_c_iterator
+from .parts import PLAIN_TYPES
 from .reach import check_kept
 from .stores import RECEIVER
-from .values import PLAIN_TYPES
+from .wrappers import GuardedCallable, SafeIterator
 
-#: :data:`.values.PLAIN_TYPES`, to compare by identity.
+#: :data:`.parts.PLAIN_TYPES`, to compare by identity.
 _PLAIN: tuple[Any, ...] = tuple(PLAIN_TYPES)
 
 #: Exact types whose values cannot change: their bound C methods keep no argument.
@@ -99,7 +100,7 @@ KEEPING_FUNCTIONS: tuple[Any, ...] = (
 #: Callees that keep nothing themselves but call some of their arguments, with where those are: positional
 #: indices and keyword names (``sorted(xs, key=f)``, ``functools.reduce(f, xs, initial)``: not ``initial``,
 #: not ``max``'s ``default``, which are values handed back), ``None`` for any. Those arguments, when they may
-#: keep or call (:func:`_may_keep_or_call`), are handed over wrapped (:class:`.guards.GuardedCallable`).
+#: keep or call (:func:`_may_keep_or_call`), are handed over wrapped (:class:`.wrappers.GuardedCallable`).
 HIGHER_ORDER: dict[Any, tuple[tuple[int, ...], tuple[str, ...]] | None] = {
     map: ((0,), ()), filter: ((0,), ()), sorted: ((), ("key",)), min: ((), ("key",)), max: ((), ("key",)),
     iter: ((0,), ()), functools.reduce: ((0,), ()), operator.call: ((0,), ()),
@@ -163,7 +164,7 @@ def guarded_store(fn: Any, risky: tuple[int | str, ...], /, *args: Any, **kwargs
 
 
 def _guarded_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A call a :class:`.guards.GuardedCallable` makes: the store guard with every argument checked (its
+    """A call a :class:`.wrappers.GuardedCallable` makes: the store guard with every argument checked (its
     carrier callee was checked once, when it was wrapped)."""
     return _store(fn, ("*",), args, dict(kwargs), callee_checked=True)
 
@@ -283,7 +284,7 @@ def _keeps_in_first(fn: Any) -> bool:
 def _wrapped(given: list[Any], kwargs: dict[str, Any], where: tuple[tuple[int, ...], tuple[str, ...]] | None,
              test: Any) -> list[Any]:
     """``given`` with each argument that ``test`` accepts, at the places ``where`` names (every place when
-    ``None``), replaced by a :class:`.guards.GuardedCallable`; ``kwargs`` changed in place the same way."""
+    ``None``), replaced by a :class:`.wrappers.GuardedCallable`; ``kwargs`` changed in place the same way."""
     positions = range(len(given)) if where is None else where[0]
     names = kwargs if where is None else where[1]
     for i in positions:

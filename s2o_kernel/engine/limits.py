@@ -25,10 +25,7 @@ import os
 import threading
 import time
 
-#: How often the watchdog checks deadlines, in seconds.
-TICK = 0.02
-#: Seconds between two sendings of a fired exception that the thread has not taken yet (see :class:`Armed`).
-REFIRE = 0.1
+from ..bounds import REFIRE, TICK
 
 
 class RunTimeout(BaseException):

@@ -17,19 +17,10 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-#: Seconds a caller waits for an interrupted or timed-out run's task to end (its ``finally`` blocks, the
-#: state its commands restore, :func:`end_leftovers`' own 1 s grace) before it reports the run's end.
-UNWIND_WAIT = 3.0
-
-#: Seconds between a waiting caller's looks at whether a cancelled run has outlived :data:`UNWIND_WAIT`.
-POLL = 0.25
+from ..bounds import UNWIND_POLL, UNWIND_WAIT
 
 #: Loop threads retired with a run that would not end (:meth:`LoopThread.retire`): kept, never resumed.
 _RETIRED: list[LoopThread] = []
-
-#: Seconds an interrupted run on the loop thread has to reach an ``await`` (where its cancellation
-#: lands) before the watchdog interrupts the expression it is in (:meth:`.Watchdog.interrupt_soon`).
-INTERRUPT_GRACE = 0.05
 
 
 class LoopThread:
@@ -136,7 +127,7 @@ class Submitted:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.future.result(min(max(deadline - time.monotonic(), 0.0), POLL))
+                return self.future.result(min(max(deadline - time.monotonic(), 0.0), UNWIND_POLL))
             except concurrent.futures.TimeoutError:
                 if self.future.done():  # the task's own TimeoutError (its time limit), not the wait's
                     raise

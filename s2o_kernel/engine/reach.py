@@ -15,7 +15,7 @@ by class, what must never reach an expression, and guards every such path:
   ``filter``, ``iter(f, sentinel)``, ``itertools`` or ``functools`` wrapper, a ``staticmethod``, a
   closure made by the standard library) is judged by everything it holds. Plain built-in values,
   containers of them and host objects pass; every other iterator is handed on as an opaque
-  :class:`~.guards.SafeIterator` whose items are checked one by one.
+  :class:`~.wrappers.SafeIterator` whose items are checked one by one.
 * :class:`ReachRewriter` rewrites a compiled expression so that every attribute read, call result,
   item, operator result and awaited value passes :func:`reach` (attribute reads through
   :func:`reach_attribute`, which lets allowlist namespaces answer for themselves), and every
@@ -45,14 +45,17 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ..bounds import REACH_SCAN_LIMIT
 from .allowlist import Namespace, namespace_path
 from .bounded import SIZED_METHODS, sized_attribute
 from .denylist import type_name
 from .errors import S2OError
-from .guards import SafeIterator, guard_kwargs
+from .guards import guard_kwargs
+from .parts import PLAIN_TYPES
 from .scopes import check_json
 from .stdlib_audit import object_refusal
-from .values import PLAIN_TYPES, check_value
+from .values import check_value
+from .wrappers import SafeIterator
 
 #: Hidden globals the rewritten code calls.
 REACH = "__s2o_reach"
@@ -74,8 +77,6 @@ _LAZY_CALLERS = frozenset({
     itertools.starmap, itertools.accumulate, itertools.takewhile, itertools.dropwhile, itertools.filterfalse,
     itertools.groupby,
 })
-#: Most values one deep check visits.
-_SCAN_LIMIT = 100_000
 
 
 def refusal(value: Any) -> str | None:
@@ -125,7 +126,7 @@ def first_refusal(value: Any) -> str | None:
     """Why ``value``, or anything a container of it holds, is refused (:func:`refusal`), or ``None``."""
     stack = [value]
     seen = 0
-    while stack and seen < _SCAN_LIMIT:
+    while stack and seen < REACH_SCAN_LIMIT:
         v = stack.pop()
         seen += 1
         t = type(v)

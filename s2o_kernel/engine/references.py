@@ -26,7 +26,7 @@ Each malformed form has its own code (SPEC 8):
 ``ref-mixed``      ``||`` and ``&&`` at one level without parentheses
 ``ref-empty``      an operator or parentheses with nothing on one side (``\u2020a.x ||``, ``()``)
 ``ref-paren``      unbalanced parentheses
-``too-deep``       parentheses nested past :data:`MAX_DEPTH`
+``too-deep``       parentheses nested past :data:`MAX_REFERENCE_DEPTH`
 ``underscore``     a name or key starting with ``_``
 =================  ===============================================================================
 
@@ -39,6 +39,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from ..bounds import MAX_REFERENCE_DEPTH, REFERENCE_CACHE
 from .errors import S2OError
 
 #: The character that starts a reference.
@@ -48,8 +49,6 @@ DAGGER = "\u2020"
 SCOPES = ("local", "agent", "conv", "sys.inputs", "result")
 VARIABLE_SCOPES = ("local", "agent", "conv")
 
-#: How deeply parentheses may nest.
-MAX_DEPTH = 32
 
 Item = str | int
 
@@ -236,8 +235,8 @@ class _Parser:
             assert tok.ref is not None
             return tok.ref
         # "(": a group
-        if depth >= MAX_DEPTH:
-            raise _error("too-deep", f"parentheses nest more than {MAX_DEPTH} levels", tok.col)
+        if depth >= MAX_REFERENCE_DEPTH:
+            raise _error("too-deep", f"parentheses nest more than {MAX_REFERENCE_DEPTH} levels", tok.col)
         inner = self.expr(depth + 1)
         close = self.peek()
         if close is None or close.kind != ")":
@@ -261,7 +260,7 @@ class _Parser:
         return _error("ref-empty", f"'{tok.kind}' needs a reference on each side", tok.col)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=REFERENCE_CACHE)
 def parse_reference(text: str) -> Expr:
     """The reference expression ``text`` as a tree; raises :class:`S2OError` (see the module doc).
 

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from ..bounds import COMPACT_INT, SMALL_NUMBER
 from .bounded import spec_within_bounds
 
 #: Each operator's part of the hidden name under which the compiled code finds its rewritten function.
@@ -66,11 +67,6 @@ NUMBER_TYPES = frozenset({int, float})
 #: Hidden globals bound to the exact builtin types the numeric fast path compares a value's type with, by
 #: identity (never a hash or ``==`` a metaclass could define).
 EXACT_NAMES: dict[type, str] = {kind: f"__s2o_exact_{kind.__name__}" for kind in (int, float)}
-#: Numbers strictly inside ±this multiply natively (a product of at most 124 bits).
-SMALL_NUMBER = 1 << 62
-#: A name's int multiplies natively strictly inside ±this: a one-digit ("compact") int, which CPython
-#: compares with a specialized instruction (a product of at most 60 bits).
-COMPACT_INT = (1 << 30) - 1
 
 _Node = TypeVar("_Node", bound=ast.expr | ast.stmt)
 
@@ -197,7 +193,6 @@ REWRITERS: dict[str, Callable[[Any, Any, str], None]] = {
     SIZED_HELPER: _rewrite_sized,
     CALL_GUARD: _rewrite_call_guard,
 }
-
 
 
 def _rewrite_numeric(parent: Any, node: Any, helper: str) -> None:

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bounds import DEFAULT_COMPREHENSION_DEPTH, DEFAULT_DEFINITION_LENGTH, DEFAULT_FOR_CLAUSES, MAX_AST_DEPTH
 from . import stores
 from .bounded import SIZED_METHODS
 from .denylist import name_violation
@@ -51,8 +52,6 @@ from .rewrites import CALL_GUARD, FSTRING_HELPER, KWARGS_GUARD, SIZED_HELPER, ap
 #: Names that are namespaces of the runtime, never locals (SPEC 5).
 RESERVED_NAMES = frozenset({"agent", "conv", "sys", "const", "command", "result", "exc"})
 
-#: Deepest AST nesting the validator accepts (code ``too-deep``, SPEC 12).
-MAX_AST_DEPTH = 200
 
 #: Binary operator symbols by AST class (SPEC 3, operator rewriting).
 OPERATOR_SYMBOLS: dict[type, str] = {
@@ -93,9 +92,9 @@ class RuleContext:
     secrets: frozenset[str] = frozenset()
     command_fields: frozenset[str] | None = None
     operators: dict[str, str] = field(default_factory=dict)
-    max_comprehension_depth: int = 4
-    max_for_clauses: int = 3
-    definition_length: int = 20480
+    max_comprehension_depth: int = DEFAULT_COMPREHENSION_DEPTH
+    max_for_clauses: int = DEFAULT_FOR_CLAUSES
+    definition_length: int = DEFAULT_DEFINITION_LENGTH
     keeps_nothing: frozenset[str] = frozenset()
 
 

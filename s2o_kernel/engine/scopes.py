@@ -16,20 +16,13 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from ..bounds import JSON_INT_BITS, MAX_JSON_DEPTH, PLACE_KEY, WRITTEN_LIMIT
 from . import rules
 from .errors import S2OError
-from .written import WRITTEN_LIMIT, written_size
+from .written import written_size
 
 #: Scalar JSON types, exact (float is checked to be finite on its own).
 _EXACT_SCALARS = frozenset({str, int, bool, type(None)})
-#: An integer of more bits is not JSON: past CPython's conversion to text (4,300 digits), ``json.dumps``
-#: raises for it.
-JSON_INT_BITS = 14_000
-
-#: Deepest nesting of lists and objects in a JSON value the engine accepts: agent and conversation
-#: values (:func:`check_json`) and fragments (code ``too-deep``, SPEC 12). The same bound as the
-#: expression validator's, so copying, comparing and showing such values never exhausts the stack.
-MAX_JSON_DEPTH = 200
 
 
 def check_json(value: Any, where: str, holder: str = "agent and conversation variables") -> None:
@@ -83,8 +76,6 @@ def check_json(value: Any, where: str, holder: str = "agent and conversation var
 #: Where a JSON item sits below the value checked: ``None`` for the value itself, else its holder's trail
 #: and its index (``int``) or key (``str``).
 Trail = tuple[Any, int | str] | None
-#: Longest key written whole in a place (:func:`place`); a longer one is cut.
-PLACE_KEY = 60
 
 
 def place(where: str, trail: Trail) -> str:

@@ -31,10 +31,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..bounds import (
+    DEFAULT_COMPREHENSION_DEPTH,
+    DEFAULT_DB_ROWS,
+    DEFAULT_DEFINITION_LENGTH,
+    DEFAULT_FOR_CLAUSES,
+    DEFAULT_LLM_COST,
+    DEFAULT_LOOP_ITERATIONS,
+    DEFAULT_MEMORY,
+    DEFAULT_OUTPUT_BYTES,
+    DEFAULT_OUTPUT_PART_BYTES,
+    DEFAULT_OUTPUT_PARTS,
+    DEFAULT_TIME,
+    MAX_OUTPUT_PART,
+    MAX_SETTINGS_FILE,
+    MIN_MEMORY,
+)
 from .errors import S2OError
 from .outside.profiles import Profiles
 from .outside.secrets import shown_profiles
 from .rules import OPERATOR_SYMBOLS
+from .scopes import check_json
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
 
@@ -47,8 +64,8 @@ class Rules(_Strict):
     """``rules.*``: compile rules (SPEC 3, 10)."""
 
     operators: dict[str, str] = Field(default_factory=dict)
-    max_comprehension_depth: int = Field(default=4, ge=1)
-    max_for_clauses: int = Field(default=3, ge=1)
+    max_comprehension_depth: int = Field(default=DEFAULT_COMPREHENSION_DEPTH, ge=1)
+    max_for_clauses: int = Field(default=DEFAULT_FOR_CLAUSES, ge=1)
 
     @field_validator("operators")
     @classmethod
@@ -61,14 +78,6 @@ class Rules(_Strict):
         return value
 
 
-#: Largest settings file read, in bytes (a file named by ``%config`` may be any file).
-MAX_SETTINGS_FILE = 16 << 20
-
-#: Largest ``limits.output_part_bytes`` accepted, in bytes: a part this size, written as JSON (at most six
-#: bytes a byte, ``\u0000``), still fits one message of the worker's pipe (64 MiB, SPEC 12).
-MAX_OUTPUT_PART = 8 << 20
-
-
 class Limits(_Strict):
     """``limits.*``: run-time limits (SPEC 6, 10, 12). ``time`` in seconds; ``memory`` and the
     ``output_*_bytes`` caps in bytes (UTF-8 bytes of an output part's text, html or image data).
@@ -78,15 +87,15 @@ class Limits(_Strict):
     run with ``output-limit``. ``output_part_bytes`` is at most :data:`MAX_OUTPUT_PART`.
     """
 
-    time: float = Field(default=30.0, gt=0)
-    loop_iterations: int = Field(default=10_000, ge=1)
-    db_rows: int = Field(default=10_000, ge=1)
-    llm_cost: float = Field(default=0.50, ge=0)
-    definition_length: int = Field(default=20_480, ge=1)
-    memory: int = Field(default=1 << 30, ge=1 << 20)
-    output_part_bytes: int = Field(default=1 << 20, ge=1, le=MAX_OUTPUT_PART)
-    output_parts: int = Field(default=1_000, ge=1)
-    output_bytes: int = Field(default=16 << 20, ge=1)
+    time: float = Field(default=DEFAULT_TIME, gt=0)
+    loop_iterations: int = Field(default=DEFAULT_LOOP_ITERATIONS, ge=1)
+    db_rows: int = Field(default=DEFAULT_DB_ROWS, ge=1)
+    llm_cost: float = Field(default=DEFAULT_LLM_COST, ge=0)
+    definition_length: int = Field(default=DEFAULT_DEFINITION_LENGTH, ge=1)
+    memory: int = Field(default=DEFAULT_MEMORY, ge=MIN_MEMORY)
+    output_part_bytes: int = Field(default=DEFAULT_OUTPUT_PART_BYTES, ge=1, le=MAX_OUTPUT_PART)
+    output_parts: int = Field(default=DEFAULT_OUTPUT_PARTS, ge=1)
+    output_bytes: int = Field(default=DEFAULT_OUTPUT_BYTES, ge=1)
 
 
 class SysSettings(BaseModel):
@@ -123,8 +132,6 @@ class Settings(_Strict):
     @classmethod
     def _const_is_json(cls, value: dict[str, Any]) -> dict[str, Any]:
         """``const`` is a JSON object (SPEC 10): a TOML ``nan``, ``inf`` or date showed as ``null`` in ``%sys``."""
-        from .scopes import check_json
-
         try:
             check_json(value, "const", "constants")
         except S2OError as exc:

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The most items a value may have written out (its ``repr``, its JSON) for the engine and the kernel to
-#: write it: past it a display is a placeholder (:func:`too_large_text`) and the value is not JSON.
-WRITTEN_LIMIT = 2_000_000
+from ..bounds import WRITTEN_LIMIT
+from .parts import PLAIN_TYPES, parts_of
 
 
 def written_size(value: Any, cap: int = WRITTEN_LIMIT) -> int:
     """How many items ``value`` has when written out (its ``repr``, its JSON): 1 for a scalar or an object
     that is not opened, 1 plus its parts' for every container the values check opens
-    (:func:`.values.parts_of`: ``list``, ``tuple``, ``dict``, sets, ``deque``, dict views, ``ChainMap``,
+    (:func:`.parts.parts_of`: ``list``, ``tuple``, ``dict``, sets, ``deque``, dict views, ``ChainMap``,
     ``SimpleNamespace``, ``slice``, ``partial``, bound methods, exceptions, subclasses of the built-in
     containers, …), each container counted every time it appears; a number above ``cap`` once past it.
 
@@ -68,8 +67,8 @@ def written_size(value: Any, cap: int = WRITTEN_LIMIT) -> int:
     return sizes.get(id(value), 1)
 
 
-#: Types written as themselves, with no parts (``values.PLAIN_TYPES``).
-_SCALARS = frozenset({str, int, float, bool, type(None), bytes, complex, range})
+#: Types written as themselves, with no parts.
+_SCALARS = PLAIN_TYPES
 _EXACT = frozenset({list, tuple, set, frozenset})
 
 
@@ -86,8 +85,6 @@ def _items(v: Any) -> list[Any] | None:
         return [*v.keys(), *v.values()]
     if t in _SCALARS:
         return None
-    from .values import parts_of  # here: values imports what imports this module
-
     parts = parts_of(v)
     return None if parts is None else list(parts)
 

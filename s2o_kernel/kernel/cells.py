@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from s2o_kernel.bounds import MAX_DUPLICATES
 from s2o_kernel.engine import S2OError
 
 # Kinds of cell.
@@ -184,10 +185,6 @@ class NotJSON(ValueError):
 
 def _not_json(token: str) -> Any:
     raise NotJSON(f"{token} is not JSON")
-
-
-#: Keys that appear twice in one object that :func:`load_json` names, at most.
-MAX_DUPLICATES = 5
 
 
 def load_json(text: str, duplicates: list[str] | None = None) -> Any:

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from s2o_kernel.bounds import MAX_COMPLETED_FILES
 from s2o_kernel.engine import fragment_words
 from s2o_kernel.kernel.cells import is_comment_line, looks_like_json, strip_comments
 from s2o_kernel.kernel.contract import SessionLike
@@ -38,8 +39,6 @@ _MAGIC_AT = re.compile(r"\s*(?P<token>%%?(?P<name>[A-Za-z][A-Za-z0-9_-]*))")
 _HELP_ARG = re.compile(r"^\s*%help\s+%{0,2}(?P<partial>[A-Za-z0-9_-]*)$")
 #: The line magics that take a file, up to the file's partial path (``%run age``, ``%state load s``).
 _FILE_ARG = re.compile(r"^\s*%(?:run|config|state\s+(?:save|load))\s+(?:\S+\s+)*?(?P<partial>[^\s'\"]*)$")
-#: At most this many file names are offered.
-MAX_FILES = 200
 
 #: Words offered inside a JSON fragment: the command names and field names the engine accepts
 #: (SPEC 7), from its command registry; commands it refuses (``api``, ``db``, ``llm``, ``ask`` need
@@ -180,7 +179,7 @@ def _complete_file(code: str, pos: int) -> dict[str, Any] | None:
                 if entry.name.startswith(stem) and (stem.startswith(".") or not entry.name.startswith(".")):
                     is_dir = entry.is_dir()
                     hits.append((f"{folder}/" * bool(folder) + entry.name + "/" * is_dir, "path"))
-                    if len(hits) >= MAX_FILES:
+                    if len(hits) >= MAX_COMPLETED_FILES:
                         break
     except OSError:
         return empty_reply(pos)

@@ -6,23 +6,23 @@ the path in ``$S2O_HISTORY_FILE`` (``:memory:`` keeps history in memory only, fo
 two tables, as IPython's history has: ``sessions(session, start, end)``, one row per kernel, and
 ``cells(session, line, source)``, one row per cell run with ``store_history`` (``line`` is the
 execution count). Several kernels may write the same file at once: it is in WAL mode and every
-connection waits up to :data:`BUSY_TIMEOUT_MS` for a lock.
+connection waits up to :data:`HISTORY_BUSY_TIMEOUT_MS` for a lock.
 
 Nothing touches the file on the kernel's hot path. One background thread (a single-worker
 ``ThreadPoolExecutor``) owns the connection: it opens the file on its first task, and
 :meth:`History.remember` only appends to a list and, when no write is pending, schedules one. That
-write first waits up to :data:`FLUSH_DELAY` seconds, so a burst of cells (a notebook run top to
+write first waits up to :data:`HISTORY_FLUSH_DELAY` seconds, so a burst of cells (a notebook run top to
 bottom) becomes one transaction, written after the burst instead of during its cells' round trips.
 A read (:meth:`History.reply`, :meth:`History.entries`) or :meth:`History.close` cuts the wait
 short; reads run on the same thread after the pending writes, so they see every cell remembered
-before them; the caller waits at most :data:`READ_TIMEOUT` seconds and gets nothing after that.
-A kernel killed outright loses at most the last :data:`FLUSH_DELAY` seconds of cells.
+before them; the caller waits at most :data:`HISTORY_READ_TIMEOUT` seconds and gets nothing after that.
+A kernel killed outright loses at most the last :data:`HISTORY_FLUSH_DELAY` seconds of cells.
 
-The text of a cell's result is kept for this kernel only, in memory (the last :data:`OUTPUTS_KEPT`
+The text of a cell's result is kept for this kernel only, in memory (the last :data:`HISTORY_OUTPUTS_KEPT`
 cells), for ``history_request`` with ``output``; the file holds sources only. When the file cannot
 be opened or written (a read-only folder, a corrupt file), history goes on in memory and the
-kernel log says why once; in memory, only this kernel's last :data:`MEMORY_CELLS` cells are kept.
-SQLite's page cache is bounded to :data:`CACHE_KIB`, so the kernel's memory does not grow with the
+kernel log says why once; in memory, only this kernel's last :data:`HISTORY_MEMORY_CELLS` cells are kept.
+SQLite's page cache is bounded to :data:`HISTORY_CACHE_KIB`, so the kernel's memory does not grow with the
 file. Nothing here imports Jupyter but ``jupyter_core.paths``, and only on the
 history thread.
 """
@@ -41,29 +41,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
+from s2o_kernel.bounds import (
+    HISTORY_BUSY_TIMEOUT_MS,
+    HISTORY_CACHE_KIB,
+    HISTORY_FLUSH_DELAY,
+    HISTORY_MAX_ENTRIES,
+    HISTORY_MEMORY_CELLS,
+    HISTORY_OUTPUTS_KEPT,
+    HISTORY_READ_TIMEOUT,
+)
+
 log = logging.getLogger(__name__)
 
 #: Environment variable naming the history file (``:memory:``: no file).
 HISTORY_ENV = "S2O_HISTORY_FILE"
-#: How long a connection waits for another kernel's lock on the file, in milliseconds.
-BUSY_TIMEOUT_MS = 5000
-#: How long a reader waits for the history thread, in seconds.
-READ_TIMEOUT = 5.0
-#: How long a scheduled write waits for more cells before it writes, in seconds (a read or close cuts
-#: it short).
-FLUSH_DELAY = 0.5
-#: Most results kept in memory for ``output=True``.
-OUTPUTS_KEPT = 1000
-#: Most entries one read returns (a ``tail`` without ``n``, a ``range`` without ``stop``).
-MAX_ENTRIES = 10_000
-#: SQLite's page cache for the connection, in KiB (SQLite's default is 2,000 KiB). The hot path only
-#: appends, which touches a few pages at the end of the two B-trees; reads that go past the cache are
-#: served by the operating system's file cache. Without this bound the cache fills to ~2 MiB of the
-#: kernel's memory over ~60,000 cells (docs/performance.md, "Memory after 100,000 cells").
-CACHE_KIB = 256
-#: Most cells of this kernel kept when the history is in memory only (``:memory:``, or the fall-back
-#: when the file cannot be used): the oldest are dropped, so memory does not grow with every cell.
-MEMORY_CELLS = MAX_ENTRIES
 
 #: ``(session, line, source)``: one cell of the history.
 Entry = tuple[int, int, str]
@@ -116,11 +107,11 @@ class _Store:
     def _open(path: str) -> sqlite3.Connection:
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+        conn = sqlite3.connect(path, timeout=HISTORY_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                check_same_thread=False)  # fmt: skip
         try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            conn.execute(f"PRAGMA busy_timeout = {HISTORY_BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA cache_size = -{HISTORY_CACHE_KIB}")
             _Store._prepare(conn, path)
         except BaseException:
             conn.close()
@@ -131,8 +122,8 @@ class _Store:
     def _prepare(conn: sqlite3.Connection, path: str) -> None:
         """WAL mode and the tables. Switching to WAL can be refused at once ("database is locked",
         without the busy timeout) while another kernel creates the same file: retried for up to
-        :data:`BUSY_TIMEOUT_MS`."""
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        :data:`HISTORY_BUSY_TIMEOUT_MS`."""
+        deadline = time.monotonic() + HISTORY_BUSY_TIMEOUT_MS / 1000
         while True:
             try:
                 if path != ":memory:" and conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
@@ -155,10 +146,10 @@ class _Store:
             self.conn.execute("BEGIN")
             self.conn.executemany("INSERT OR REPLACE INTO cells (session, line, source) VALUES (?, ?, ?)",
                                   [(self.session, line, source) for line, source in cells])  # fmt: skip
-            if self.path == ":memory:":  # nothing spills to a file: keep the last MEMORY_CELLS only
+            if self.path == ":memory:":  # nothing spills to a file: keep the last HISTORY_MEMORY_CELLS only
                 self.conn.execute("DELETE FROM cells WHERE session = ? AND line <= "
                                   "(SELECT MAX(line) FROM cells WHERE session = ?) - ?",
-                                  (self.session, self.session, MEMORY_CELLS))  # fmt: skip
+                                  (self.session, self.session, HISTORY_MEMORY_CELLS))  # fmt: skip
 
     def end(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -212,8 +203,8 @@ class History:
         self._store = _Store(":memory:")
 
     def _flush_later(self) -> None:
-        """The scheduled write: wait up to :data:`FLUSH_DELAY` for the rest of the burst, then write."""
-        self._hurry.wait(FLUSH_DELAY)
+        """The scheduled write: wait up to :data:`HISTORY_FLUSH_DELAY` for the rest of the burst, then write."""
+        self._hurry.wait(HISTORY_FLUSH_DELAY)
         self._flush()
 
     def _flush(self) -> None:
@@ -240,7 +231,7 @@ class History:
 
         self._write_now()
         try:
-            result: T = self._submit(task).result(READ_TIMEOUT)
+            result: T = self._submit(task).result(HISTORY_READ_TIMEOUT)
         except Exception:  # a history that cannot answer answers nothing
             log.warning("s2o: could not read the history", exc_info=True)
             return default
@@ -253,7 +244,7 @@ class History:
             return
         with self._lock:
             self._outputs[line] = result_text
-            while len(self._outputs) > OUTPUTS_KEPT:
+            while len(self._outputs) > HISTORY_OUTPUTS_KEPT:
                 self._outputs.popitem(last=False)
             scheduled = bool(self._pending)
             self._pending.append((line, source))
@@ -296,7 +287,7 @@ class History:
 
     def close(self) -> None:
         """Write what is pending, end this kernel's session row and stop the thread (waits at most
-        :data:`READ_TIMEOUT` seconds)."""
+        :data:`HISTORY_READ_TIMEOUT` seconds)."""
         if self._closed:
             return
 
@@ -307,7 +298,7 @@ class History:
 
         self._write_now()
         with contextlib.suppress(Exception):
-            self._submit(end).result(READ_TIMEOUT)
+            self._submit(end).result(HISTORY_READ_TIMEOUT)
         self._closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=False)
@@ -328,9 +319,9 @@ def _query(store: _Store, access: str, query: dict[str, Any]) -> list[Entry]:
             return _range(store, query)
         if access == "search":
             return _search(store, query)
-        n = _number(query.get("n"), MAX_ENTRIES) or 0
+        n = _number(query.get("n"), HISTORY_MAX_ENTRIES) or 0
         rows = store.rows("SELECT session, line, source FROM cells ORDER BY session DESC, line DESC LIMIT ?",
-                          (max(0, min(n, MAX_ENTRIES)),))  # fmt: skip
+                          (max(0, min(n, HISTORY_MAX_ENTRIES)),))  # fmt: skip
         return rows[::-1]
     except (ValueError, sqlite3.Error):
         return []
@@ -342,15 +333,16 @@ def _range(store: _Store, query: dict[str, Any]) -> list[Entry]:
         session += store.session
     start = _number(query.get("start"), 0) or 0
     stop = _number(query.get("stop"), None)
+    end = stop if stop is not None else 2**62
     return store.rows("SELECT session, line, source FROM cells WHERE session = ? AND line >= ? AND line < ? "
-                      "ORDER BY line LIMIT ?", (session, start, stop if stop is not None else 2**62, MAX_ENTRIES))
+                      "ORDER BY line LIMIT ?", (session, start, end, HISTORY_MAX_ENTRIES))
 
 
 def _search(store: _Store, query: dict[str, Any]) -> list[Entry]:
     pattern = query.get("pattern")
     pattern = pattern if type(pattern) is str else "*"
     n = _number(query.get("n"), None)
-    limit = MAX_ENTRIES if not n or n < 0 else min(n, MAX_ENTRIES)
+    limit = HISTORY_MAX_ENTRIES if not n or n < 0 else min(n, HISTORY_MAX_ENTRIES)
     sql = "SELECT session, line, source FROM cells WHERE source GLOB ? ORDER BY session DESC, line DESC"
     if not query.get("unique"):
         return store.rows(sql + " LIMIT ?", (pattern, limit))[::-1]

@@ -35,15 +35,12 @@ from ipykernel.kernelbase import Kernel
 from IPython.core.error import StdinNotImplementedError
 
 from s2o_kernel import __version__
+from s2o_kernel.bounds import SESSION_START_DELAY
 from s2o_kernel.kernel.history import History
 
 if TYPE_CHECKING:
     from s2o_kernel.kernel.contract import AskPrompt, SessionLike
     from s2o_kernel.kernel.runner import CellRunner, Outcome
-
-
-#: Seconds the session start waits for the kernel to answer its first ``kernel_info_request``.
-START_DELAY = 1.0
 
 
 @contextlib.contextmanager
@@ -118,11 +115,11 @@ class S2OKernel(Kernel):
         """Load the settings, import the engine and start the session's worker (on the starter thread).
 
         Waits first for the kernel's own start-up and its first ``kernel_info_reply`` (at most
-        :data:`START_DELAY` seconds): both run on the main thread, and this thread's imports would
+        :data:`SESSION_START_DELAY` seconds): both run on the main thread, and this thread's imports would
         share the interpreter lock with them. Never raises: whatever goes wrong is reported by the
         first cell, as :func:`.startup.start_session` does.
         """
-        self._answered.wait(START_DELAY)
+        self._answered.wait(SESSION_START_DELAY)
         try:
             from s2o_kernel import engine
             from s2o_kernel.kernel.runner import CellRunner

@@ -9,7 +9,7 @@ keeps one path for both ways of running. The text is parsed as a Python expressi
 lists, tuples, sets, dicts and literals are rebuilt, and any other part (``Decimal('1.5')``,
 ``nan``, ``datetime.date(2024, 1, 2)``) stays exactly as written. The rebuilt value is laid out
 the way IPython's pretty printer (``IPython.lib.pretty``) lays it out, so a result looks as it does
-in IPython: on one line when it fits in :data:`WIDTH` characters, otherwise one item a line, nested
+in IPython: on one line when it fits in :data:`PRETTY_WIDTH` characters, otherwise one item a line, nested
 containers indented by one more space per level, dict keys in their order, set items sorted. Unlike
 IPython nothing is cut: every item is shown (no ``...`` after 1000). Text that is not such an
 expression (``<Opaque>``), or longer than :data:`PRETTY_MAX_CHARS`, is shown as it is. The module
@@ -33,13 +33,7 @@ import tokenize
 from collections.abc import Callable
 from typing import Any
 
-#: Line width of the pretty-printed text (IPython's default).
-WIDTH = 79
-#: Longer ``repr`` texts are shown as they are: parsing them costs time and memory in the kernel
-#: (about 65 MB and 0.1 s per 200,000 characters of small items).
-PRETTY_MAX_CHARS = 200_000
-#: Rows an html table shows; the rest are counted in a last line.
-ROW_CAP = 100
+from s2o_kernel.bounds import PRETTY_MAX_CHARS, PRETTY_WIDTH, ROW_CAP
 
 
 class _Verbatim:
@@ -211,7 +205,7 @@ class _Printer:
 _NO_KEY = object()
 
 
-def pretty_text(text: str, width: int = WIDTH) -> str:
+def pretty_text(text: str, width: int = PRETTY_WIDTH) -> str:
     """``text`` (a value's ``repr``) pretty-printed as IPython prints the value (module docstring).
 
     Returns ``text`` unchanged when it is not a Python expression of containers and literals, spans

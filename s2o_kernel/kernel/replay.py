@@ -11,7 +11,7 @@ growth over a long session (docs/performance.md, "Memory after 100,000 cells").
 
 :class:`ReplayGuardSession` keeps the same rule, the same size and the same random forgetting, and
 stores a 64-bit fingerprint of each signature (BLAKE2b, 8 bytes) in a sorted ``array('Q')`` plus a
-small set of the latest :data:`BATCH`: ~0.6 MiB at 65,536 signatures. A signature seen is always
+small set of the latest :data:`REPLAY_BATCH`: ~0.6 MiB at 65,536 signatures. A signature seen is always
 refused (same bytes, same fingerprint); a new one is refused wrongly only if its fingerprint
 equals one of the at most 65,536 remembered, a chance of about 2**-48 per message. Signatures are
 arbitrary bytes (the check runs before the HMAC is verified, so a peer without the key can send
@@ -29,8 +29,7 @@ from typing import Any
 from jupyter_client.session import Session
 from traitlets import Instance
 
-#: How many fingerprints wait in a plain set before they are merged into the sorted array.
-BATCH = 4096
+from s2o_kernel.bounds import REPLAY_BATCH
 
 
 def fingerprint(signature: bytes | bytearray | memoryview) -> int:
@@ -72,7 +71,7 @@ class DigestHistory:
     def add(self, signature: bytes | bytearray | memoryview) -> None:
         """Remember ``signature``. Raises ``TypeError`` for anything that is not bytes-like."""
         self._recent.add(fingerprint(signature))
-        if len(self._recent) >= BATCH:
+        if len(self._recent) >= REPLAY_BATCH:
             self._merge()
 
     def cull(self, size: int) -> None:

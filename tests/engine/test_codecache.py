@@ -34,6 +34,7 @@ from s2o_kernel.engine import (
     default_settings,
 )
 from s2o_kernel.engine import engine as engine_module
+from s2o_kernel.engine.worker import mirror as mirror_module
 from s2o_kernel.engine.worker import wire
 
 #: Expressions of every shape a record keeps: names read, an operator with a numeric fast path, an f-string,
@@ -201,7 +202,7 @@ def test_a_folder_or_key_others_could_change_turns_the_cache_off(tmp_path: Path,
 
 
 def test_a_file_at_its_cap_is_not_written(tmp_path: Path, fresh_process: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codecache, "MAX_FILE", 600)
+    monkeypatch.setattr(codecache, "MAX_CACHE_FILE", 600)
     cache = CodeCache(tmp_path)
     engine = Engine(default_settings(), code_cache=cache)
     for i in range(20):
@@ -224,7 +225,7 @@ def test_the_user_s_folder_and_turning_it_off() -> None:
 def test_the_parent_compiles_reported_sources_itself(tmp_path: Path, fresh_process: None) -> None:
     """A worker reports text only; what does not pass the parent's own rules is not written."""
     cache = CodeCache(tmp_path)
-    mirror = codecache.Mirror(cache)
+    mirror = mirror_module.Mirror(cache)
     settings = default_settings()
     written = mirror.compile(settings, [("price * 2", None), ("x.__class__", None), ("__import__('os')", None),
                                         ("value + 1", ["value"]), ("1 +", None), ("y" * 20_000, None)])
@@ -238,7 +239,7 @@ def test_the_parent_compiles_reported_sources_itself(tmp_path: Path, fresh_proce
 
 def test_the_parent_compiles_nothing_for_an_allowlist_of_its_own(tmp_path: Path, fresh_process: None) -> None:
     """Any other allowlist would import, in the unconfined parent, modules only the worker may import."""
-    mirror = codecache.Mirror(CodeCache(tmp_path))
+    mirror = mirror_module.Mirror(CodeCache(tmp_path))
     own = bare_settings({**default_settings().to_dict(), "allowlist": "json\nlen\n"})
     assert mirror.engine(own) is None
     assert mirror.compile(own, [("len('a')", None)]) == 0
@@ -323,14 +324,14 @@ def test_a_file_another_process_holds_is_skipped_never_waited_for(tmp_path: Path
 
 def test_the_parent_keeps_nothing_and_serves_one_report_a_request(tmp_path: Path, fresh_process: None,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    mirror = codecache.Mirror(CodeCache(tmp_path))
+    mirror = mirror_module.Mirror(CodeCache(tmp_path))
     settings = default_settings()
     assert mirror.compile(settings, [("price * 3", None)], 7) == 1
     engine = mirror.engine(settings)
     assert engine is not None and not engine.has_compiled("price * 3", None)  # written, not kept
     assert mirror.compile(settings, [("price * 4", None)], 7) == 0  # a second report of request 7
     assert mirror.compile(settings, [("price * 3", None)], 8) == 0  # written already
-    monkeypatch.setattr(codecache, "MIRROR_BUDGET", -1.0)  # no time left: nothing is compiled
+    monkeypatch.setattr(mirror_module, "MIRROR_BUDGET", -1.0)  # no time left: nothing is compiled
     assert mirror.compile(settings, [("price * 5", None)], 9) == 0
     assert mirror.reported == 4
 

@@ -434,7 +434,7 @@ def test_a_cancelled_evaluate_async_of_an_isolated_session_ends_its_worker_run_f
 
 def test_an_isolated_run_that_unwinds_longer_than_the_grace_keeps_its_worker():
     """The kernel's SIGINT reaches the parent and the worker; the parent then gives the worker
-    ``INTERRUPT_GRACE`` (1 s) to answer before it kills and restarts it (a C-level loop never answers). A
+    ``WORKER_INTERRUPT_GRACE`` (1 s) to answer before it kills and restarts it (a C-level loop never answers). A
     run whose unwinding takes longer (host code swallowing its cancel: reported ``stopped`` after
     ``UNWIND_WAIT``, 3 s) answered too late and cost the worker, and with it every local that is not
     JSON. The worker now says it is unwinding, and the parent waits for that unwinding."""

@@ -10,8 +10,9 @@ import math
 import pytest
 from fake_llm import FakeLLM
 
+from s2o_kernel.bounds import MAX_LLM_TURNS
 from s2o_kernel.engine import Engine, Session, make_settings
-from s2o_kernel.engine.commands.llm import MAX_TURNS, tool_schema
+from s2o_kernel.engine.commands.llm import tool_schema
 from s2o_kernel.engine.fragments.tree import Function
 
 KEY = "sk-test-4f9a1c77e2"
@@ -240,7 +241,7 @@ def test_a_model_that_only_calls_tools_stops_after_the_turn_bound():
     s = _session(script=[{"call": "get_order", "args": {"order_id": "A-1"}}])
     run = s.run_fragment(_agent({"profile": "scripted", "input": "x", "functions": ["get_order"]}))
     assert run.error.code == "llm-turns"
-    assert f"at most {MAX_TURNS} model turns" in run.error.message
+    assert f"at most {MAX_LLM_TURNS} model turns" in run.error.message
 
 
 # -- validation ----------------------------------------------------------------------------------------
@@ -320,7 +321,7 @@ def test_bad_bounds_are_refused_with_their_path(bounds, path, message):
 
 
 def test_token_rule_rounds_up():
-    from s2o_kernel.engine.outside.llm import count_tokens
+    from s2o_kernel.engine.outside.adapters.base import count_tokens
 
     assert [count_tokens("a" * n) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
     assert count_tokens("x" * 401) == math.ceil(401 / 4)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from s2o_kernel.bounds import MAX_REFERENCE_DEPTH
 from s2o_kernel.engine import S2OError, Session
-from s2o_kernel.engine.references import MAX_DEPTH, And, Or, Ref, has_reference, parse_reference, show
+from s2o_kernel.engine.references import And, Or, Ref, has_reference, parse_reference, show
 
 D = "\u2020"
 
@@ -57,7 +58,7 @@ def test_well_formed_expressions_parse_to_their_tree(text: str, tree: object) ->
     (f"{D}conv.a)", "ref-paren", 7),
     (f"{D}conv._secret", "underscore", 6),
     (f"{D}agent.a['_k']", "underscore", 10),
-    ("(" * (MAX_DEPTH + 1) + f"{D}result" + ")" * (MAX_DEPTH + 1), "too-deep", MAX_DEPTH),
+    ("(" * (MAX_REFERENCE_DEPTH + 1) + f"{D}result" + ")" * (MAX_REFERENCE_DEPTH + 1), "too-deep", MAX_REFERENCE_DEPTH),
 ])
 def test_each_malformed_form_has_its_code_and_column(text: str, code: str, col: int) -> None:
     with pytest.raises(S2OError) as info:

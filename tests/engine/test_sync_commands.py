@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from s2o_kernel.engine import Engine, Session, bare_settings, reach
-from s2o_kernel.engine import commands as registry
+from s2o_kernel.engine.commands import registry
 from s2o_kernel.engine.fragments import fastpath
 from s2o_kernel.engine.fragments.interpreter import Interpreter
 from s2o_kernel.engine.fragments.parser import parse_fragment

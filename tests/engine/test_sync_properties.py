@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
-from s2o_kernel.engine import commands as registry
+from s2o_kernel.engine.commands import registry
 from s2o_kernel.engine.fragments import fastpath
 
 ALLOWLIST = "asyncio.sleep\nlen\nstr\nint\nlist\nrange"

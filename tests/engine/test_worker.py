@@ -37,7 +37,7 @@ from s2o_kernel.engine import (
 from s2o_kernel.engine.codes import CODES
 from s2o_kernel.engine.errors import ErrorGroup
 from s2o_kernel.engine.scopes import RemoteValue
-from s2o_kernel.engine.worker import framing, operations, server, wire
+from s2o_kernel.engine.worker import forward, framing, operations, server, wire
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,7 +75,7 @@ def test_reader_splits_joined_lines_and_joins_split_ones(pipe: tuple[int, int]) 
 
 def test_reader_reads_many_lines_larger_than_its_chunk(pipe: tuple[int, int]) -> None:
     r, w = pipe
-    lines = [bytes([65 + i % 26]) * (framing.CHUNK // 3 + i) for i in range(40)]
+    lines = [bytes([65 + i % 26]) * (framing.READ_CHUNK // 3 + i) for i in range(40)]
     writer = threading.Thread(target=lambda: [os.write(w, line + b"\n") for line in lines])
     writer.start()
     reader = framing.LineReader(r)
@@ -111,10 +111,10 @@ def test_reader_stops_at_the_cap_without_reading_the_rest(pipe: tuple[int, int])
 
     writer = threading.Thread(target=flood, daemon=True)
     writer.start()
-    reader = framing.LineReader(r, limit=4 * framing.CHUNK)
+    reader = framing.LineReader(r, limit=4 * framing.READ_CHUNK)
     with pytest.raises(framing.Oversized) as info:
         reader.read_line(time.monotonic() + 30)
-    assert 4 * framing.CHUNK < info.value.size <= 5 * framing.CHUNK
+    assert 4 * framing.READ_CHUNK < info.value.size <= 5 * framing.READ_CHUNK
     stop.set()
     os.close(r)
     writer.join(timeout=5)
@@ -370,13 +370,13 @@ def test_a_request_that_cannot_be_read_gets_a_reply_without_an_id() -> None:
 
 
 def test_a_request_over_the_cap_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "MAX_MESSAGE", 100)
+    monkeypatch.setattr(forward, "MAX_MESSAGE", 100)
     stdin = io.BytesIO(b"x" * 500 + b"\n" + wire.encode_request(1, "ping", {}))
     with pytest.raises(S2OError) as exc:
-        server.read_request(stdin)
+        forward.read_request(stdin)
     _fault(exc)
-    assert wire.decode_request(server.read_request(stdin) or b"") == (1, "ping", {"id": 1, "op": "ping"})
-    assert server.read_request(stdin) is None
+    assert wire.decode_request(forward.read_request(stdin) or b"") == (1, "ping", {"id": 1, "op": "ping"})
+    assert forward.read_request(stdin) is None
 
 
 def test_nothing_is_sent_between_requests() -> None:

@@ -87,13 +87,13 @@ def _next(pipes: Pipes) -> Any:
 
 def test_requests_are_read_by_the_thread_that_serves_them(pipes: Pipes, monkeypatch: pytest.MonkeyPatch) -> None:
     readers: list[str] = []
-    real = server.read_request
+    real = forward.read_request
 
     def spy(stdin: IO[bytes]) -> bytes | None:
         readers.append(threading.current_thread().name)
         return real(stdin)
 
-    monkeypatch.setattr(server, "read_request", spy)
+    monkeypatch.setattr(forward, "read_request", spy)
     for n in (1, 2, 3):
         pipes.send(wire.encode_request(n, "ping", {}))
     lines = [pipes.reader.next_request() for _ in range(3)]
@@ -153,7 +153,7 @@ def test_a_request_read_by_the_answer_thread_waits_for_the_main_thread_in_order(
 
 
 def test_a_line_over_the_cap_is_an_error_and_reading_goes_on(pipes: Pipes, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "MAX_MESSAGE", 100)
+    monkeypatch.setattr(forward, "MAX_MESSAGE", 100)
     pipes.send(b"x" * 500 + b"\n" + wire.encode_request(1, "ping", {}))
     error = _next(pipes)
     assert isinstance(error, S2OError) and error.code == wire.FAULT_CODE

@@ -92,7 +92,7 @@ def _count(path: str) -> int:
 def test_a_burst_of_cells_is_one_write_and_a_read_sees_it_at_once(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A scheduled write waits for the rest of the burst; a read does not wait for it (a wait longer
     than READ_TIMEOUT would make the read answer nothing)."""
-    monkeypatch.setattr(history_module, "FLUSH_DELAY", 10 * history_module.READ_TIMEOUT)
+    monkeypatch.setattr(history_module, "HISTORY_FLUSH_DELAY", 10 * history_module.HISTORY_READ_TIMEOUT)
     batches = _spy_writes(monkeypatch)
     h = History(path)
     try:
@@ -108,7 +108,7 @@ def test_a_burst_of_cells_is_one_write_and_a_read_sees_it_at_once(path: str, mon
 
 
 def test_close_writes_what_waits_at_once(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(history_module, "FLUSH_DELAY", 10 * history_module.READ_TIMEOUT)
+    monkeypatch.setattr(history_module, "HISTORY_FLUSH_DELAY", 10 * history_module.HISTORY_READ_TIMEOUT)
     h = History(path)
     h.entries("tail", n=1)  # the file exists
     for line in range(1, 4):
@@ -120,7 +120,7 @@ def test_close_writes_what_waits_at_once(path: str, monkeypatch: pytest.MonkeyPa
 
 
 def test_a_burst_nobody_reads_is_written_after_the_delay(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(history_module, "FLUSH_DELAY", 0.05)
+    monkeypatch.setattr(history_module, "HISTORY_FLUSH_DELAY", 0.05)
     batches = _spy_writes(monkeypatch)
     h = History(path)
     try:
@@ -298,11 +298,11 @@ def test_sqlites_memory_does_not_grow_with_the_file(path: str) -> None:
     _remember_many(h, 60_000, first=1_001)
     grown = _sqlite_memory_used() - before
     h.close()
-    assert grown < history_module.CACHE_KIB * 1024 + 256 * 1024, grown
+    assert grown < history_module.HISTORY_CACHE_KIB * 1024 + 256 * 1024, grown
 
 
 def test_history_in_memory_keeps_the_last_cells_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(history_module, "MEMORY_CELLS", 50)
+    monkeypatch.setattr(history_module, "HISTORY_MEMORY_CELLS", 50)
     h = History(":memory:")
     for line in range(1, 201):
         h.remember(line, f"cell {line}", None)
@@ -313,10 +313,10 @@ def test_history_in_memory_keeps_the_last_cells_only(monkeypatch: pytest.MonkeyP
 
 def test_history_in_memory_holds_the_same_memory_after_many_cells() -> None:
     h = History(":memory:")
-    _remember_many(h, history_module.MEMORY_CELLS)
+    _remember_many(h, history_module.HISTORY_MEMORY_CELLS)
     before = _sqlite_memory_used()
-    _remember_many(h, 4 * history_module.MEMORY_CELLS, first=history_module.MEMORY_CELLS + 1)
+    _remember_many(h, 4 * history_module.HISTORY_MEMORY_CELLS, first=history_module.HISTORY_MEMORY_CELLS + 1)
     grown = _sqlite_memory_used() - before
-    assert len(h.entries("range")) == history_module.MEMORY_CELLS
+    assert len(h.entries("range")) == history_module.HISTORY_MEMORY_CELLS
     h.close()
     assert grown < 128 * 1024, grown  # the rows of 30,000 more cells would be ~0.6 MiB

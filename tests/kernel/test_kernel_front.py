@@ -378,7 +378,7 @@ def test_escape_text_writes_every_surrogate_and_keeps_everything_else() -> None:
 
 def test_magic_files_are_read_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(files, "MAX_FILE", 10)
+    monkeypatch.setattr(files, "MAX_MAGIC_FILE", 10)
     (tmp_path / "big.json").write_text("[" + "1," * 20 + "1]")
     with pytest.raises(S2OError) as exc:
         files.read_json("big.json")

@@ -15,7 +15,8 @@ import pytest
 from jupyter_client.session import Session
 from kernel_harness import execute, running_kernel, shell_reply
 
-from s2o_kernel.kernel.replay import BATCH, DigestHistory, ReplayGuardSession
+from s2o_kernel.bounds import REPLAY_BATCH
+from s2o_kernel.kernel.replay import DigestHistory, ReplayGuardSession
 
 KEY = b"a-test-key"
 
@@ -32,11 +33,11 @@ def signed(session: Session, n: int) -> list[list[bytes]]:
 
 def test_a_seen_signature_is_refused_as_the_stock_session_refuses_it() -> None:
     ours, stock = ReplayGuardSession(key=KEY), Session(key=KEY)
-    messages = signed(Session(key=KEY), 3 * BATCH)
+    messages = signed(Session(key=KEY), 3 * REPLAY_BATCH)
     for frames in messages:
         assert ours.deserialize(frames)["content"] == stock.deserialize(frames)["content"]
     # every one of them, whether still in the latest batch or merged, is now a replay
-    for frames in messages[:: BATCH // 4] + messages[-3:]:
+    for frames in messages[:: REPLAY_BATCH // 4] + messages[-3:]:
         for session in (ours, stock):
             with pytest.raises(ValueError, match="Duplicate Signature"):
                 session.deserialize(frames)

@@ -13,19 +13,15 @@ handled by ``onError`` or end the run with ``callFailed``. ``api`` produces a re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field
 
 from ..dynamic import expression_of
-from ..fragments.tree import join
+from ..fragments.tree import Command, join
 from ..outside.call import METHODS
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel, parse_profile
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 #: The fields sent to the gateway, in order (``body`` only when given).
 _SENT = ("method", "path", "query", "headers", "body")

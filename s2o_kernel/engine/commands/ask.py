@@ -18,21 +18,18 @@ fit its question is ``ask-answer``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from ..dynamic import expression_of
 from ..errors import S2OError
+from ..fragments.tree import Command
 from ..outside.ask import check_answer
 from ..scopes import add_inputs
 from ..written import too_large_text, too_large_to_write
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 
 class InputField(FieldsModel):

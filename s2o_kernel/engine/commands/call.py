@@ -8,17 +8,13 @@ every call for that check). Arguments are checked against the function's declare
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field
 
-from ..fragments.tree import join
+from ..fragments.tree import Command, join
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 
 class CallFields(FieldsModel):

@@ -10,18 +10,14 @@ end the run with ``callFailed``. ``db`` produces a result, so it may carry ``out
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field
 
 from ..dynamic import expression_of
-from ..fragments.tree import join
+from ..fragments.tree import Command, join
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel, parse_profile
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 
 class DbFields(FieldsModel):

@@ -6,18 +6,14 @@ ends the run with result code ``failCommand`` and its message, which ``onError``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import S2OError
-from ..fragments.tree import End, Fail, Return
+from ..fragments.tree import Command, End, Fail, Return
 from ..values import cut, safe_repr
 from ..written import too_large_text, too_large_to_write
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec, parse_no_fields, parse_text
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 
 def parse_return(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:

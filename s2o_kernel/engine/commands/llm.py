@@ -14,7 +14,7 @@ The tool loop runs in the run (the worker, in the kernel): each model turn is on
 command's new ones, and the tools' JSON schemas (:func:`tool_schema`). After every turn its price is
 added to the run's spend (``cost-limit`` past the bound). When the model asks for tools, each is run
 like ``call`` (arguments checked against the function's ``args``: ``argument``) and its return value
-handed back as JSON text; a tool that is not offered is ``llm-failed``. At most :data:`MAX_TURNS` model
+handed back as JSON text; a tool that is not offered is ``llm-failed``. At most :data:`MAX_LLM_TURNS` model
 turns per command (``llm-turns`` past that). The command's messages join the conversation
 (:attr:`~..session.Session.llm_messages`) only when it succeeds, so a failing ``llm`` leaves the
 conversation as before it, like every other state of the session.
@@ -23,22 +23,17 @@ conversation as before it, like every other state of the session.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, StrictBool
 
+from ...bounds import MAX_LLM_TURNS
 from ..errors import S2OError
+from ..fragments.tree import Command, Function
 from ..scopes import as_json
 from ..values import safe_repr
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel, parse_profile
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command, Function
-
-#: Most model turns one ``llm`` command makes (each answer that asks for tools costs one more turn).
-MAX_TURNS = 10
 
 #: SPEC 7 argument types → JSON Schema (``any`` accepts every JSON value).
 JSON_TYPES: dict[str, dict[str, Any]] = {
@@ -119,7 +114,7 @@ async def run(it: Interpreter, cmd: Command) -> None:
     offered = {name: it.program.functions[name] for name in m.functions}
     tools = [tool_schema(fn) for fn in offered.values()]
     new: list[dict[str, Any]] = [{"role": "user", "content": await _input_text(it, cmd)}]
-    for _ in range(MAX_TURNS):
+    for _ in range(MAX_LLM_TURNS):
         answer = await it.outside("llm", m.profile, {"messages": [*system, *session.llm_messages, *new],
                                                      "tools": tools, "stream": m.streamOutput}, path)
         text, calls, cost = _turn_of(answer, path)
@@ -136,8 +131,8 @@ async def run(it: Interpreter, cmd: Command) -> None:
                                f"offered ({', '.join(offered) or 'none'})", path=f"{path}.functions")
             value = await it.call(fn, call["arguments"], f"{path}.functions.{call['name']}")
             new.append({"role": "tool", "tool_call_id": call["id"], "content": tool_text(value)})
-    raise S2OError("llm-turns", f"the model asked for tools {MAX_TURNS} times without a final answer; an llm "
-                   f"command makes at most {MAX_TURNS} model turns", path=path)
+    raise S2OError("llm-turns", f"the model asked for tools {MAX_LLM_TURNS} times without a final answer; an llm "
+                   f"command makes at most {MAX_LLM_TURNS} model turns", path=path)
 
 
 LLM = CommandSpec("llm", parse, run, fields=LlmFields, produces_result=True)

@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..fragments.tree import Command
 from ..scopes import masked_text
 from ..values import safe_repr
 from ..written import too_large_text, too_large_to_write
+from .protocols import Interpreter
 from .spec import CommandSpec, parse_text
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.tree import Command
 
 
 async def run(it: Interpreter, cmd: Command) -> None:

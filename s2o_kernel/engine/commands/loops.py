@@ -11,36 +11,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field
 
+from ...bounds import YIELD_EVERY, YIELD_INTERVAL
 from ..errors import S2OError
 from ..fragments import fastpath
-from ..fragments.tree import Break, Continue, all_sync, join
+from ..fragments.tree import Break, Command, Continue, all_sync, join, type_name
+from ..parts import PLAIN_TYPES
 from ..scopes import HANDLING, check_target_name
-from ..values import PLAIN_TYPES, runtime_error
+from ..values import runtime_error
+from .protocols import Interpreter, Parser, Step
 from .spec import CommandSpec, FieldsModel, parse_no_fields
-
-#: A loop hands the event loop to parallel branches (and a pending cancellation) at most every this many
-#: passes, so that a pass costs no event-loop turn (about 5 µs; ``docs/performance.md``), ...
-YIELD_EVERY = 32
-#: ... and at most every this many seconds. A turn of the event loop releases the interpreter lock for
-#: its ``select`` and takes it back at once; a thread waiting for the lock (the session's caller, a
-#: ``Session.interrupt`` from a timer, the worker's reporter and its SIGINT handler, the kernel's own
-#: threads in-process) asks for it only after waiting CPython's switch interval (5 ms) with no other
-#: thread taking it, so a loop that turned the event loop every few microseconds starved every other
-#: thread of the process for seconds (a 10 ms ticker ran once in 3 s; an interrupt from a timer was
-#: lost in 6–17 runs out of 40–60, the run going on to its time limit; docs/design.md). Turns at least
-#: this far apart leave the switch interval room to hand the lock over. A pass that never yields is
-#: still stopped by the run's watchdog.
-YIELD_INTERVAL = 0.01
-
-if TYPE_CHECKING:
-    from ..fragments.fastpath import Step
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 
 class ForFields(FieldsModel):
@@ -98,8 +81,6 @@ def parse_loop_control(p: Parser, cmd: Command, fields: Any, known: set[str], in
 
 async def run_for(it: Interpreter, cmd: Command) -> None:
     """Run the body once per item (a dict's keys), setting ``item`` and ``index`` as locals."""
-    from ..fragments.interpreter import type_name
-
     m = cmd.model
     iterable = await it.value(m.in_, f"{cmd.path}.in")
     if isinstance(iterable, dict):

@@ -8,15 +8,12 @@ are gathered into one :class:`~..errors.ErrorGroup` in branch order, whatever fi
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ErrorGroup, S2OError
+from ..fragments.tree import UNHANDLED, Command
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
 
 
 def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) -> Command | None:
@@ -30,8 +27,6 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
 
 async def run(it: Interpreter, cmd: Command) -> None:
     """Run the branches as tasks; raise the gathered errors."""
-    from ..fragments.interpreter import UNHANDLED
-
     it.parallel_depth += 1
     tasks = [asyncio.ensure_future(it.block(branch)) for branch in cmd.branches]
     for task in tasks:  # read by this command or not (a second failure, a branch cancelled), never logged

@@ -1,8 +1,9 @@
 """What a fragment command declares (SPEC 7): its name, fields model, parser and runner.
 
 A command is one module of :mod:`s2o_kernel.engine.commands` that builds a :class:`CommandSpec`; the
-registry (``commands/__init__.py``) lists them. The parser (:mod:`..fragments.parser`) and the
-interpreter (:mod:`..fragments.interpreter`) dispatch through the registry and know no command by name.
+registry (:mod:`.registry`) lists them. The parser (:mod:`..fragments.parser`) and the
+interpreter (:mod:`..fragments.interpreter`) dispatch through the registry and know no command by name;
+a command knows them only as the protocols of :mod:`.protocols`.
 
 * ``parse(parser, cmd, fields, known, in_loop)`` checks the fields (recording every problem on the
   parser with its JSON path), checks their expressions with the names ``known`` at that point, adds
@@ -23,14 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
+from ..fragments.tree import Command
+from ..outside.secrets import profile_secret_reads
+from .protocols import Interpreter, Parser
 
 ParseFn = Callable[["Parser", "Command", Any, set[str], bool], "Command | None"]
 RunFn = Callable[["Interpreter", "Command"], Awaitable[None]]
@@ -92,8 +92,6 @@ def parse_profile(p: Parser, kind: str, name: str, path: str) -> Any:
     """The model of ``profiles.<kind>.<name>`` for a command's ``profile`` field at ``path`` (SPEC 7.1), or
     ``None`` after recording ``unknown-profile`` (no such profile) or ``missing-secret`` (its credential
     fields read a secret the settings do not hold; the worker's copy of the settings keeps the names)."""
-    from ..outside.secrets import profile_secret_reads
-
     settings = p.engine.settings
     named = getattr(settings.profiles, kind)
     if name not in named:

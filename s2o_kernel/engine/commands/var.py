@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import ast
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ...bounds import TARGET_CACHE
 from .. import reach
 from ..errors import S2OError
 from ..fragments.dataflow import ref_path
-from ..fragments.tree import join
+from ..fragments.tree import Command, join
 from ..rules import RESERVED_NAMES
+from ..state import SessionState
 from ..undo import restorable
 from ..values import exception_text
+from .protocols import Interpreter, Parser
 from .spec import CommandSpec
-
-if TYPE_CHECKING:
-    from ..fragments.interpreter import Interpreter
-    from ..fragments.parser import Parser
-    from ..fragments.tree import Command
-    from ..session import Session
 
 #: One parsed field of a ``var``: (target text, JSON path, raw value, scope, name, item path).
 Target = tuple[str, str, Any, str, str, list[Any]]
@@ -44,7 +41,7 @@ def parse_target(target: str) -> tuple[str, str, list[Any]]:
     return scope, name, list(items)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=TARGET_CACHE)
 def _parse_target(target: str) -> tuple[str, str, tuple[Any, ...]]:
     bad = S2OError("fragment", f"'{target}' is not a var target: use x, agent.x, conv.x, "
                    "optionally followed by [key] or [index]", stage="validate")
@@ -141,7 +138,7 @@ def store(it: Interpreter, field: Target, value: Any) -> None:
         raise exc.with_context(path=path) from None
 
 
-def assign(session: Session, scope: str, name: str, items: list[Any], value: Any, target: str) -> None:
+def assign(session: SessionState, scope: str, name: str, items: list[Any], value: Any, target: str) -> None:
     """Set ``value`` at ``target`` (``scope``, ``name`` and item path as :func:`parse_target` splits it)."""
     if not items and scope == "local":
         session.set_local(name, value)

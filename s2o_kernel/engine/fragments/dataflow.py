@@ -24,6 +24,7 @@ import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...bounds import READS_CACHE
 from ..references import Ref
 from . import dataflow_svg
 
@@ -177,7 +178,7 @@ def expression_reads(source: str, local_names: set[str]) -> list[str]:
     return list(_reads(source, frozenset(local_names)))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=READS_CACHE)
 def _reads(source: str, local_names: frozenset[str]) -> tuple[str, ...]:
     try:
         tree = ast.parse(source, mode="eval")

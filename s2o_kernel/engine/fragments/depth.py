@@ -26,14 +26,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...bounds import JSON_INT_LIMIT, MAX_JSON_DEPTH, MAX_NESTING
 from ..errors import S2OError
-from ..scopes import JSON_INT_BITS, MAX_JSON_DEPTH, Trail
+from ..scopes import Trail
 from ..values import safe_repr
 from .tree import Command, Function, join
-
-#: Most levels of command lists inside commands, counting the levels added by calls (SPEC 12).
-MAX_NESTING = 50
-
 
 #: The exact types of JSON's scalars as Python's ``json`` parses them (a ``float`` must be finite too).
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -84,11 +81,7 @@ def json_depth_error(value: Any, limit: int = MAX_JSON_DEPTH, max_values: int | 
 
 def _too_long(number: int) -> bool:
     """An integer past CPython's conversion to text (4,300 digits): ``json.dumps`` raises for it."""
-    return not -_BIG < number < _BIG
-
-
-#: ``2 ** JSON_INT_BITS``: integers from it on (either sign) are not JSON here.
-_BIG = 1 << JSON_INT_BITS
+    return not -JSON_INT_LIMIT < number < JSON_INT_LIMIT
 
 
 def _path(trail: Trail) -> str | None:

@@ -48,23 +48,18 @@ from __future__ import annotations
 import types
 from collections.abc import Callable
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from ..commands.protocols import Interpreter, Step
+from ..commands.var import Target, store
 from ..dynamic import expression_of
+from ..engine import Engine
 from ..errors import S2OError
 from ..limits import RunInterrupt, RunTimeout
+from ..parts import PLAIN_TYPES
 from ..references import has_reference
 from ..scopes import NO_FIELDS, CommandScope, ErrorView, check_target_name
-from ..values import PLAIN_TYPES
 from .tree import Break, Command, Continue
-
-if TYPE_CHECKING:
-    from ..commands.var import Target
-    from ..engine import Engine
-    from .interpreter import Interpreter
-
-#: One command's step: runs it in ``namespace`` with ``exc`` reading ``view`` (see the module doc).
-Step = Callable[[dict[str, Any], ErrorView | None], None]
 
 
 class Reader(Protocol):
@@ -112,8 +107,6 @@ def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...], into: T
     goes through ``value_sync``. Raises a compile error (``S2OError``).
     With ``into``, an expression's reader also sets the value at that ``var`` target (a local without items:
     the reader is then the whole of a one-field ``var``, one call less a pass)."""
-    from ..commands.var import store  # the commands import this module (loops)
-
     value_sync = it.value_sync
     if not isinstance(raw, str):
         return lambda namespace, view, fields=None: value_sync(raw, path, fields)
@@ -213,8 +206,6 @@ def command_step(it: Interpreter, cmd: Command, engine: Engine, run: Step, *, sn
 
 def var_step(it: Interpreter, cmd: Command, engine: Engine) -> Step:
     """``var``: each field's value read, then assigned; later fields see earlier ones as ``command``."""
-    from ..commands.var import store
-
     fields = []
     names: dict[str, None] = {}
     for field in cmd.model:

@@ -35,42 +35,25 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import commands as registry
-from ..commands.output import OutputBudget
+from ...bounds import MAX_NESTING
+from ..budget import OutputBudget
+from ..commands import registry
+from ..commands.protocols import Step
+from ..compiled import Compiled
 from ..dynamic import expression_of
+from ..engine import Engine
 from ..errors import S2OError
 from ..failures import INTERRUPTED
 from ..limits import RunInterrupt, RunTimeout
-from ..outside.call import CALL_FAILED_CODES
+from ..outside.call import CALL_FAILED_CODES, OutsideCall, json_fields
 from ..outside.llm import cost_limit_error
 from ..references import has_reference, parse_reference
+from ..state import SessionState, Snapshot
 from ..values import error_message, runtime_error
 from . import wiring
-from .depth import MAX_NESTING
-from .tree import Break, Command, Continue, End, Fail, Function, Program, Return, join
-
-if TYPE_CHECKING:
-    from ..compiled import Compiled
-    from ..engine import Engine
-    from ..session import Session, Snapshot
-    from .fastpath import Step
-
-#: Errors that ``onError`` does not handle: they end the run.
-UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit",
-                       "output-limit", "ask"})
-
-#: SPEC 7 argument types: name → test of a value.
-TYPES: dict[str, Callable[[Any], bool]] = {
-    "str": lambda v: isinstance(v, str),
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "bool": lambda v: isinstance(v, bool),
-    "list": lambda v: isinstance(v, (list, tuple)),
-    "dict": lambda v: isinstance(v, dict),
-    "any": lambda v: True,
-}
+from .tree import TYPES, UNHANDLED, Break, Command, Continue, End, Fail, Function, Program, Return, join, type_name
 
 OutputSink = Callable[[dict[str, Any]], None]
 
@@ -78,14 +61,6 @@ OutputSink = Callable[[dict[str, Any]], None]
 _DEPTH: ContextVar[int] = ContextVar("s2o_depth", default=0)
 
 TOO_DEEP = "the run nests too deeply"
-
-
-def type_name(value: Any) -> str:
-    """The SPEC 7 type name of a value (``str``, ``int``, …), else the Python type's name."""
-    for name in ("bool", "int", "float", "str", "list", "dict"):
-        if (name != "float" and TYPES[name](value)) or (name == "float" and isinstance(value, float)):
-            return name
-    return type(value).__name__
 
 
 class Interpreter:
@@ -97,7 +72,7 @@ class Interpreter:
         start: when the run began (``time.monotonic()`` seconds).
         outputs: output parts in order, kept only when there is no output sink (``on_output``):
             with one, parts go to the sink alone, so nothing holds a run's output; ``logs``: log lines.
-        output_budget: the run's output caps and what was used (:class:`~..commands.output.OutputBudget`).
+        output_budget: the run's output caps and what was used (:class:`~..budget.OutputBudget`).
         parallel_depth: how many ``parallel`` commands enclose the running command (no per-command
             snapshot inside one: branches share state). current_path: the running command's JSON path;
             stopped_at: the field's, when an interrupt cancelled its expression.
@@ -107,7 +82,7 @@ class Interpreter:
             engine; ``fast``: a sync loop body's steps, by the body's id (:func:`.fastpath.steps`).
     """
 
-    def __init__(self, session: Session, program: Program, on_output: OutputSink | None, start: float) -> None:
+    def __init__(self, session: SessionState, program: Program, on_output: OutputSink | None, start: float) -> None:
         self.session = session
         self.execution = session.execution
         self.program = program
@@ -215,7 +190,7 @@ class Interpreter:
             raise runtime_error(exc, path) from None
 
     def emit(self, part: dict[str, Any]) -> None:
-        """Charge an output part to the run's :class:`~..commands.output.OutputBudget` (SPEC 12), then
+        """Charge an output part to the run's :class:`~..budget.OutputBudget` (SPEC 12), then
         hand it to the output sink as it is produced, or keep it in :attr:`outputs` when there is none.
 
         Raises ``output-limit`` (which ends the run) when the part would pass a cap; it is not emitted.
@@ -237,8 +212,6 @@ class Interpreter:
         ``timeout`` keeps its kind's code (``api-timeout``). Returns the call's JSON result; raises its coded
         error (SPEC 7.1 codes, masked).
         """
-        from ..outside.call import OutsideCall, json_fields
-
         remaining = self.limits.time - (time.monotonic() - self.start)
         if remaining <= 0:
             self.check_time(path)
@@ -438,7 +411,7 @@ class Interpreter:
 RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None]
 
 
-async def run_program(session: Session, program: Program, on_output: OutputSink | None,
+async def run_program(session: SessionState, program: Program, on_output: OutputSink | None,
                       start: float, inputs_args: dict[str, Any] | None = None) -> RunOutcome:
     """Run ``program`` as one run; returns ``(code, value, outputs, logs, error)``. ``inputs_args`` are the
     run's inputs; those the body declares as arguments are bound to them."""
@@ -481,7 +454,7 @@ async def run_program(session: Session, program: Program, on_output: OutputSink 
 
 
 @contextlib.contextmanager
-def _body_scope(session: Session, interp: Interpreter, program: Program,
+def _body_scope(session: SessionState, interp: Interpreter, program: Program,
                 inputs_args: dict[str, Any] | None) -> Iterator[None]:
     """The locals the program's body runs with: an agent's ``main`` gets fresh locals holding its
     arguments; a function cell's arguments become notebook locals; a command cell keeps the locals."""

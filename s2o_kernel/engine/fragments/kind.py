@@ -17,7 +17,8 @@ import difflib
 import functools
 from typing import Any
 
-from .. import commands as registry
+from ...bounds import MAX_LOOKED_AT, MAX_NEAR_MISSES, NEAR_MISS_CACHE
+from ..commands import registry
 
 #: Keys a fragment may have beside command names (function objects, agent definitions).
 FRAGMENT_KEYS = ("onError", "functions", "args", "commands")
@@ -25,10 +26,6 @@ FRAGMENT_KEYS = ("onError", "functions", "args", "commands")
 #: (``vars``/``var`` 0.86, ``retrun``/``return`` 0.83, ``onEror``/``onError`` 0.92; ``tasks``/``ask`` 0.75
 #: is not one).
 CUTOFF = 0.8
-#: At most this many near misses are named.
-MAX_NAMED = 5
-#: JSON of more objects, or of more keys in all, than this is data, never looked at as a misspelled fragment.
-MAX_LOOKED_AT = 50
 
 
 def _is_command(obj: Any) -> bool:
@@ -52,17 +49,17 @@ def fragment_kind(obj: Any) -> str | None:
 
 def unknown_commands(obj: Any) -> list[str]:
     """Keys of a would-be command object (or of the objects of a list) that are neither commands nor
-    fragment keys, in order, at most :data:`MAX_NAMED` (to name them in a message)."""
+    fragment keys, in order, at most :data:`MAX_NEAR_MISSES` (to name them in a message)."""
     items = obj if isinstance(obj, list) else [obj]
     found: list[str] = []
     for item in items:
         if isinstance(item, dict):
             found.extend(k for k in item if isinstance(k, str) and k not in registry.COMMAND_NAMES
                          and k not in FRAGMENT_KEYS and k not in found)
-    return found[:MAX_NAMED]
+    return found[:MAX_NEAR_MISSES]
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=NEAR_MISS_CACHE)
 def near_miss(key: str) -> str | None:
     """The command name (or ``onError``) ``key`` is a near miss of, or ``None``.
 
@@ -102,7 +99,7 @@ def misspelled(obj: Any) -> list[tuple[str, str]]:
                 return []  # a key that is nothing like a command: data, not a misspelled fragment
             if (key, meant) not in found:
                 found.append((key, meant))
-    return found[:MAX_NAMED]
+    return found[:MAX_NEAR_MISSES]
 
 
 def describe_misses(misses: list[tuple[str, str]]) -> str:
@@ -116,7 +113,7 @@ def stray_keys(obj: Any) -> list[tuple[str, str]]:
     command and keys that are not one, when the command's value is an object (fields) or a stray key is
     ``outputPath`` (put beside its command instead of inside its fields): ``{"var": {…}, "extra": 2}`` is not
     a fragment, and nothing of it runs. ``[]`` for a fragment and for data (``{"var": 1.5, "mean": 3}``); at
-    most :data:`MAX_NAMED`. Never raises."""
+    most :data:`MAX_NEAR_MISSES`. Never raises."""
     if fragment_kind(obj) is not None or (isinstance(obj, list) and len(obj) > MAX_LOOKED_AT):
         return []
     found: list[tuple[str, str]] = []
@@ -129,7 +126,7 @@ def stray_keys(obj: Any) -> list[tuple[str, str]]:
         stray = [k for k in item if isinstance(k, str) and k not in registry.COMMAND_NAMES and k != "onError"]
         if isinstance(item[command], dict) or "outputPath" in stray:  # data ({"var": 1.5, "mean": 3}) is left be
             found.extend((k, command) for k in stray)
-    return found[:MAX_NAMED]
+    return found[:MAX_NEAR_MISSES]
 
 
 def fragment_hint(obj: Any) -> str | None:

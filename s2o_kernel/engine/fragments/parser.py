@@ -19,26 +19,25 @@ the expression codes of SPEC 3. The :class:`Parser` dispatches each command to i
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from .. import commands as registry
+from ...bounds import MAX_NESTING
+from ..commands import registry
 from ..commands.spec import FieldsModel
 from ..dynamic import expression_of
+from ..engine import Engine
 from ..errors import ErrorGroup, S2OError
 from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
 from ..rules import RESERVED_NAMES
 from ..scopes import check_target_name
-from .bounds import parse_bounds
 from .dataflow import Access, Dataflow, expression_reads
-from .depth import MAX_NESTING, check_fragment_json, nesting_error, nesting_errors
+from .definition_bounds import parse_bounds
+from .depth import check_fragment_json, nesting_error, nesting_errors
 from .kind import describe_misses, fragment_kind, misspelled, unknown_commands
 from .tree import ARG_TYPES, Command, Function, Program, all_sync, join
 from .wiring import targets
-
-if TYPE_CHECKING:
-    from ..engine import Engine
 
 CommandList = dict[str, Any] | list[Any]
 

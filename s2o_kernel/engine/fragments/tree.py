@@ -2,11 +2,14 @@
 
 :func:`~.parser.parse_fragment` builds these; :mod:`.interpreter` runs them. The signals are raised by
 commands (``break``, ``continue``, ``return``, ``end``, ``fail``) and caught by the loop, function or run
-that they end; they never leave a run.
+that they end; they never leave a run. Also here, for the parser, the interpreter and the commands alike:
+the argument types a function may declare (:data:`TYPES`) and the error codes ``onError`` does not
+handle (:data:`UNHANDLED`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +19,25 @@ from .dataflow import Dataflow
 
 #: Argument types a function may declare (SPEC 7).
 ARG_TYPES = ("str", "int", "float", "bool", "list", "dict", "any")
+
+#: SPEC 7 argument types: name → test of a value.
+TYPES: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "list": lambda v: isinstance(v, (list, tuple)),
+    "dict": lambda v: isinstance(v, dict),
+    "any": lambda v: True,
+}
+
+
+def type_name(value: Any) -> str:
+    """The SPEC 7 type name of a value (``str``, ``int``, …), else the Python type's name."""
+    for name in ("bool", "int", "float", "str", "list", "dict"):
+        if (name != "float" and TYPES[name](value)) or (name == "float" and isinstance(value, float)):
+            return name
+    return type(value).__name__
 
 
 @dataclass
@@ -70,13 +92,18 @@ class Function:
 class Program:
     """A parsed fragment: its kind (``command``, ``commands``, ``function``, ``agent``), the function to
     run, the functions ``call`` can reach, its data flow (SPEC 8) and an agent definition's ``bounds``
-    (SPEC 7.1: ``time`` seconds, ``cost`` dollars; :mod:`.bounds`)."""
+    (SPEC 7.1: ``time`` seconds, ``cost`` dollars; :mod:`.definition_bounds`)."""
 
     kind: str
     body: Function
     functions: dict[str, Function]
     dataflow: Dataflow = field(default_factory=Dataflow)
     bounds: dict[str, float] = field(default_factory=dict)
+
+
+#: Errors that ``onError`` does not handle: they end the run.
+UNHANDLED = frozenset({"timedOut", "stopped", "loop-limit", "cost-limit", "memory-limit", "row-limit",
+                       "output-limit", "ask"})
 
 
 class Break(Exception):

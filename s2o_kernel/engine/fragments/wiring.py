@@ -21,20 +21,18 @@ index past the end, a key into a list or an index into a dict is a ``runtime`` e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import reach
 from ..errors import S2OError
 from ..references import DAGGER, And, Expr, Item, Or, Ref
 from ..scopes import SysScope
-
-if TYPE_CHECKING:
-    from ..session import Session
+from ..state import SessionState
 
 _MISSING = object()
 
 
-def _lookup(session: Session, ref: Ref) -> Any:
+def _lookup(session: SessionState, ref: Ref) -> Any:
     """The value ``ref`` names, or the sentinel ``_MISSING`` when it does not exist (see the module doc)."""
     value = _root(session, ref)
     items = ref.items[1:] if ref.scope in ("local", "agent", "conv") else ref.items
@@ -45,7 +43,7 @@ def _lookup(session: Session, ref: Ref) -> Any:
     return value
 
 
-def _root(session: Session, ref: Ref) -> Any:
+def _root(session: SessionState, ref: Ref) -> Any:
     if ref.scope in ("local", "agent", "conv"):
         name = ref.items[0]
         assert isinstance(name, str)
@@ -69,7 +67,7 @@ def _child(holder: Any, item: Item) -> Any:
     return _MISSING
 
 
-def _resolve(session: Session, expr: Expr) -> tuple[Any, list[str]]:
+def _resolve(session: SessionState, expr: Expr) -> tuple[Any, list[str]]:
     """``(value or _MISSING, missing paths)`` of ``expr``."""
     if isinstance(expr, Ref):
         value = _lookup(session, expr)
@@ -86,7 +84,7 @@ def _resolve(session: Session, expr: Expr) -> tuple[Any, list[str]]:
     return found, missing
 
 
-def read(session: Session, expr: Expr, text: str) -> Any:
+def read(session: SessionState, expr: Expr, text: str) -> Any:
     """The value of the reference expression ``expr`` (written ``text``); ``not-set`` when it has none."""
     value, missing = _resolve(session, expr)
     if value is not _MISSING:
@@ -100,7 +98,7 @@ def read(session: Session, expr: Expr, text: str) -> Any:
     raise S2OError("not-set", f"{message} (in {text!r})", details={"missing": missing})
 
 
-def write(session: Session, ref: Ref, value: Any) -> None:
+def write(session: SessionState, ref: Ref, value: Any) -> None:
     """Set ``value`` at ``ref`` (scope ``local``, ``agent`` or ``conv``), creating missing dict levels."""
     name = ref.items[0]
     assert isinstance(name, str)

@@ -32,6 +32,7 @@ from urllib.parse import unquote
 
 import httpx
 
+from ...bounds import DECODING_ROUNDS
 from ..errors import S2OError
 from .call import METHODS, OutsideCall, StreamFn
 
@@ -105,17 +106,15 @@ def check_path(path: str) -> None:
 
 #: What a server may take for a path separator once it decodes a path (``%2f``, ``%5c``).
 _SEPARATORS = re.compile(r"[/\\]")
-#: How many rounds of percent-decoding a server may apply (``%252e`` → ``%2e`` → ``.``).
-_DECODINGS = 3
 
 
 def _server_readings(path: str) -> list[str]:
-    """``path`` as servers and proxies may read it: as written, then percent-decoded up to :data:`_DECODINGS`
+    """``path`` as servers and proxies may read it: as written, then percent-decoded up to :data:`DECODING_ROUNDS`
     times, each also NFKC-folded (``\uff0e`` is ``.``). Dot segments in any reading climb above the base
     on some server: ``..%2f`` where ``%2f`` is decoded before the path is normalised (nginx), ``..;`` where
     path parameters are dropped (Tomcat), full-width dots where names are folded (red team 3)."""
     readings = [path]
-    for _ in range(_DECODINGS):
+    for _ in range(DECODING_ROUNDS):
         decoded = unquote(readings[-1], errors="replace")
         if decoded == readings[-1]:
             break

@@ -6,7 +6,7 @@ bool, ``chooseOne`` one of the options, ``chooseMany`` a list of them, ``text`` 
 :func:`read_answer` turns what a person typed into that value (``yes``/``no``; an option by its
 number or its text; ``chooseMany`` as numbers or texts separated by commas; an empty line takes the
 default). :func:`ask_each` asks every question through a prompt function, re-asking a question whose
-answer does not fit (saying why) up to :data:`TRIES` times, then ``ask-answer``.
+answer does not fit (saying why) up to :data:`ASK_TRIES` times, then ``ask-answer``.
 
 :func:`answer_here` hands the message and questions to the gateway's ``answer`` function (set by the
 kernel per cell: Jupyter's ``input_request``), within the call's timeout. When there is none, or it
@@ -24,14 +24,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ...bounds import ASK_TRIES
 from ..errors import S2OError
 from ..limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .call import OutsideCall, Question, StreamFn
 
 TYPES = ("text", "number", "bool", "password", "chooseOne", "chooseMany")
 
-#: How many times one question is asked before ``ask-answer``.
-TRIES = 3
 
 #: Asks a person one line: ``(prompt, password)`` → the text typed, or ``None`` when nobody can answer.
 Prompt = Callable[[str, bool], "str | None"]
@@ -114,12 +113,12 @@ def prompt_text(question: Question) -> str:
 
 def ask_each(message: str, questions: list[Question], prompt: Prompt) -> dict[str, Any] | None:
     """Ask every question through ``prompt`` (the message before the first); the answers by name, or ``None``
-    when ``prompt`` cannot ask. A question answered badly :data:`TRIES` times is ``ask-answer``."""
+    when ``prompt`` cannot ask. A question answered badly :data:`ASK_TRIES` times is ``ask-answer``."""
     answers: dict[str, Any] = {}
     head = f"{message}\n" if message else ""
     for question in questions:
         reason = ""
-        for _ in range(TRIES):
+        for _ in range(ASK_TRIES):
             text = prompt(head + reason + prompt_text(question), question["type"] == "password")
             if text is None:
                 return None
@@ -130,7 +129,7 @@ def ask_each(message: str, questions: list[Question], prompt: Prompt) -> dict[st
             except ValueError as exc:
                 reason = f"{exc}.\n"
         else:
-            raise S2OError("ask-answer", f"no fitting answer to '{question['name']}' after {TRIES} tries: "
+            raise S2OError("ask-answer", f"no fitting answer to '{question['name']}' after {ASK_TRIES} tries: "
                            f"{reason.strip()}")
     return answers
 

@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import S2OError
+from ..scopes import Secret, SecretText, reveal
+
 #: Kinds of outside call, one per SPEC 7 command that needs the outside world.
 KINDS = frozenset({"api", "db", "llm", "ask"})
 
@@ -100,9 +103,6 @@ def json_fields(fields: dict[str, Any], path: str, kind: str) -> dict[str, Any]:
     secret text becomes its text (in the worker, the secrets' placeholders, which only the gateway resolves).
     Raises ``S2OError`` ``not-allowed`` naming the field for a secret in a call whose kind is not in
     :data:`SECRET_KINDS`, ``not-json`` (``commands[0].api.body[2]``) for anything else that is not JSON."""
-    from ..errors import S2OError
-    from ..scopes import Secret, SecretText, reveal
-
     def convert(value: Any, at: str, depth: int) -> Any:
         if depth > 200:
             raise S2OError("too-deep", f"{at} nests too deeply to be sent", path=path)

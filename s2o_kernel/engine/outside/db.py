@@ -46,6 +46,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...bounds import MAX_RESULT_BYTES
 from ..errors import S2OError
 from .call import OutsideCall, StreamFn
 
@@ -59,10 +60,6 @@ if TYPE_CHECKING:
 DEMO_URL = "s2o-demo:"
 #: Environment variable naming the data directory (where ``demo.sqlite`` is made).
 DATA_DIR_ENV = "S2O_DATA_DIR"
-#: Bytes of one db call's rows (UTF-8 text, 4/3 of a blob as base64 text), and the longest text or blob a
-#: SQLite connection builds: past it ``db-too-large``. Half the worker's message cap (64 MiB), which a
-#: larger result could not cross anyway.
-MAX_RESULT_BYTES = 32 << 20
 #: SQLSTATE / SQLite result code of a write refused by a read-only transaction or connection.
 _PG_READ_ONLY = "25006"
 _SQLITE_READONLY = 8

@@ -41,11 +41,14 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ...bounds import CALL_UNWIND, CLOSE_GRACE
 from ..dynamic import expression_of
+from ..engine import Engine
 from ..errors import S2OError
 from ..loop import LoopThread, Submitted
 from ..scopes import reveal
 from ..settings import Settings
+from ..state import SessionState
 from . import ask
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
 from .secrets import CREDENTIAL_FIELDS, Masker, secret_reads, unplace
@@ -79,10 +82,6 @@ def handler_of(kind: str) -> Handler | None:
 TIMEOUT_CODES = {"api": "api-timeout"}
 #: The code of a call that failed in a way its handler did not code, per kind.
 FAILED_CODES = {"api": "api-failed", "db": "db-failed", "llm": "llm-failed"}
-#: Seconds :meth:`Gateway.close` waits for pools to close.
-CLOSE_GRACE = 5.0
-#: Seconds a cancelled :meth:`Gateway.call` waits for the call to end.
-CALL_UNWIND = 2.0
 
 Closer = Callable[[], Awaitable[None]]
 
@@ -134,7 +133,7 @@ class Gateway:
         self._lock = threading.Lock()
         self._pools: dict[tuple[str, str], tuple[Any, Closer]] = {}
         self._credentials: dict[tuple[str, str], dict[str, Any]] = {}
-        self._evaluator: Any = None
+        self._evaluator: SessionState | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     # -- the profile and its evaluated fields ----------------------------------------------------
@@ -155,10 +154,7 @@ class Gateway:
         if expression_of(text) is None:
             return text
         if self._evaluator is None:
-            from ..engine import Engine
-            from ..session import Session
-
-            self._evaluator = Session(Engine(Settings(secrets=dict(self.settings.secrets))))
+            self._evaluator = SessionState(Engine(Settings(secrets=dict(self.settings.secrets))))
         try:
             value = reveal(self._evaluator.evaluate_dynamic(text))
         except S2OError as exc:

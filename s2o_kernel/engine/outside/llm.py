@@ -1,4 +1,4 @@
-"""One model turn through an LLM profile (SPEC 7.1): the adapter interface, prices, the gateway's handler.
+"""One model turn through an LLM profile (SPEC 7.1): the adapters by name, prices, the gateway's handler.
 
 The ``llm`` command (:mod:`..commands.llm`) runs its tool loop in the run; each model turn is one
 outside call of kind ``llm`` whose ``fields`` are JSON checked here (they may come from the worker,
@@ -19,19 +19,15 @@ refuses or fails, or an answer that breaks the protocol, is ``llm-failed``.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import S2OError
+from .adapters import openai_chat, scripted
+from .adapters.base import Adapter, TurnRequest, failed
 from .call import OutsideCall, StreamFn
 from .profiles import LlmProfile
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-
-#: One tool call a model asked for: ``{"id": TEXT, "name": TEXT, "arguments": OBJECT}``.
-ToolCall = dict[str, Any]
 
 
 def dollars_text(amount: float) -> str:
@@ -47,47 +43,9 @@ def cost_limit_error(spend: float, bound: float, name: str, path: str | None) ->
                     f"({name} = {dollars_text(bound)})", path=path, details={"spend": spend, "bound": bound})
 
 
-@dataclass
-class Turn:
-    """What one model turn gave: ``text`` (may be empty), ``tool_calls`` and the tokens counted."""
-
-    text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class TurnRequest:
-    """One turn to make: the checked ``messages`` and ``tools``, ``stream`` (a sink for text chunks, or
-    ``None``), ``timeout`` in seconds, and the profile's evaluated ``url`` and ``key`` (``None`` when unset;
-    the key is a secret: never put it in a message)."""
-
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    stream: StreamFn | None
-    timeout: float
-    url: str | None = None
-    key: str | None = None
-
-
-#: An adapter: makes one turn for a profile. Raises ``S2OError`` ``llm-failed``.
-Adapter = Callable[[LlmProfile, TurnRequest], Awaitable[Turn]]
-
-
-def count_tokens(text: str) -> int:
-    """Tokens of ``text`` by SPEC 7.1's rule for the scripted adapter: one per four characters, rounded up."""
-    return math.ceil(len(text) / 4)
-
-
 def price(profile: LlmProfile, input_tokens: int, output_tokens: int) -> float:
     """The price of a turn in US dollars (the profile's prices are per million tokens, SPEC 7.1)."""
     return (input_tokens * profile.price_input + output_tokens * profile.price_output) / 1e6
-
-
-def failed(message: str, path: str | None = None) -> S2OError:
-    """An ``llm-failed`` error."""
-    return S2OError("llm-failed", message, path=path)
 
 
 def _check_message(m: Any, where: str) -> dict[str, Any]:
@@ -130,21 +88,14 @@ def check_fields(fields: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     return messages, tools, stream
 
 
-def _adapters() -> dict[str, Adapter]:
-    from .adapters import openai_chat, scripted
-
-    return {"scripted": scripted.turn, "openai": openai_chat.turn}
-
-
 #: Adapter name → adapter (SPEC 7.1: ``scripted`` offline and deterministic, ``openai`` any
-#: OpenAI-compatible chat-completions server). Filled on first use, so nothing heavy loads at import.
-ADAPTERS: dict[str, Adapter] = {}
+#: OpenAI-compatible chat-completions server). The ``openai`` adapter imports its client at its first turn,
+#: so nothing heavy loads at import.
+ADAPTERS: dict[str, Adapter] = {"scripted": scripted.turn, "openai": openai_chat.turn}
 
 
 async def run_turn(profile: LlmProfile, request: TurnRequest) -> dict[str, Any]:
     """One turn through ``profile``'s adapter, as the JSON an ``llm`` call answers (see the module doc)."""
-    if not ADAPTERS:
-        ADAPTERS.update(_adapters())
     turn = await ADAPTERS[profile.adapter](profile, request)
     return {"text": turn.text, "tool_calls": turn.tool_calls, "input_tokens": turn.input_tokens,
             "output_tokens": turn.output_tokens, "cost": price(profile, turn.input_tokens, turn.output_tokens)}

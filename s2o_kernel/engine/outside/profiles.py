@@ -12,8 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: Default cap on an api response body, in bytes (SPEC 7.1: 10 MiB).
-DEFAULT_MAX_RESPONSE = 10 << 20
+from ...bounds import DEFAULT_API_TIMEOUT, DEFAULT_MAX_RESPONSE
 
 
 class _Profile(BaseModel):
@@ -28,7 +27,7 @@ class ApiProfile(_Profile):
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
     query: dict[str, str] = Field(default_factory=dict)
-    timeout: int = Field(default=30, ge=1)
+    timeout: int = Field(default=DEFAULT_API_TIMEOUT, ge=1)
     allow_path: bool = True
     allow_headers: bool = False
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE, ge=1)

@@ -14,16 +14,13 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
+from ...bounds import MEMORY_MARGIN
 from .. import confine
 from ..errors import S2OError
 from ..failures import INTERRUPTED
 from . import launch, wire
 from .framing import LineReader, Oversized
 from .scratch import Scratch
-
-#: Address space allowed beyond ``limits.memory`` for the worker's own bookkeeping, in bytes
-#: (its threads and their stacks exist before the size is measured).
-MEMORY_MARGIN = 64 << 20
 
 
 class Channel:

@@ -11,8 +11,8 @@ Some work cannot be stopped from inside the interpreter: a C-level loop (``max(i
   conversation variables and every JSON-serialisable local.
 
 An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`) reaches the child, which ends the run with
-``stopped``; a child that does not answer within :data:`INTERRUPT_GRACE` seconds (C code the interrupt cannot reach),
-or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and restarted.
+``stopped``; a child that does not answer within :data:`~s2o_kernel.bounds.WORKER_INTERRUPT_GRACE` seconds (C code
+the interrupt cannot reach), or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and restarted.
 
 The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an id that every reply and event must echo,
 and every message has a size cap. Any fault while reading (a timeout, a dead worker, a message cut short, over the
@@ -36,16 +36,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..codecache import CodeCache, Mirror
-from ..commands.output import OutputBudget, text_bytes, text_limit_error
+from ...bounds import KILL_GRACE, UNWIND_WAIT, WORKER_INTERRUPT_GRACE, WORKER_START_TIMEOUT
+from ..budget import OutputBudget, text_bytes, text_limit_error
+from ..codecache import CodeCache
 from ..engine import Validation
 from ..errors import S2OError
-from ..fragments.bounds import requested_cost, requested_time
 from ..fragments.dataflow import Dataflow
+from ..fragments.definition_bounds import requested_cost, requested_time
 from ..fragments.depth import check_fragment_json
 from ..limits import memory_limit_setting, time_limit_text
-from ..loop import UNWIND_WAIT
 from ..outside.call import OutsideCall
+from ..outside.gateway import Gateway
 from ..outside.llm import cost_limit_error
 from ..outside.secrets import worker_settings
 from ..session import RunResult
@@ -53,25 +54,17 @@ from ..settings import Settings, bare_settings, merge
 from . import launch, scratch, wire
 from . import operations as ops
 from .channel import Channel, death
+from .mirror import Mirror
 
-if TYPE_CHECKING:
-    from ..outside.gateway import Gateway
-
-#: Seconds past ``limits.time`` before a silent worker is killed.
-KILL_GRACE = 1.0
-#: Seconds an interrupted worker has to answer before it is killed.
-INTERRUPT_GRACE = 1.0
 #: ``details["restarted"]`` of an error after which the worker was restarted.
 RESTARTED = ("the evaluation worker was stopped and restarted with the agent and conversation variables and "
              "every JSON local; locals that are not JSON (a set, a function, a granted object) are gone (SPEC 12)")
-#: Seconds a new worker has to start and load the settings.
-START_TIMEOUT = 30.0
 #: Message of an interrupted run (the kernel shows it as its evalue).
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
 
 class _Interrupted(Exception):
-    """An interrupted worker did not answer within :data:`INTERRUPT_GRACE` seconds."""
+    """An interrupted worker did not answer within :data:`WORKER_INTERRUPT_GRACE` seconds."""
 
 
 OnEvent = Callable[[wire.Event], None]
@@ -85,7 +78,7 @@ class IsolatedSession:
     settings do not load. With ``fork=True`` every worker (the first and each restart) is a fork of this
     process instead of a new interpreter (:mod:`.launch`): it shares this process's pages and starts faster;
     the kernel uses it. ``code_cache``: a :class:`~..codecache.CodeCache` this process loads into each forked
-    worker and writes what the worker compiled into, compiled again here (:class:`~..codecache.Mirror`).
+    worker and writes what the worker compiled into, compiled again here (:class:`~.mirror.Mirror`).
     The public methods are those of ``Session``; each call is one round trip to the worker. Not
     thread-safe: one call at a time (``interrupt`` excepted).
     """
@@ -146,7 +139,7 @@ class IsolatedSession:
         channel = self._channel = self._spawn()
         request_id = next(self._ids)
         result = self._exchange(channel, request_id, self._init_request(request_id),
-                                time.monotonic() + START_TIMEOUT, None)
+                                time.monotonic() + WORKER_START_TIMEOUT, None)
         channel.cap_memory(self._settings.limits.memory)
         return ops.INIT.decode(result)[0]
 
@@ -180,7 +173,8 @@ class IsolatedSession:
         if request_id is None or channel is None:
             return
         try:
-            reply: wire.Reply | None = self._read_until_reply(channel, request_id, time.monotonic() + START_TIMEOUT)
+            deadline = time.monotonic() + WORKER_START_TIMEOUT
+            reply: wire.Reply | None = self._read_until_reply(channel, request_id, deadline)
         except (TimeoutError, EOFError, S2OError):
             reply = None
         if reply is None or reply.error is not None:
@@ -268,7 +262,7 @@ class IsolatedSession:
             pass
         # the worker got the same SIGINT; give it a moment to answer 'stopped' (more once it says 'stopping')
         try:
-            return self._read_until_reply(channel, request_id, time.monotonic() + INTERRUPT_GRACE, on_event)
+            return self._read_until_reply(channel, request_id, time.monotonic() + WORKER_INTERRUPT_GRACE, on_event)
         except (TimeoutError, EOFError, KeyboardInterrupt):
             raise _Interrupted from None
 
@@ -281,7 +275,7 @@ class IsolatedSession:
             if isinstance(message, wire.Reply):
                 return message
             if message.kind == "stopping":  # its run is unwinding: it answers within UNWIND_WAIT (once)
-                self._unwinding = self._unwinding or time.monotonic() + UNWIND_WAIT + INTERRUPT_GRACE
+                self._unwinding = self._unwinding or time.monotonic() + UNWIND_WAIT + WORKER_INTERRUPT_GRACE
                 continue
             if message.kind == "print":
                 self._printed = (request_id, self._printed[1] * (self._printed[0] == request_id)
@@ -326,8 +320,6 @@ class IsolatedSession:
         """The :class:`~..outside.gateway.Gateway` that makes the worker's outside calls here, with the settings'
         profiles and secrets; made on first use, closed by :meth:`reset`, :meth:`close` and a change of either."""
         if self._outside is None:
-            from ..outside.gateway import Gateway
-
             self._outside = Gateway(self._settings)
         return self._outside
 

@@ -26,22 +26,32 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from typing import IO, TYPE_CHECKING, Any, TypeGuard
+from typing import IO, Any, Protocol, TypeGuard
 
+from ...bounds import MAX_MESSAGE, READ_CHUNK
 from ..errors import S2OError
 from ..outside.call import OutsideCall, StreamFn
 from . import wire
 
-if TYPE_CHECKING:
-    from .server import Worker
-
 Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[bytes]"]
+
+
+class Sender(Protocol):
+    """What the forwarder needs of the worker (:class:`.server.Worker`): the request being answered and its
+    pipe to the parent."""
+
+    @property
+    def request_id(self) -> int | None:
+        """The id of the request being answered, ``None`` between requests."""
+
+    def send_line(self, line: bytes) -> None:
+        """Write one message line to the parent."""
 
 
 class Forwarder:
     """The worker session's :class:`~..outside.call.Outside` (see the module doc)."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Sender) -> None:
         self.worker = worker
         #: Guards :attr:`_waiting`; notified when a call starts waiting (the answer thread wakes).
         self._owed = threading.Condition()
@@ -125,8 +135,6 @@ class StdinReader:
 
     def _read(self) -> Line:
         """The next line of stdin; the caller holds :attr:`_turn`."""
-        from .server import read_request
-
         try:
             return read_request(self._stdin)
         except S2OError as exc:
@@ -159,3 +167,20 @@ class StdinReader:
                 self._held.append(line)
                 if line is None:
                     return  # the end of input: nothing more to read
+
+
+def read_request(stdin: IO[bytes]) -> bytes | None:
+    """The next request line (at most :data:`~.framing.MAX_MESSAGE` bytes), ``None`` at the end of input.
+
+    A line over the cap is read to its end and dropped; raises ``worker-protocol`` for it.
+    """
+    line = stdin.readline(MAX_MESSAGE + 1)
+    if line.endswith(b"\n"):
+        return line
+    if len(line) <= MAX_MESSAGE:
+        return None  # stdin closed (a last line without its newline is not a request)
+    size = len(line)
+    while line and not line.endswith(b"\n"):
+        line = stdin.readline(READ_CHUNK)
+        size += len(line)
+    raise wire.too_large("the request", size)

@@ -28,12 +28,7 @@ import os
 import select
 import time
 
-#: Longest message on the pipe in bytes, without its ending newline.
-MAX_MESSAGE = 64 << 20
-#: Bytes asked of the pipe per read.
-CHUNK = 1 << 20
-#: Longest wait in one ``select`` call, in seconds (so a deadline is checked at least this often).
-POLL = 0.5
+from ...bounds import MAX_MESSAGE, READ_CHUNK, SELECT_POLL
 
 
 class Oversized(Exception):
@@ -97,7 +92,7 @@ class LineReader:
         if self._start == len(self._buffer):
             self._buffer.clear()
             self._start = self._scanned = 0
-        elif self._start >= CHUNK and 2 * self._start >= len(self._buffer):
+        elif self._start >= READ_CHUNK and 2 * self._start >= len(self._buffer):
             del self._buffer[:self._start]
             self._scanned -= self._start
             self._start = 0
@@ -109,10 +104,10 @@ class LineReader:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([self.fd], [], [], min(remaining, POLL))
+            ready, _, _ = select.select([self.fd], [], [], min(remaining, SELECT_POLL))
             if ready:
                 break
-        chunk = os.read(self.fd, CHUNK)
+        chunk = os.read(self.fd, READ_CHUNK)
         if not chunk:
             raise EOFError
         self._buffer += chunk

@@ -39,13 +39,14 @@ from asyncio.events import _set_running_loop  # in asyncio.events.__all__: publi
 from collections.abc import Mapping
 from typing import IO
 
+from ...bounds import FORK_POLL
 from .. import confine
 from ..settings import Settings, default_settings
 
 #: Modules a forked worker runs on, imported by the parent before it forks (so the child imports
 #: nothing while another thread of the parent might hold an import lock, and shares their pages): the
-#: fragment parser and interpreter too, which a session imports at its first fragment (the worker wrote
-#: ~2.8 MiB of its own at its first fragment cell without them); and the gateway the parent serves the
+#: fragment parser and interpreter too (the session imports them; the worker wrote ~2.8 MiB of its own at
+#: its first fragment cell when they were imported there); and the gateway the parent serves the
 #: worker's outside calls with (the handlers' modules, httpx's among them, are imported at a kind's first call).
 PRELOAD = ("s2o_kernel.engine", "s2o_kernel.engine.worker.server", "s2o_kernel.engine.confine",
            "s2o_kernel.engine.fragments.parser", "s2o_kernel.engine.fragments.interpreter",
@@ -55,8 +56,6 @@ PRELOAD = ("s2o_kernel.engine", "s2o_kernel.engine.worker.server", "s2o_kernel.e
 WORKER_NAME = "s2o-worker"
 #: ``prctl`` option that names the calling thread (the child's only thread: the process).
 _PR_SET_NAME = 15
-#: Seconds between two looks at a forked worker that is asked to end.
-_POLL = 0.01
 
 #: Signal dispositions of a new worker (a new interpreter's, but SIGINT, which the worker ignores
 #: between requests): the parent's own handlers must not run in the child.
@@ -167,7 +166,7 @@ class ForkedWorker:
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(["s2o-worker"], timeout or 0.0)
-            time.sleep(_POLL)
+            time.sleep(FORK_POLL)
         return code
 
     def send_signal(self, sig: int) -> None:

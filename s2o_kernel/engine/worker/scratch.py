@@ -25,12 +25,12 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ...bounds import SWEEP_MOST
+
 #: The prefix of every scratch folder in the temporary folder.
 PREFIX = "s2o-worker-"
 #: The suffix of a scratch folder's lock file, beside it.
 LOCK_SUFFIX = ".lock"
-#: Most stale folders one sweep removes (each start pays at most this much cleaning).
-SWEEP_MOST = 200
 
 _swept = False
 

@@ -42,22 +42,22 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
+from ...bounds import MAX_MESSAGE, PRINT_CHUNK, PROGRESS_AFTER, PROGRESS_EVERY
+from ..budget import text_bytes, text_limit_error
 from ..codecache import Recorder
-from ..commands.output import text_bytes, text_limit_error
+from ..engine import Engine
 from ..errors import S2OError
 from ..progress import RunProgress
 from ..scopes import as_json
+from ..session import Session
+from ..settings import bare_settings
 from . import wire
 from .forward import Forwarder, StdinReader
-from .framing import CHUNK, MAX_MESSAGE
 from .operations import OPERATIONS, STATE_FIELDS, check_fields
 
 Request = dict[str, Any]
 #: A request's arguments, checked (:meth:`.operations.Operation.checked`).
 Args = dict[str, Any]
-#: Seconds a run goes on before the worker reports its progress, and between two reports.
-PROGRESS_AFTER = 2.0
-PROGRESS_EVERY = 0.5
 
 
 class Worker:
@@ -66,7 +66,7 @@ class Worker:
     :attr:`request_id` is the id of the request being answered, ``None`` between
     requests. Every event and reply carries it; output parts that arrive between
     requests are dropped (their run is over) and printed text is held (at most
-    :data:`~.wire.PRINT_CHUNK` characters) until the next request, so the
+    :data:`~.PRINT_CHUNK` characters) until the next request, so the
     parent never reads a message it did not ask for.
     """
 
@@ -138,7 +138,7 @@ class Worker:
         What one request prints counts against ``limits.output_bytes`` (SPEC 12): text past it is not
         sent, and the printing code gets ``output-limit`` (raised out of ``print``, which ends the run)."""
         with self.write_lock:
-            if self.request_id is None and self.pending_chars >= wire.PRINT_CHUNK:
+            if self.request_id is None and self.pending_chars >= PRINT_CHUNK:
                 return  # printed between requests by work that outlived its run: the rest is dropped
             if self.request_id is not None:
                 cap = self.session.settings.limits.output_bytes if self.session is not None else MAX_MESSAGE
@@ -148,7 +148,7 @@ class Worker:
                 self.printed_bytes += size
             self.pending_print.append(text)
             self.pending_chars += len(text)
-            if "\n" in text or self.pending_chars >= wire.PRINT_CHUNK:
+            if "\n" in text or self.pending_chars >= PRINT_CHUNK:
                 self._flush_printed()
                 self.stdout.flush()
 
@@ -255,10 +255,6 @@ class Worker:
 
     def do_init(self, args: Args) -> list[str]:
         """Make the session from the settings (SPEC 10) and ``STATE`` (each part checked); its warnings."""
-        from ..engine import Engine
-        from ..session import Session
-        from ..settings import bare_settings
-
         state = check_fields(STATE_FIELDS, args["state"] or {}, "init's state")
         settings = bare_settings(args["settings"])
         Engine.memory_capped = True  # the parent caps this process at limits.memory (SPEC 12)
@@ -342,23 +338,6 @@ def answer(worker: Worker, line: bytes) -> bytes:
             request_id, S2OError("stopped", "the run was interrupted; the session keeps its variables"))
     except BaseException as exc:  # never let the worker die on one request
         return wire.encode_error_reply(request_id, S2OError("unexpected", f"{type(exc).__name__}: {exc}"))
-
-
-def read_request(stdin: IO[bytes]) -> bytes | None:
-    """The next request line (at most :data:`~.framing.MAX_MESSAGE` bytes), ``None`` at the end of input.
-
-    A line over the cap is read to its end and dropped; raises ``worker-protocol`` for it.
-    """
-    line = stdin.readline(MAX_MESSAGE + 1)
-    if line.endswith(b"\n"):
-        return line
-    if len(line) <= MAX_MESSAGE:
-        return None  # stdin closed (a last line without its newline is not a request)
-    size = len(line)
-    while line and not line.endswith(b"\n"):
-        line = stdin.readline(CHUNK)
-        size += len(line)
-    raise wire.too_large("the request", size)
 
 
 def _report_progress(worker: Worker) -> None:

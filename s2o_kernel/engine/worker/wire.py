@@ -51,7 +51,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..codecache import MAX_REPORTED
+from ...bounds import MAX_ERROR_DEPTH, MAX_MESSAGE, MAX_REPORTED, MAX_REPR, PRINT_CHUNK, QUOTE, WRITTEN_LIMIT
 from ..codes import CODES, RESULT, STAGES
 from ..engine import Validation
 from ..errors import ErrorGroup, S2OError
@@ -59,19 +59,10 @@ from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
 from ..outside.call import OutsideCall
 from ..scopes import RemoteValue, as_json
 from ..session import RunResult
-from ..written import WRITTEN_LIMIT, too_large_text, written_size
-from .framing import MAX_MESSAGE
+from ..written import too_large_text, written_size
 
-#: Longest ``repr`` sent back for a value, in characters.
-MAX_REPR = 1_000_000
-#: Deepest nesting of error groups accepted from the worker.
-MAX_ERROR_DEPTH = 8
 #: The code of an error that stands for a message which breaks the protocol (or would).
 FAULT_CODE = "worker-protocol"
-#: Most characters of printed text in one ``print`` event (at most 6 bytes each once escaped).
-PRINT_CHUNK = 1 << 20
-#: Longest text of a faulty message quoted in an error, in characters.
-QUOTE = 80
 
 JSONDict = dict[str, Any]
 

@@ -4,7 +4,7 @@ Every failure is ``S2OError("magic")`` naming the file and the working directory
 not valid JSON is ``S2OError("syntax")`` with its line and column (SPEC 9.1). A file a magic is
 given may be any file the kernel can read (``%run /etc/shadow``), so an error never quotes a file
 that is not valid input: it says what is wrong and where, not what the file holds. Files are read
-up to :data:`MAX_FILE` bytes, so no file (``/dev/zero``) can fill the kernel process's memory.
+up to :data:`MAX_MAGIC_FILE` bytes, so no file (``/dev/zero``) can fill the kernel process's memory.
 """
 
 from __future__ import annotations
@@ -13,12 +13,9 @@ import contextlib
 import os
 from typing import Any
 
+from s2o_kernel.bounds import MAX_MAGIC_FILE
 from s2o_kernel.engine import S2OError
 from s2o_kernel.kernel.cells import parse_json_argument
-
-#: Largest file a magic reads, in bytes: the largest message the evaluation worker takes (64 MiB),
-#: which a fragment or a saved state has to fit in anyway.
-MAX_FILE = 64 << 20
 
 
 def resolve(path: str) -> str:
@@ -33,15 +30,15 @@ def cannot(verb: str, path: str, exc: OSError) -> S2OError:
 
 
 def read_text(path: str) -> str:
-    """The UTF-8 text of ``path``; ``magic`` when it cannot be read, is over :data:`MAX_FILE` bytes
+    """The UTF-8 text of ``path``; ``magic`` when it cannot be read, is over :data:`MAX_MAGIC_FILE` bytes
     or is not UTF-8."""
     try:
         with open(resolve(path), "rb") as fh:
-            data = fh.read(MAX_FILE + 1)
+            data = fh.read(MAX_MAGIC_FILE + 1)
     except OSError as exc:
         raise cannot("read", path, exc) from None
-    if len(data) > MAX_FILE:
-        raise S2OError("magic", f"cannot read {path}: it is larger than {MAX_FILE >> 20} MiB")
+    if len(data) > MAX_MAGIC_FILE:
+        raise S2OError("magic", f"cannot read {path}: it is larger than {MAX_MAGIC_FILE >> 20} MiB")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

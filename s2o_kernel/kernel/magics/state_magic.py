@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any
 
+from s2o_kernel.bounds import QUOTE
 from s2o_kernel.engine import S2OError, parse_target
 from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
 from s2o_kernel.kernel.magics.base import Magic, MagicCall
@@ -21,8 +22,6 @@ PARSER.add_argument("action", choices=("save", "load"), metavar="save|load")
 PARSER.add_argument("file", metavar="FILE")
 
 SCOPES = ("agent", "conv")
-#: Longest text of a refused name quoted in an error, in characters.
-QUOTE = 80
 
 
 def _quote(name: str) -> str:

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from s2o_kernel.bounds import VALUE_WIDTH
 from s2o_kernel.kernel.magics.base import Magic, MagicCall
 from s2o_kernel.kernel.pretty import rows_table, rows_text, without_addresses
 from s2o_kernel.kernel.render import json_bundle, safe_repr
-
-#: The longest value text the table shows; a longer one is cut and ends with ``…``.
-VALUE_WIDTH = 100
 
 
 def _value_text(value: Any, redact: Any) -> str:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..llm import Turn, TurnRequest, count_tokens, failed
 from ..profiles import LlmProfile
+from .base import Turn, TurnRequest, count_tokens, failed
 
 #: ``base_url`` when the profile names no ``url``.
 DEFAULT_URL = "https://api.openai.com/v1"

@@ -21,8 +21,8 @@ import json
 import re
 from typing import Any
 
-from ..llm import Turn, TurnRequest, count_tokens
 from ..profiles import LlmProfile
+from .base import Turn, TurnRequest, count_tokens
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 

@@ -10,6 +10,8 @@ refused at validation (code ``fragment``, path ``bounds.<key>``).
 engine whose limits hold them (:meth:`~..engine.Engine.bounded`); errors then name ``bounds.time`` /
 ``bounds.cost`` instead of the limits. :func:`requested_time` is the forgiving read the worker's
 parent uses to know how long to wait for such a run before killing the worker.
+
+Not to be confused with :mod:`s2o_kernel.bounds`, where every numeric bound of the package is defined.
 """
 
 from __future__ import annotations
