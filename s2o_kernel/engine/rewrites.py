@@ -27,9 +27,6 @@ def operator_helper_name(symbol: str) -> str:
     return f"__s2o_op_{_OPERATOR_NAMES[symbol]}"
 
 
-#: Every hidden global an operator may be rewritten to call.
-OPERATOR_HELPERS = frozenset(map(operator_helper_name, _OPERATOR_NAMES))
-
 
 def operator_rewrite(symbol: str, setting: str) -> str:
     """The helper recorded for ``symbol`` rewritten to ``setting``: :func:`operator_helper_name`, marked
