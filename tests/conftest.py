@@ -30,6 +30,47 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(CODE_CACHE, ignore_errors=True)
 
 
+#: The modules that take longest, longest first (about 200, 110, 60 and 30 to 20 s each on two workers of a 2-core
+#: machine, docs/performance.md, "The test suite's time"). The README's test command runs the suite on two xdist
+#: workers with ``--dist loadscope``: every module (every notebook) runs whole on one worker, and the workers take
+#: modules in collection order as they finish. These are collected first, so that no long module starts last and
+#: keeps one worker busy while the other has nothing left; every other module keeps its place after them.
+LONGEST_FIRST = (
+    "tests/conformance/test_conformance_isolated.py",
+    "tests/security/test_adversarial.py",
+    "tests/security/test_kernel_adversarial.py",
+    "tests/browser/test_jupyterlab.py",
+    "tests/kernel/test_nbval_diffs.py",
+    "tests/security/test_fuzz.py",
+    "tests/engine/test_worker.py",
+    "tests/kernel/test_console_pty.py",
+    "tests/kernel/test_protocol.py",
+    "tests/engine/test_interrupts.py",
+    "tests/engine/test_sync_commands.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's loadscope hands modules out largest first by *number of tests* unless told not to; here that puts
+    # the longest modules (a few tests each) last. Collection order, with LONGEST_FIRST leading, is the order wanted.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Collect the modules of :data:`LONGEST_FIRST` first, in its order; the sort is stable, so every module keeps
+    its tests in their order and the other modules keep theirs."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+
+    def place(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(config.rootpath).as_posix(), len(rank))
+        except ValueError:  # outside the rootdir
+            return len(rank)
+
+    items.sort(key=place)
+
+
 def make_session(**settings) -> Session:
     """A fresh session on settings given as SPEC-10 keyword arguments (allowlist defaults to empty)."""
     settings.setdefault("allowlist", "")
