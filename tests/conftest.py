@@ -25,9 +25,65 @@ for _folder in (HELPERS_DIR, SUPPORT_DIR):
 CODE_CACHE = tempfile.mkdtemp(prefix="s2o-code-cache-")
 os.environ["S2O_CODE_CACHE"] = CODE_CACHE
 
+#: Python bytecode of the interpreters the tests start (kernels, containment workers, the CLIs under test, xdist's
+#: workers) when the environment says not to write any (``PYTHONDONTWRITEBYTECODE``, set on the CI machine). They
+#: run this checkout's ``s2o_kernel``, which has no ``.pyc`` beside it, so each compiled the whole package from
+#: source again (0.1 s of every containment worker's start: 30 s of the isolated conformance run's 130). With
+#: ``PYTHONPYCACHEPREFIX`` in a folder of this run's, each module is compiled once per run, and nothing is written
+#: in the tree, as the setting wants. The first pytest process makes the folder and removes it; its xdist workers
+#: inherit it. Nothing changes when the environment writes bytecode anyway or names its own prefix.
+PYCACHE: str | None = None
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    PYCACHE = tempfile.mkdtemp(prefix="s2o-test-pycache-")
+    os.environ["PYTHONPYCACHEPREFIX"] = PYCACHE
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(CODE_CACHE, ignore_errors=True)
+    if PYCACHE is not None:
+        shutil.rmtree(PYCACHE, ignore_errors=True)
+
+
+#: The modules that take longest, longest first (about 200, 110, 60 and 30 to 20 s each on two workers of a 2-core
+#: machine, docs/performance.md, "The test suite's time"). The README's test command runs the suite on two xdist
+#: workers with ``--dist loadscope``: every module (every notebook) runs whole on one worker, and the workers take
+#: modules in collection order as they finish. These are collected first, so that no long module starts last and
+#: keeps one worker busy while the other has nothing left; every other module keeps its place after them.
+LONGEST_FIRST = (
+    "tests/conformance/test_conformance_isolated.py",
+    "tests/security/test_adversarial.py",
+    "tests/security/test_kernel_adversarial.py",
+    "tests/browser/test_jupyterlab.py",
+    "tests/kernel/test_nbval_diffs.py",
+    "tests/security/test_fuzz.py",
+    "tests/engine/test_worker.py",
+    "tests/kernel/test_console_pty.py",
+    "tests/kernel/test_protocol.py",
+    "tests/engine/test_interrupts.py",
+    "tests/engine/test_sync_commands.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's loadscope hands modules out largest first by *number of tests* unless told not to; here that puts
+    # the longest modules (a few tests each) last. Collection order, with LONGEST_FIRST leading, is the order wanted.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Collect the modules of :data:`LONGEST_FIRST` first, in its order; the sort is stable, so every module keeps
+    its tests in their order and the other modules keep theirs."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+
+    def place(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(config.rootpath).as_posix(), len(rank))
+        except ValueError:  # outside the rootdir
+            return len(rank)
+
+    items.sort(key=place)
 
 
 def make_session(**settings) -> Session:

@@ -30,6 +30,12 @@ from s2o_kernel.engine.fragments.parser import parse_fragment
 from s2o_kernel.engine.fragments.tree import Command
 
 ALLOWLIST = "asyncio.sleep\nlen\nstr\nint\nlist\nrange"
+#: The time limit of the tests where a run's time passes inside one command (``time.sleep(0.09)``, just past it)
+#: and the run must stop before the next command, not by the watchdog 0.1 s past the limit (0.18 s). The sleep
+#: ends past the limit on any machine, and before the watchdog unless the run is held up for 0.09 s: with 0.03 s
+#: and a 0.06 s sleep, parsing the fragment and waiting for a core had 0.04 s, too little with two test workers
+#: on a busy 2-core machine.
+SHORT_LIMIT = 0.08
 
 
 def IF(condition: str, then: Any, otherwise: Any = None) -> dict[str, Any]:
@@ -403,14 +409,14 @@ def either_way(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
 @pytest.mark.parametrize("fragment, path, kept", [
-    ([{"var": {"a": "{ time.sleep(0.06) }"}}, {"output": "late"}], "[1].output", True),
-    ({"if": IF("{ True }", [{"var": {"a": "{ time.sleep(0.06) }"}}, {"log": "late"}])}, "if.then[1].log", False),
+    ([{"var": {"a": "{ time.sleep(0.09) }"}}, {"output": "late"}], "[1].output", True),
+    ({"if": IF("{ True }", [{"var": {"a": "{ time.sleep(0.09) }"}}, {"log": "late"}])}, "if.then[1].log", False),
 ], ids=["list", "in-a-branch"])
 def test_the_time_limit_is_checked_before_each_sync_command(fragment, path, kept, way, monkeypatch):
     """A run whose time passes in a sync command stops before the next one, as a coroutine command
     does (it went on, and could succeed, until the watchdog fired 0.1 s past the limit)."""
     either_way(way, monkeypatch)
-    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": 0.03}})))
+    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": SHORT_LIMIT}})))
     r = s.run_fragment(fragment)
     assert r.code == "timedOut" and r.error is not None and r.error.path == path
     assert r.outputs == [] and r.logs == []
@@ -452,9 +458,22 @@ def test_interrupts_from_a_timer_thread_are_never_lost(way, monkeypatch):
     either_way(way, monkeypatch)
     for _ in range(20):
         s = session(locals={"k": 0}, limits={"time": 1, "loop_iterations": 10**9})
-        threading.Timer(0.05, s.interrupt).start()
+        threading.Thread(target=interrupt_once_looping, args=(s, 0.05), daemon=True).start()
         r = s.run_fragment({"while": WHILE("{ True }", [{"var": {"k": "{ k + 1 }"}}])})
         assert r.code == "stopped", r.error
+
+
+def interrupt_once_looping(s: Session, delay: float) -> None:
+    """Interrupt ``s`` ``delay`` seconds after its fragment's loop made its first pass (``Session.progress``).
+
+    A timer started before ``run_fragment`` may fire while the fragment is still being parsed on a busy
+    machine; that interrupt has no run to stop (``Execution.interrupt`` ends the run in progress), and the run
+    would then go on to its time limit for a reason other than the one under test."""
+    deadline = time.monotonic() + 5
+    while s.progress.passes == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(delay)
+    s.interrupt()
 
 
 @pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
@@ -573,13 +592,13 @@ def test_a_host_object_stored_in_a_loop_turns_the_session_guarded_mid_loop(where
 
 @pytest.mark.parametrize("way", ["sync", "general", "coroutine"])
 @pytest.mark.parametrize("body, path", [
-    ([{"var": {"a": "{ [time.sleep(0.06)][0] }"}}, {"var": {"b": 1}}], "for.commands[1].var"),
-    ([{"if": IF("{ True }", [{"var": {"a": "{ [time.sleep(0.06)][0] }"}}, {"break": {}}])}], "for.commands[0].if.then[1].break"),
+    ([{"var": {"a": "{ [time.sleep(0.09)][0] }"}}, {"var": {"b": 1}}], "for.commands[1].var"),
+    ([{"if": IF("{ True }", [{"var": {"a": "{ [time.sleep(0.09)][0] }"}}, {"break": {}}])}], "for.commands[0].if.then[1].break"),
 ], ids=["next-command", "in-a-branch"])
 def test_the_time_limit_is_checked_before_each_command_of_a_loops_body(body, path, way, monkeypatch):
     """Inside a loop's sync body too, a run whose time passed in one command stops before the next."""
     either_way(way, monkeypatch)
-    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": 0.03}})))
+    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": SHORT_LIMIT}})))
     r = s.run_fragment({"for": {"in": "{ [1, 2] }", "item": "n", "commands": body}})
     assert r.code == "timedOut" and r.error is not None and r.error.path == path
     assert "a" not in s.locals and "b" not in s.locals
@@ -704,8 +723,8 @@ def test_the_time_limit_is_checked_before_each_pass_of_a_loop(loop, way, monkeyp
     the pass begins: ``timedOut`` at the loop's own path, not at the body's first command (nor by the
     watchdog, 0.1 s later)."""
     either_way(way, monkeypatch)
-    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": 0.03}})), locals={"k": 0})
-    slow = "{ [time.sleep(0.06), 1][1:] }"
+    s = Session(Engine(bare_settings({"allowlist": "time.sleep", "limits": {"time": SHORT_LIMIT}})), locals={"k": 0})
+    slow = "{ [time.sleep(0.09), 1][1:] }"
     fields = WHILE(slow, {"var": {"k": "{ k + 1 }"}}) if loop == "while" else \
         {"in": slow, "item": "n", "commands": {"var": {"k": "{ k + 1 }"}}}
     r = s.run_fragment([{"var": {"a": 1}}, {loop: fields}])

@@ -1,4 +1,4 @@
-"""What the store guard's red-team tests share (tests/security/test_stores_redteam*.py): a session with some
+"""What the store guard's red-team tests share (tests/security/test_store_guard_table.py): a session with some
 variables, an expression run that accepts a value or a coded error, and the invariant every one asserts —
 no variable is left holding what a session may not keep (SPEC 12)."""
 
