@@ -153,7 +153,7 @@ def _cold(quick: bool) -> list[Figure]:
 
 
 def _walk(ctx: Any, validators: list[Any], tree: ast.Expression) -> None:
-    from s2o_kernel.engine import rules as s2o_rules
+    from s2o_kernel.engine.language import rules as s2o_rules
 
     v = s2o_rules.Validator(ctx, s2o_rules.Checked(source=""))
     v.walk(tree)
@@ -162,8 +162,8 @@ def _walk(ctx: Any, validators: list[Any], tree: ast.Expression) -> None:
 
 def _stage_times(engine: Any, src: str, n: int) -> dict[str, float]:
     """Seconds for each cold stage over ``n`` fresh sources of ``src`` (each stage timed alone)."""
-    from s2o_kernel.engine.parsing import check_text, parse
-    from s2o_kernel.engine.rewrites import apply_rewrites
+    from s2o_kernel.engine.language.parsing import check_text, parse
+    from s2o_kernel.engine.language.rewrites import apply_rewrites
 
     sources = [_fresh(src) for _ in range(n)]
     limit = engine.settings.limits.definition_length
@@ -208,8 +208,8 @@ def notebook_expressions(path: Path) -> list[str]:
     form, and every dynamic string inside a fragment's JSON (magic cells are left out)."""
     import nbformat
 
-    from s2o_kernel.engine.dynamic import expression_of
     from s2o_kernel.engine.fragments.parser import fragment_kind
+    from s2o_kernel.engine.language.dynamic import expression_of
     from s2o_kernel.kernel import cells
 
     found: list[str] = []
@@ -241,10 +241,11 @@ def _reopen(quick: bool) -> list[Figure]:
     """What a notebook reopened in a new kernel pays for all its expressions, in ms, against ``compile(source)``
     of the same expressions: compiled again (``s2o``: no code cache, or a new fingerprint), or read from the
     user's code cache (``s2o, code cache``: the records read and checked, then each expression looked up), as
-    a new process does (:mod:`s2o_kernel.engine.codecache`)."""
+    a new process does (:mod:`s2o_kernel.engine.run.codecache`)."""
     import tempfile
 
-    from s2o_kernel.engine import CodeCache, Engine, codecache, default_settings
+    from s2o_kernel.engine import CodeCache, Engine, default_settings
+    from s2o_kernel.engine.run import codecache
 
     engine = Engine(default_settings())
     folder = tempfile.mkdtemp(prefix="s2o-bench-cache-")

@@ -49,7 +49,7 @@ from typing import Any
 
 from .bounds import LEAK_PARTIAL, TIME_GRACE
 from .engine import Engine, IsolatedSession, RemoteValue, S2OError, Session, Settings, as_json, bare_settings
-from .engine.scopes import SecretText
+from .engine.run.scopes import SecretText
 
 #: Key of an outcome holding the text of a secret result, for comparison only: --show omits it
 #: (as every key starting with ``_``).

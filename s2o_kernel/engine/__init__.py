@@ -20,17 +20,18 @@ Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 """
 
 from ..bounds import WRITTEN_LIMIT
-from .codecache import CodeCache, default_cache
 from .commands.registry import fragment_words
 from .commands.var import parse_target
-from .compiled import Compiled
-from .engine import Engine, Validation
 from .errors import ErrorGroup, S2OError
 from .fragments.dataflow import Access, Dataflow
 from .fragments.kind import fragment_hint, fragment_kind
+from .language.compiled import Compiled
 from .outside.ask import ask_each
-from .scopes import RemoteValue, as_json
-from .session import RunResult, Session
+from .policy.written import too_large_text, written_size
+from .run.codecache import CodeCache, default_cache
+from .run.engine import Engine, Validation
+from .run.scopes import RemoteValue, as_json
+from .run.session import RunResult, Session
 from .settings import (
     Settings,
     bare_settings,
@@ -41,7 +42,6 @@ from .settings import (
     switched_off,
 )
 from .worker import IsolatedSession
-from .written import too_large_text, written_size
 
 __all__ = [
     "WRITTEN_LIMIT",

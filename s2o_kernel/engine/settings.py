@@ -48,10 +48,10 @@ from ..bounds import (
     MIN_MEMORY,
 )
 from .errors import S2OError
+from .language.rules import OPERATOR_SYMBOLS
 from .outside.profiles import Profiles
 from .outside.secrets import shown_profiles
-from .rules import OPERATOR_SYMBOLS
-from .scopes import check_json
+from .run.scopes import check_json
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
 

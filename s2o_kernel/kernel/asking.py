@@ -20,7 +20,7 @@ from s2o_kernel.kernel.contract import AnswerFn, AskPrompt
 
 #: Starts the line a person types an ``ask`` answer on. The run writes the rest of the prompt and could
 #: make it read like the kernel's own (``%secret``'s ``Value of the secret NAME: ``, hidden typing and
-#: all), but never that line without this (red team 3).
+#: all), but never that line without this.
 MARK = "[agent] "
 
 

@@ -1,7 +1,7 @@
 """The progress display of a long run (SPEC 9): one ``display_data`` updated in place.
 
 A run that goes on for two seconds gets reports of how far it has got (the engine's
-:mod:`~s2o_kernel.engine.progress`, sent by the worker twice a second). :class:`ProgressDisplay`
+:mod:`~s2o_kernel.engine.run.progress`, sent by the worker twice a second). :class:`ProgressDisplay`
 shows the first as ``display_data`` with a ``display_id`` in ``transient`` and each later one as
 ``update_display_data`` of that id, so JupyterLab redraws one line. A run that ends sooner sends
 no report, so nothing is shown and nothing is stored with the notebook; nor does a headless run

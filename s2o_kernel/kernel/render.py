@@ -78,7 +78,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 def escape_controls(text: str) -> str:
     """``text`` with every control character but tab, newline and carriage return written as its escape
-    (``'\\x1b'``), so text a run makes a terminal show is shown, never run (red team 3)."""
+    (``'\\x1b'``), so text a run makes a terminal show is shown, never run."""
     if _CONTROL.search(text) is None:
         return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
-from s2o_kernel.engine.allowlist import load_allowlist
+from s2o_kernel.engine.policy.allowlist import load_allowlist
 
 
 def run(expr, allowlist, **kw):

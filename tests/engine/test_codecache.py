@@ -23,17 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from s2o_kernel.engine import (
-    CodeCache,
-    Engine,
-    S2OError,
-    Session,
-    bare_settings,
-    codecache,
-    default_cache,
-    default_settings,
-)
-from s2o_kernel.engine import engine as engine_module
+from s2o_kernel.engine import CodeCache, Engine, S2OError, Session, bare_settings, default_cache, default_settings
+from s2o_kernel.engine.run import codecache
+from s2o_kernel.engine.run import engine as engine_module
 from s2o_kernel.engine.worker import mirror as mirror_module
 from s2o_kernel.engine.worker import wire
 

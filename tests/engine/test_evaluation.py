@@ -82,7 +82,7 @@ def test_result_and_exc_are_not_set_outside_commands():
 
 
 def test_secret_formats_into_secret_text_and_is_opaque():
-    from s2o_kernel.engine.scopes import SecretText, reveal
+    from s2o_kernel.engine.run.scopes import SecretText, reveal
 
     s = session(allowlist="int\nstr\njson", secrets={"K": "sk-secret-123"})
     text = s.evaluate("f'Bearer {sys.secret[\"K\"]}'")

@@ -18,7 +18,7 @@ from s2o_kernel.engine.fragments.depth import MAX_NESTING
 from s2o_kernel.engine.fragments.interpreter import run_program
 from s2o_kernel.engine.fragments.parser import parse_fragment
 from s2o_kernel.engine.fragments.tree import Command
-from s2o_kernel.engine.scopes import MAX_JSON_DEPTH
+from s2o_kernel.engine.run.scopes import MAX_JSON_DEPTH
 
 
 def session(allowlist: str = "", **limits) -> Session:

@@ -203,7 +203,7 @@ def test_an_agent_variable_is_never_an_integer_json_cannot_write(session: Sessio
 
 
 def test_a_reference_index_is_ascii_digits(session: Session) -> None:
-    from s2o_kernel.engine.references import parse_reference
+    from s2o_kernel.engine.language.references import parse_reference
 
     with pytest.raises(S2OError):
         parse_reference("\u2020local.xs[\uff11]")

@@ -21,8 +21,8 @@ import pytest
 from interrupting import make_stubborn
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
-from s2o_kernel.engine.execution import INTERRUPTED
-from s2o_kernel.engine.limits import Armed, Watchdog
+from s2o_kernel.engine.run.execution import INTERRUPTED
+from s2o_kernel.engine.run.limits import Armed, Watchdog
 
 #: A thread id no thread has: the watchdog's exception for it goes nowhere.
 NO_THREAD = 1

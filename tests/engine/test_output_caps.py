@@ -27,7 +27,7 @@ from s2o_kernel.engine import (
     read_toml,
 )
 from s2o_kernel.engine import settings as settings_module
-from s2o_kernel.engine.budget import OutputBudget, part_bytes
+from s2o_kernel.engine.run.budget import OutputBudget, part_bytes
 from s2o_kernel.engine.settings import MAX_OUTPUT_PART
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""The engine's side of issue 11: a run's loop counts (``engine/progress.py``) and the granted ``print``
+"""The engine's side of issue 11: a run's loop counts (``engine/run/progress.py``) and the granted ``print``
 (``guards.guarded_print``), in-process."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, default_settings, make_settings
-from s2o_kernel.engine.progress import RunProgress
+from s2o_kernel.engine.run.progress import RunProgress
 
 
 def test_loop_passes_are_counted_per_run(session_factory: Any) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from s2o_kernel.bounds import MAX_REFERENCE_DEPTH
 from s2o_kernel.engine import S2OError, Session
-from s2o_kernel.engine.references import And, Or, Ref, has_reference, parse_reference, show
+from s2o_kernel.engine.language.references import And, Or, Ref, has_reference, parse_reference, show
 
 D = "\u2020"
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s2o_kernel.engine import S2OError, Session
-from s2o_kernel.engine.references import parse_reference, show
+from s2o_kernel.engine.language.references import parse_reference, show
 
 D = "\u2020"
 NAMES = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)

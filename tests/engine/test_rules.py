@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from s2o_kernel.engine import Engine, ErrorGroup, S2OError, bare_settings
-from s2o_kernel.engine.denylist import DENIED_ATTRIBUTES
+from s2o_kernel.engine.policy.denylist import DENIED_ATTRIBUTES
 
 
 def engine(**settings):
@@ -169,7 +169,7 @@ def test_statements_get_a_hint():
 def test_every_expression_node_kind_has_a_rule_or_is_admitted():
     import ast
 
-    from s2o_kernel.engine.rules import _RULES, ADMITTED
+    from s2o_kernel.engine.language.rules import _RULES, ADMITTED
 
     kinds = {cls for base in (ast.expr, ast.operator, ast.boolop, ast.cmpop, ast.unaryop, ast.expr_context)
              for cls in base.__subclasses__()}
@@ -182,7 +182,7 @@ def test_every_expression_node_kind_has_a_rule_or_is_admitted():
 def test_a_node_kind_nobody_admitted_is_refused():
     import ast
 
-    from s2o_kernel.engine.rules import Checked, RuleContext, Validator
+    from s2o_kernel.engine.language.rules import Checked, RuleContext, Validator
 
     class TemplateLike(ast.expr):  # stands for a node kind a newer Python adds
         _fields = ("value",)

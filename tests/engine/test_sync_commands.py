@@ -22,12 +22,13 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, Session, bare_settings, reach
+from s2o_kernel.engine import Engine, Session, bare_settings
 from s2o_kernel.engine.commands import registry
 from s2o_kernel.engine.fragments import fastpath
 from s2o_kernel.engine.fragments.interpreter import Interpreter
 from s2o_kernel.engine.fragments.parser import parse_fragment
 from s2o_kernel.engine.fragments.tree import Command
+from s2o_kernel.engine.policy import reach
 
 ALLOWLIST = "asyncio.sleep\nlen\nstr\nint\nlist\nrange"
 #: The time limit of the tests where a run's time passes inside one command (``time.sleep(0.09)``, just past it)

@@ -1,4 +1,4 @@
-"""A failing command puts back the items of locals it wrote, and only those (engine/undo.py; docs/design.md,
+"""A failing command puts back the items of locals it wrote, and only those (engine/run/undo.py; docs/design.md,
 "A failing command"). Red team of 2026-12-04, third and fourth rounds: the first journal put items back by
 position and kept every overwritten value; the second searched by identity (and took the user's own equal
 item) and kept one value a pass when the loop's body took snapshots; each test failed on the code before."""

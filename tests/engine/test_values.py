@@ -2,7 +2,7 @@
 
 Issue 8 ("Uncoded crashes"): ``{}[10**5000]`` crashed the error mapper while it built the message, and
 the result and locals checks were shallow (a generator inside ``dict.values()`` or an exception's
-``args`` got through). Each finding is a test here; the classes are closed in ``engine/values.py``.
+``args`` got through). Each finding is a test here; the classes are closed in ``engine/policy/values.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import types
 import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings
-from s2o_kernel.engine import values as V
+from s2o_kernel.engine.policy import values as V
 
 
 def _gen():

@@ -36,7 +36,7 @@ from s2o_kernel.engine import (
 )
 from s2o_kernel.engine.codes import CODES
 from s2o_kernel.engine.errors import ErrorGroup
-from s2o_kernel.engine.scopes import RemoteValue
+from s2o_kernel.engine.run.scopes import RemoteValue
 from s2o_kernel.engine.worker import forward, framing, operations, server, wire
 
 pytestmark = pytest.mark.timeout(120)
@@ -561,7 +561,7 @@ def test_a_reply_over_the_cap_is_a_coded_error_and_keeps_the_worker() -> None:
 def test_only_the_first_stopping_event_of_a_request_extends_the_wait() -> None:
     """A worker whose interrupted run is unwinding says ``stopping`` and gets ``UNWIND_WAIT`` more; a
     compromised worker that keeps saying it gets no more than that, so the parent's kill still comes."""
-    from s2o_kernel.engine.loop import UNWIND_WAIT
+    from s2o_kernel.engine.run.loop import UNWIND_WAIT
 
     class Channel:
         def __init__(self) -> None:

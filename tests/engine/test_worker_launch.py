@@ -148,7 +148,7 @@ def test_a_worker_forked_after_its_parent_armed_a_deadline_has_a_watchdog_of_its
     worker forked after the parent had armed a deadline (the kernel evaluates profile fields; a restart forks
     again) started no watchdog: a run past its limit ran on until the parent killed the worker at the limit
     + 1 s and restarted it. The child now forgets the parent's watchdog and starts its own."""
-    from s2o_kernel.engine.limits import WATCHDOG
+    from s2o_kernel.engine.run.limits import WATCHDOG
 
     WATCHDOG.disarm(WATCHDOG.arm(10))  # this process's watchdog thread runs before the fork
     session = IsolatedSession(make_settings({"limits": {"time": 0.5}}), fork=True)

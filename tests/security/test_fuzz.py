@@ -625,7 +625,7 @@ lying_names = lying(str, st.sampled_from(NAME_TEXTS))
 
 @pytest.fixture(scope="module")
 def guard_allowlist():
-    from s2o_kernel.engine.allowlist import load_allowlist
+    from s2o_kernel.engine.policy.allowlist import load_allowlist
 
     return load_allowlist("len\njson\nmath.sqrt\ngetattr\nhasattr")
 
@@ -634,8 +634,8 @@ def guard_allowlist():
 @given(name=lying_names)
 def test_name_guards_refuse_every_lying_str(guard_allowlist, name):
     """getattr/hasattr/check_attribute and name_violation refuse any str subclass, whatever it says."""
-    from s2o_kernel.engine.denylist import name_violation
-    from s2o_kernel.engine.guards import check_attribute, guarded_getattr, guarded_hasattr, guarded_import
+    from s2o_kernel.engine.policy.denylist import name_violation
+    from s2o_kernel.engine.policy.guards import check_attribute, guarded_getattr, guarded_hasattr, guarded_import
 
     assert name_violation(name) is not None and name_violation(name)[0] == "attribute"
     for guard in (guarded_getattr, guarded_hasattr, check_attribute):
@@ -654,7 +654,7 @@ def test_name_guards_refuse_every_lying_str(guard_allowlist, name):
                                                   "# c", ""]), max_size=4).map("\n".join)))
 def test_allowlist_loader_reads_the_true_text(text):
     """The loader's outcome depends on the true text only, not on what a subclass's methods answer."""
-    from s2o_kernel.engine.allowlist import load_allowlist
+    from s2o_kernel.engine.policy.allowlist import load_allowlist
 
     def outcome(t: Any) -> Any:
         try:
@@ -673,7 +673,7 @@ keyword_keys = st.one_of(st.sampled_from(["sep", "key", "reverse", "_one_shot", 
 @given(cls=lying_class(dict), content=st.dictionaries(keyword_keys, st.integers(), max_size=4))
 def test_kwargs_guard_passes_only_the_true_checked_contents(cls, content):
     """``**mapping``: a plain dict of exact-str keys equal to the true contents, or an underscore refusal."""
-    from s2o_kernel.engine.guards import guard_kwargs
+    from s2o_kernel.engine.policy.guards import guard_kwargs
 
     mapping = cls()
     for key, value in content.items():
@@ -735,7 +735,7 @@ def hiding_containers(draw: Any, depth: int = 0) -> tuple[Any, bool]:
 @given(case=hiding_containers())
 def test_result_and_locals_check_finds_what_is_truly_inside(case):
     """check_value refuses exactly the values that truly hold a generator, whatever their methods say."""
-    from s2o_kernel.engine.values import check_value
+    from s2o_kernel.engine.policy.values import check_value
 
     value, held = case
     try:
@@ -749,7 +749,7 @@ def test_result_and_locals_check_finds_what_is_truly_inside(case):
 @HYPOTHESIS
 @given(flag=lying(int, st.integers(0, 1)))
 def test_gather_guard_refuses_every_lying_flag(flag):
-    from s2o_kernel.engine.guards import guarded_gather
+    from s2o_kernel.engine.policy.guards import guarded_gather
 
     coro = guarded_gather(return_exceptions=flag)
     with pytest.raises(S2OError) as err:

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings, default_settings
-from s2o_kernel.engine.allowlist import load_allowlist
-from s2o_kernel.engine.denylist import is_class, is_metaclass, name_violation
-from s2o_kernel.engine.guards import (
+from s2o_kernel.engine.policy.allowlist import load_allowlist
+from s2o_kernel.engine.policy.denylist import is_class, is_metaclass, name_violation
+from s2o_kernel.engine.policy.guards import (
     check_attribute,
     guard_kwargs,
     guarded_call,
@@ -41,7 +41,7 @@ from s2o_kernel.engine.guards import (
     guarded_hasattr,
     guarded_import,
 )
-from s2o_kernel.engine.values import check_value
+from s2o_kernel.engine.policy.values import check_value
 
 #: The teaching allowlist (the embedded default) with only ``abc`` added, as in the issue.
 TEACHING_PLUS_ABC = default_settings().allowlist + "\nabc\n"

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, make_settings
-from s2o_kernel.engine.scopes import SecretText
+from s2o_kernel.engine.run.scopes import SecretText
 
 HELPERS = "s2o_conformance_helpers"
 

@@ -15,7 +15,7 @@ import tracemalloc
 import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, default_settings
-from s2o_kernel.engine.scopes import PLACE_KEY, check_json
+from s2o_kernel.engine.run.scopes import PLACE_KEY, check_json
 
 N = 20_000
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings, default_settings
-from s2o_kernel.engine import stdlib_audit as audit
-from s2o_kernel.engine.allowlist import load_allowlist
-from s2o_kernel.engine.denylist import is_class, is_metaclass
+from s2o_kernel.engine.policy import stdlib_audit as audit
+from s2o_kernel.engine.policy.allowlist import load_allowlist
+from s2o_kernel.engine.policy.denylist import is_class, is_metaclass
 
 #: One entry per class of SPEC 12, with a word its refusal must give.
 REFUSED_BY_CLASS = [
@@ -263,7 +263,7 @@ def test_textwrap_functions_still_work_without_the_class():
 
 
 def test_security_doc_holds_the_generated_table():
-    """docs/security.md shows the audited table as the engine holds it (python -m s2o_kernel.engine.stdlib_audit)."""
+    """docs/security.md shows the audited table as the engine holds it (python -m s2o_kernel.engine.policy.stdlib_audit)."""
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()

@@ -1,4 +1,4 @@
-"""The store guard's five red teams as one table (engine/stores.py, engine/kept.py, engine/values.py, engine/reach.py;
+"""The store guard's five red teams as one table (engine/policy/stores.py, engine/policy/kept.py, engine/policy/values.py, engine/policy/reach.py;
 SPEC 12), 2026-12-04 and 2026-12-05.
 
 The invariant every red team held the guard to: whatever a run does — a value, or a coded error — no variable of the
@@ -65,7 +65,8 @@ import pytest
 from kernel_harness import MODES, execute, install_spec, result_data, running_kernel
 from stores_harness import assert_clean, assert_read_clean, evaluate_any, hidden_parts, make_session
 
-from s2o_kernel.engine import S2OError, Session, kept
+from s2o_kernel.engine import S2OError, Session
+from s2o_kernel.engine.policy import kept
 
 # -- steps: what a row does, and what it expects -----------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A call that may keep a value the expression made in a variable checks it first (SPEC 12; engine/stores.py).
+"""A call that may keep a value the expression made in a variable checks it first (SPEC 12; engine/policy/stores.py).
 
 A session's variables are checked when a ``var`` sets them, and reading one back (``xs``, the hot path's
 ``Compiled.simple``) is not checked again. Before this, a call changed a variable in place with a value the
@@ -18,8 +18,8 @@ import pytest
 from kernel_harness import MODES, execute, install_spec, result_data, running_kernel
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings
-from s2o_kernel.engine.kept import keeps_nothing
-from s2o_kernel.engine.rewrites import STORE_GUARD
+from s2o_kernel.engine.language.rewrites import STORE_GUARD
+from s2o_kernel.engine.policy.kept import keeps_nothing
 
 ALLOWLIST = "\n".join([
     "heapq", "operator.setitem", "list", "dict", "map", "sorted", "zip", "sum", "len", "range", "str", "max", "set",
@@ -193,7 +193,7 @@ def test_a_kernel_never_shows_a_stored_generator(mode, tmp_path):
     ("sep.join(sorted(str(x) for x in xs))", "1"),
 ])
 def test_calls_that_keep_nothing_take_generators(session: Session, source: str, expected) -> None:
-    """The callee decides (engine/kept.py): a method of an immutable value, a container's method that keeps
+    """The callee decides (engine/policy/kept.py): a method of an immutable value, a container's method that keeps
     nothing, a standard-library C function, with no keeping callable among the arguments, runs unchecked; each
     of these was refused before the callee was asked (``sep.join(...)`` of a local ``sep``)."""
     session.run_fragment({"var": {"sep": ", "}})
@@ -234,7 +234,7 @@ def test_which_callees_keep_nothing(fn, expected) -> None:
 
 
 def test_the_guarded_gather_keeps_nothing() -> None:
-    from s2o_kernel.engine.guards import guarded_gather
+    from s2o_kernel.engine.policy.guards import guarded_gather
     assert keeps_nothing(guarded_gather) is True
 
 

@@ -22,8 +22,8 @@ import pytest
 from kernel_harness import MODES, execute, install_spec, result_data, running_kernel, shell_reply
 
 from s2o_kernel.engine import Engine, Session, default_settings, too_large_text, written_size
-from s2o_kernel.engine.introspection import describe
-from s2o_kernel.engine.values import safe_repr, safe_str
+from s2o_kernel.engine.policy.values import safe_repr, safe_str
+from s2o_kernel.engine.run.introspection import describe
 
 DOUBLE = [{"var": {"x": "{ [1] }"}},
           {"for": {"item": "i", "in": "{ range(60) }", "commands": [{"var": {"x": "{ [x, x] }"}}]}}]

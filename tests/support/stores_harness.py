@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from s2o_kernel.engine import Engine, S2OError, Session, bare_settings, default_settings
-from s2o_kernel.engine.reach import check_kept
-from s2o_kernel.engine.values import check_value
-from s2o_kernel.engine.wrappers import GuardedCallable
+from s2o_kernel.engine.policy.reach import check_kept
+from s2o_kernel.engine.policy.values import check_value
+from s2o_kernel.engine.policy.wrappers import GuardedCallable
 
 #: The type of a ``functools.lru_cache`` wrapper, whose C cache the values check cannot see into.
 _LRU = type(functools.lru_cache(None)(len))

@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..dynamic import expression_of
 from ..errors import S2OError
 from ..fragments.tree import Command
+from ..language.dynamic import expression_of
 from ..outside.ask import check_answer
-from ..scopes import add_inputs
-from ..written import too_large_text, too_large_to_write
+from ..policy.written import too_large_text, too_large_to_write
+from ..run.scopes import add_inputs
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel
 

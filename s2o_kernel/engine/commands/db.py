@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ..dynamic import expression_of
 from ..fragments.tree import Command, join
+from ..language.dynamic import expression_of
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel, parse_profile
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..errors import S2OError
 from ..fragments.tree import Command, End, Fail, Return
-from ..values import cut, safe_repr
-from ..written import too_large_text, too_large_to_write
+from ..policy.values import cut, safe_repr
+from ..policy.written import too_large_text, too_large_to_write
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec, parse_no_fields, parse_text
 

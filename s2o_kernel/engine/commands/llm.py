@@ -30,8 +30,8 @@ from pydantic import Field, StrictBool
 from ...bounds import MAX_LLM_TURNS
 from ..errors import S2OError
 from ..fragments.tree import Command, Function
-from ..scopes import as_json
-from ..values import safe_repr
+from ..policy.values import safe_repr
+from ..run.scopes import as_json
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel, parse_profile
 

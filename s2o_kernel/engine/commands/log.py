@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from ..fragments.tree import Command
-from ..scopes import masked_text
-from ..values import safe_repr
-from ..written import too_large_text, too_large_to_write
+from ..policy.values import safe_repr
+from ..policy.written import too_large_text, too_large_to_write
+from ..run.scopes import masked_text
 from .protocols import Interpreter
 from .spec import CommandSpec, parse_text
 

@@ -19,9 +19,9 @@ from ...bounds import YIELD_EVERY, YIELD_INTERVAL
 from ..errors import S2OError
 from ..fragments import fastpath
 from ..fragments.tree import Break, Command, Continue, all_sync, join, type_name
-from ..parts import PLAIN_TYPES
-from ..scopes import HANDLING, check_target_name
-from ..values import runtime_error
+from ..policy.parts import PLAIN_TYPES
+from ..policy.values import runtime_error
+from ..run.scopes import HANDLING, check_target_name
 from .protocols import Interpreter, Parser, Step
 from .spec import CommandSpec, FieldsModel, parse_no_fields
 

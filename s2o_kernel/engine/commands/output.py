@@ -25,9 +25,9 @@ from typing import Any
 from ...bounds import QUOTE, WRITTEN_LIMIT
 from ..errors import S2OError
 from ..fragments.tree import Command, join
-from ..scopes import masked_text
-from ..values import runtime_error
-from ..written import too_large_text, written_size
+from ..policy.values import runtime_error
+from ..policy.written import too_large_text, written_size
+from ..run.scopes import masked_text
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel
 

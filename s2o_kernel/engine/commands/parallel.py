@@ -65,7 +65,7 @@ async def run(it: Interpreter, cmd: Command) -> None:
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
     """Marks ``task``'s exception as retrieved: asyncio would log the exception of a branch this command did
-    not raise, with the engine's traceback, when the task is freed (red team, 2026-12-04)."""
+    not raise, with the engine's traceback, when the task is freed."""
     if not task.cancelled():
         task.exception()
 

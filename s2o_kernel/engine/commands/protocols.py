@@ -17,15 +17,15 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from ..budget import OutputBudget
-from ..compiled import Compiled
-from ..engine import Engine
 from ..errors import S2OError
-from ..execution import Execution
 from ..fragments.tree import Command, Function, Program
-from ..scopes import ErrorView
+from ..language.compiled import Compiled
+from ..run.budget import OutputBudget
+from ..run.engine import Engine
+from ..run.execution import Execution
+from ..run.scopes import ErrorView
+from ..run.state import SessionState, Snapshot
 from ..settings import Limits
-from ..state import SessionState, Snapshot
 
 #: One command's step in a loop's sync body: runs it in ``namespace`` with ``exc`` reading ``view``
 #: (:mod:`..fragments.fastpath`).

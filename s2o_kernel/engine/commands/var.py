@@ -13,14 +13,14 @@ import functools
 from typing import Any
 
 from ...bounds import TARGET_CACHE
-from .. import reach
 from ..errors import S2OError
 from ..fragments.dataflow import ref_path
 from ..fragments.tree import Command, join
-from ..rules import RESERVED_NAMES
-from ..state import SessionState
-from ..undo import restorable
-from ..values import exception_text
+from ..language.rules import RESERVED_NAMES
+from ..policy import reach
+from ..policy.values import exception_text
+from ..run.state import SessionState
+from ..run.undo import restorable
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec
 
@@ -104,7 +104,7 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
         p.access("write", ref_path(scope, (name, *items)), fpath, "var")
     cmd.model = targets
     # one assignment of a whole variable, the last thing it does (see Command.atomic); an item target writes
-    # the item before the variable's value is checked whole, which may refuse it (red team, 2026-12-04)
+    # the item before the variable's value is checked whole, which may refuse it
     cmd.atomic = len(targets) == 1 and not targets[0][5]
     cmd.fields = {k: v for k, v in fields.items() if k != "onError"}
     return cmd
@@ -153,7 +153,7 @@ def assign(session: SessionState, scope: str, name: str, items: list[Any], value
         try:
             for key in items[:-1]:
                 if isinstance(holder, dict) and key not in holder:  # no defaultdict's __missing__: a new key
-                    raise KeyError(key)  # the journal does not know would stay if the command failed (7th round)
+                    raise KeyError(key)  # the journal does not know would stay if the command failed
                 holder = holder[key]
             if not restorable(holder):
                 raise S2OError("runtime", f"TypeError: cannot set {target}: var sets items of lists and dicts (and "

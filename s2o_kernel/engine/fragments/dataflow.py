@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...bounds import READS_CACHE
-from ..references import Ref
+from ..language.references import Ref
 from . import dataflow_svg
 
 #: How an access came about (see the module doc).

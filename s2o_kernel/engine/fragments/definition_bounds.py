@@ -25,7 +25,7 @@ from ..errors import S2OError
 from .tree import join
 
 if TYPE_CHECKING:
-    from ..execution import Execution
+    from ..run.execution import Execution
 
 #: Bound → the ``limits`` field it replaces.
 LIMIT_OF = {"time": "time", "cost": "llm_cost"}

@@ -28,8 +28,8 @@ from typing import Any
 
 from ...bounds import JSON_INT_LIMIT, MAX_JSON_DEPTH, MAX_NESTING
 from ..errors import S2OError
-from ..scopes import Trail
-from ..values import safe_repr
+from ..policy.values import safe_repr
+from ..run.scopes import Trail
 from .tree import Command, Function, join
 
 #: The exact types of JSON's scalars as Python's ``json`` parses them (a ``float`` must be finite too).

@@ -52,13 +52,13 @@ from typing import Any, Protocol
 
 from ..commands.protocols import Interpreter, Step
 from ..commands.var import Target, store
-from ..dynamic import expression_of
-from ..engine import Engine
 from ..errors import S2OError
-from ..limits import RunInterrupt, RunTimeout
-from ..parts import PLAIN_TYPES
-from ..references import has_reference
-from ..scopes import NO_FIELDS, CommandScope, ErrorView, check_target_name
+from ..language.dynamic import expression_of
+from ..language.references import has_reference
+from ..policy.parts import PLAIN_TYPES
+from ..run.engine import Engine
+from ..run.limits import RunInterrupt, RunTimeout
+from ..run.scopes import NO_FIELDS, CommandScope, ErrorView, check_target_name
 from .tree import Break, Command, Continue
 
 

@@ -38,20 +38,20 @@ from contextvars import ContextVar
 from typing import Any
 
 from ...bounds import MAX_NESTING
-from ..budget import OutputBudget
 from ..commands import registry
 from ..commands.protocols import Step
-from ..compiled import Compiled
-from ..dynamic import expression_of
-from ..engine import Engine
 from ..errors import S2OError
-from ..failures import INTERRUPTED
-from ..limits import RunInterrupt, RunTimeout
+from ..language.compiled import Compiled
+from ..language.dynamic import expression_of
+from ..language.references import has_reference, parse_reference
 from ..outside.call import CALL_FAILED_CODES, OutsideCall, json_fields
 from ..outside.llm import cost_limit_error
-from ..references import has_reference, parse_reference
-from ..state import SessionState, Snapshot
-from ..values import error_message, runtime_error
+from ..policy.values import error_message, runtime_error
+from ..run.budget import OutputBudget
+from ..run.engine import Engine
+from ..run.failures import INTERRUPTED
+from ..run.limits import RunInterrupt, RunTimeout
+from ..run.state import SessionState, Snapshot
 from . import wiring
 from .tree import TYPES, UNHANDLED, Break, Command, Continue, End, Fail, Function, Program, Return, join, type_name
 

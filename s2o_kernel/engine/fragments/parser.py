@@ -26,12 +26,12 @@ from pydantic import BaseModel, Field, ValidationError
 from ...bounds import MAX_NESTING
 from ..commands import registry
 from ..commands.spec import FieldsModel
-from ..dynamic import expression_of
-from ..engine import Engine
 from ..errors import ErrorGroup, S2OError
-from ..references import And, Expr, Or, has_reference, parse_reference, refs_of
-from ..rules import RESERVED_NAMES
-from ..scopes import check_target_name
+from ..language.dynamic import expression_of
+from ..language.references import And, Expr, Or, has_reference, parse_reference, refs_of
+from ..language.rules import RESERVED_NAMES
+from ..run.engine import Engine
+from ..run.scopes import check_target_name
 from .dataflow import Access, Dataflow, expression_reads
 from .definition_bounds import parse_bounds
 from .depth import check_fragment_json, nesting_error, nesting_errors

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import S2OError
-from ..references import Expr
+from ..language.references import Expr
 from .dataflow import Dataflow
 
 #: Argument types a function may declare (SPEC 7).

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import reach
 from ..errors import S2OError
-from ..references import DAGGER, And, Expr, Item, Or, Ref
-from ..scopes import SysScope
-from ..state import SessionState
+from ..language.references import DAGGER, And, Expr, Item, Or, Ref
+from ..policy import reach
+from ..run.scopes import SysScope
+from ..run.state import SessionState
 
 _MISSING = object()
 

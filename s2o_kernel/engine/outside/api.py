@@ -112,7 +112,7 @@ def _server_readings(path: str) -> list[str]:
     """``path`` as servers and proxies may read it: as written, then percent-decoded up to :data:`DECODING_ROUNDS`
     times, each also NFKC-folded (``\uff0e`` is ``.``). Dot segments in any reading climb above the base
     on some server: ``..%2f`` where ``%2f`` is decoded before the path is normalised (nginx), ``..;`` where
-    path parameters are dropped (Tomcat), full-width dots where names are folded (red team 3)."""
+    path parameters are dropped (Tomcat), full-width dots where names are folded."""
     readings = [path]
     for _ in range(DECODING_ROUNDS):
         decoded = unquote(readings[-1], errors="replace")

@@ -26,7 +26,7 @@ from typing import Any
 
 from ...bounds import ASK_TRIES
 from ..errors import S2OError
-from ..limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
+from ..run.limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .call import OutsideCall, Question, StreamFn
 
 TYPES = ("text", "number", "bool", "password", "chooseOne", "chooseMany")

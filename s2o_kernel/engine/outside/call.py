@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import S2OError
-from ..scopes import Secret, SecretText, reveal
+from ..run.scopes import Secret, SecretText, reveal
 
 #: Kinds of outside call, one per SPEC 7 command that needs the outside world.
 KINDS = frozenset({"api", "db", "llm", "ask"})
@@ -94,7 +94,7 @@ class OutsideCall:
 #: Kinds of call whose fields may carry secrets (SPEC 7.1): an ``api`` call's server is the profile's,
 #: which the operator trusts with them; an ``ask`` shows them as ``***``. A ``db`` call's SQL or an ``llm``
 #: call's input is the run's own text, which could hand a secret back transformed (``hex(:s)``, "spell it
-#: backwards"), where masking cannot see it (red team 3).
+#: backwards"), where masking cannot see it.
 SECRET_KINDS = frozenset({"api", "ask"})
 
 

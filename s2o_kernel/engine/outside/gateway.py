@@ -42,13 +42,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...bounds import CALL_UNWIND, CLOSE_GRACE
-from ..dynamic import expression_of
-from ..engine import Engine
 from ..errors import S2OError
-from ..loop import LoopThread, Submitted
-from ..scopes import reveal
+from ..language.dynamic import expression_of
+from ..run.engine import Engine
+from ..run.loop import LoopThread, Submitted
+from ..run.scopes import reveal
+from ..run.state import SessionState
 from ..settings import Settings
-from ..state import SessionState
 from . import ask
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
 from .secrets import CREDENTIAL_FIELDS, Masker, secret_reads, unplace

@@ -26,8 +26,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..dynamic import expression_of
 from ..errors import ErrorGroup, S2OError
+from ..language.dynamic import expression_of
 
 #: Profile fields that may hold a credential, per kind (``headers`` and ``query``: each value).
 CREDENTIAL_FIELDS: dict[str, tuple[str, ...]] = {

@@ -17,7 +17,7 @@ from typing import Any
 from ...bounds import MEMORY_MARGIN
 from .. import confine
 from ..errors import S2OError
-from ..failures import INTERRUPTED
+from ..run.failures import INTERRUPTED
 from . import launch, wire
 from .framing import LineReader, Oversized
 from .scratch import Scratch

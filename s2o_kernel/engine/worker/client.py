@@ -37,19 +37,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...bounds import KILL_GRACE, UNWIND_WAIT, WORKER_INTERRUPT_GRACE, WORKER_START_TIMEOUT
-from ..budget import OutputBudget, text_bytes, text_limit_error
-from ..codecache import CodeCache
-from ..engine import Validation
 from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
 from ..fragments.definition_bounds import requested_cost, requested_time
 from ..fragments.depth import check_fragment_json
-from ..limits import memory_limit_setting, time_limit_text
 from ..outside.call import OutsideCall
 from ..outside.gateway import Gateway
 from ..outside.llm import cost_limit_error
 from ..outside.secrets import worker_settings
-from ..session import RunResult
+from ..run.budget import OutputBudget, text_bytes, text_limit_error
+from ..run.codecache import CodeCache
+from ..run.engine import Validation
+from ..run.limits import memory_limit_setting, time_limit_text
+from ..run.session import RunResult
 from ..settings import Settings, bare_settings, merge
 from . import launch, scratch, wire
 from . import operations as ops

@@ -194,7 +194,7 @@ def _prepare_once() -> None:
         return
     for name in PRELOAD:
         importlib.import_module(name)
-    from ..engine import Engine
+    from ..run.engine import Engine
 
     Engine(default_settings())
     gc.collect()

@@ -13,9 +13,9 @@ import time
 from collections.abc import Sequence
 
 from ...bounds import MAX_CACHED_SOURCE, MAX_REPORTED, MIRROR_BUDGET
-from ..codecache import CodeCache
-from ..compiled import Compiled
-from ..engine import Engine
+from ..language.compiled import Compiled
+from ..run.codecache import CodeCache
+from ..run.engine import Engine
 from ..settings import Settings, default_settings
 
 

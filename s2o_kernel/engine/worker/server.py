@@ -43,13 +43,13 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from ...bounds import MAX_MESSAGE, PRINT_CHUNK, PROGRESS_AFTER, PROGRESS_EVERY
-from ..budget import text_bytes, text_limit_error
-from ..codecache import Recorder
-from ..engine import Engine
 from ..errors import S2OError
-from ..progress import RunProgress
-from ..scopes import as_json
-from ..session import Session
+from ..run.budget import text_bytes, text_limit_error
+from ..run.codecache import Recorder
+from ..run.engine import Engine
+from ..run.progress import RunProgress
+from ..run.scopes import as_json
+from ..run.session import Session
 from ..settings import bare_settings
 from . import wire
 from .forward import Forwarder, StdinReader

@@ -53,13 +53,13 @@ from typing import Any
 
 from ...bounds import MAX_ERROR_DEPTH, MAX_MESSAGE, MAX_REPORTED, MAX_REPR, PRINT_CHUNK, QUOTE, WRITTEN_LIMIT
 from ..codes import CODES, RESULT, STAGES
-from ..engine import Validation
 from ..errors import ErrorGroup, S2OError
 from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
 from ..outside.call import OutsideCall
-from ..scopes import RemoteValue, as_json
-from ..session import RunResult
-from ..written import too_large_text, written_size
+from ..policy.written import too_large_text, written_size
+from ..run.engine import Validation
+from ..run.scopes import RemoteValue, as_json
+from ..run.session import RunResult
 
 #: The code of an error that stands for a message which breaks the protocol (or would).
 FAULT_CODE = "worker-protocol"

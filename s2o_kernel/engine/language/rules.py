@@ -41,11 +41,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bounds import DEFAULT_COMPREHENSION_DEPTH, DEFAULT_DEFINITION_LENGTH, DEFAULT_FOR_CLAUSES, MAX_AST_DEPTH
-from . import stores
-from .bounded import SIZED_METHODS
-from .denylist import name_violation
-from .errors import S2OError
+from ...bounds import DEFAULT_COMPREHENSION_DEPTH, DEFAULT_DEFINITION_LENGTH, DEFAULT_FOR_CLAUSES, MAX_AST_DEPTH
+from ..errors import S2OError
+from ..policy import stores
+from ..policy.bounded import SIZED_METHODS
+from ..policy.denylist import name_violation
 from .parsing import check_text, parse
 from .rewrites import CALL_GUARD, FSTRING_HELPER, KWARGS_GUARD, SIZED_HELPER, apply_rewrites, operator_rewrite
 

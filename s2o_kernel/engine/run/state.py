@@ -16,16 +16,18 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from . import reach, rules, scopes
-from .dynamic import expression_of
+from ..errors import S2OError
+from ..language import rules
+from ..language.dynamic import expression_of
+from ..outside.call import Outside
+from ..policy import reach
+from ..policy.parts import PLAIN_TYPES
+from ..settings import Settings, bare_settings, merge
+from . import scopes
 from .engine import Engine, Validation
-from .errors import S2OError
 from .execution import Execution
-from .outside.call import Outside
-from .parts import PLAIN_TYPES
 from .progress import RunProgress
 from .scopes import NO_FIELDS, CommandScope, ErrorView, SysScope, VarScope, check_json, check_target_name, copy_json
-from .settings import Settings, bare_settings, merge
 from .undo import ItemJournal, Window
 
 #: What :meth:`SessionState.snapshot` returns: shallow copies of (the current namespace, agent, conv), and the mark

@@ -14,18 +14,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..bounds import CACHE_SIZE, SHARED_FINGERPRINTS
-from . import reach, rewrites, rules, stores
-from .allowlist import Allowlist, load_allowlist
-from .bounded import BOUNDED_OPERATORS, sized_attribute
+from ...bounds import CACHE_SIZE, SHARED_FINGERPRINTS
+from ..errors import ErrorGroup, S2OError
+from ..language import rewrites, rules
+from ..language.compiled import Compiled, function_code, is_coroutine
+from ..language.parsing import not_text, quiet
+from ..policy import reach, stores
+from ..policy.allowlist import Allowlist, load_allowlist
+from ..policy.bounded import BOUNDED_OPERATORS, sized_attribute
+from ..policy.guards import format_string, guard_kwargs, guarded_call, guarded_import
+from ..policy.kept import guarded_store
+from ..settings import Settings
 from .codestore import CodeStore
-from .compiled import Compiled, function_code, is_coroutine
-from .errors import ErrorGroup, S2OError
-from .guards import format_string, guard_kwargs, guarded_call, guarded_import
-from .kept import guarded_store
 from .limits import memory_limit_text, time_limit_text
-from .parsing import not_text, quiet
-from .settings import Settings
 
 #: The process-wide compile caches: compile fingerprint → (source, command fields) → result. Engines
 #: with equal fingerprints (equal compile-relevant settings: a session reset, a settings change undone,

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 
-from ..bounds import REFIRE, TICK
+from ...bounds import REFIRE, TICK
 
 
 class RunTimeout(BaseException):
@@ -212,8 +212,8 @@ class Watchdog:
         """In a forked child, where only the forking thread runs: forget the parent's watchdog thread (it is not
         there), its deadlines (each for a parent's thread) and its locks (another thread may have held one), so
         that the child's first :meth:`arm` starts a watchdog of its own. Registered with ``os.register_at_fork``
-        for :data:`WATCHDOG`: a worker forked after its parent armed a deadline had no watchdog, and a run past
-        its limit ran on until the parent killed the worker (red team, 2026-12-04)."""
+        for :data:`WATCHDOG`: without it, a worker forked after its parent armed a deadline has no watchdog, and a
+        run past its limit runs on until the parent kills the worker."""
         self._thread = None
         self.armed, self.interrupting, self.refiring = {}, {}, {}
         self._start_lock, self._fire_lock = threading.Lock(), threading.Lock()

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from ..bounds import COMPACT_INT, SMALL_NUMBER
-from .bounded import spec_within_bounds
+from ...bounds import COMPACT_INT, SMALL_NUMBER
+from ..policy.bounded import spec_within_bounds
 
 #: Each operator's part of the hidden name under which the compiled code finds its rewritten function.
 _OPERATOR_NAMES = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",

@@ -17,7 +17,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import S2OError
+from ..errors import S2OError
 from .iterators import LAZY_ITERATOR_TYPES, calls_a_function, is_c_iterator, type_dict, type_mro
 from .wrappers import GuardedCallable
 

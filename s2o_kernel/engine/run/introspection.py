@@ -11,11 +11,11 @@ import ast
 import inspect
 from typing import Any
 
-from ..bounds import LITERAL_LENGTH
-from .allowlist import Namespace, namespace_members
-from .denylist import name_violation
+from ...bounds import LITERAL_LENGTH
+from ..policy.allowlist import Namespace, namespace_members
+from ..policy.denylist import name_violation
+from ..policy.written import too_large_text, too_large_to_write
 from .state import SessionState
-from .written import too_large_text, too_large_to_write
 
 
 def completion_names(session: SessionState) -> dict[str, str]:

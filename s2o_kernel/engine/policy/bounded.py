@@ -37,13 +37,13 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from ..bounds import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_RANGE, SMALL_NUMBER
+from ...bounds import MAX_FORMAT_WIDTH, MAX_INT_BITS, MAX_ITEMS, MAX_RANGE, SMALL_NUMBER
 
 _SPEC_NUMBERS = re.compile(r"(\d+)")
 _PERCENT_NUMBERS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
 
 #: Sequences whose ``*`` repeats them: the builtin ones and the standard library's (their ``__mul__`` repeats
-#: the data in one C call; red team of 2026-12-04: ``collections.deque('a') * 10**9``).
+#: the data in one C call, as ``collections.deque('a') * 10**9`` would).
 _SEQUENCES = (str, bytes, bytearray, list, tuple, collections.deque, collections.UserList, collections.UserString,
               array.array)
 #: Text a ``%``-format or a sized method writes from: ``UserString`` delegates to its ``str``.
@@ -295,7 +295,7 @@ BOUNDED_OPERATORS = {
 def bounded_prod(iterable: Any, /, *, start: Any = 1) -> Any:
     """``math.prod(iterable, start=start)`` with each product bounded as ``*`` is (:func:`bounded_mult`):
     ``math.prod(['a', 10**8])`` and ``math.prod([2**999999] * 20)`` raise ``OverflowError`` where ``'a' * 10**8``
-    and ``(2**999999) ** 20`` do (red team, 2026-12-04). A Python loop: the time limit stops a long one."""
+    and ``(2**999999) ** 20`` do. A Python loop: the time limit stops a long one."""
     product = start
     for item in iterable:
         product = bounded_mult(product, item)
@@ -312,7 +312,7 @@ def bounded_lcm(*integers: Any) -> Any:
 
 def bounded_round(number: Any, ndigits: Any = None) -> Any:
     """``round(number, ndigits)``, without computing ``10 ** -ndigits`` for an exact number it rounds to zero:
-    ``round(5, -10**7)`` built a 33 M-bit power of ten in C (~8 s, red team of 2026-12-04); ``10 ** -ndigits``
+    ``round(5, -10**7)`` would build a 33 M-bit power of ten in C (~8 s); ``10 ** -ndigits``
     beyond twice the number's magnitude rounds it to ``0`` (a ``Fraction`` for a ``Fraction``), as ``round`` gives."""
     if ndigits is None:
         return round(number)
@@ -325,7 +325,7 @@ def bounded_round(number: Any, ndigits: Any = None) -> Any:
 def _spread(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` (a ``statistics`` spread: variance, standard deviation) with its squares bounded: each exact
     datum (and a given mean) of at most half :data:`MAX_INT_BITS` bits (``statistics.pvariance([0, 2**999999])``
-    made a 2 M-bit integer: red team of 2026-12-04)."""
+    would square a 1 M-bit integer)."""
     what = f"the squares of statistics.{function.__name__}()"
 
     def bounded(data: Any, *args: Any, **kwargs: Any) -> Any:

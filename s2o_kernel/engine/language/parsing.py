@@ -14,7 +14,7 @@ import re
 import types
 import warnings
 
-from .errors import S2OError
+from ..errors import S2OError
 
 #: Any character that is not printable ASCII, tab, newline or carriage return.
 _NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e\t\n\r]")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..bounds import UNWIND_POLL, UNWIND_WAIT
+from ...bounds import UNWIND_POLL, UNWIND_WAIT
 
 #: Loop threads retired with a run that would not end (:meth:`LoopThread.retire`): kept, never resumed.
 _RETIRED: list[LoopThread] = []

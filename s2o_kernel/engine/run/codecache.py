@@ -44,10 +44,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..bounds import MAX_CACHE_FILE, MAX_CACHE_RECORD, MAX_CACHED_SOURCE, MAX_REPORTED
+from ...bounds import MAX_CACHE_FILE, MAX_CACHE_RECORD, MAX_CACHED_SOURCE, MAX_REPORTED
+from ..language.compiled import Compiled, is_coroutine
+from ..settings import switched_off
 from .codestore import CachingEngine
-from .compiled import Compiled, is_coroutine
-from .settings import switched_off
 
 #: The environment variable naming the folder; ``off`` (or ``0``, ``false``, ``no``) turns the cache off.
 CACHE_ENV = "S2O_CODE_CACHE"

@@ -39,8 +39,8 @@ import functools
 import re
 from dataclasses import dataclass
 
-from ..bounds import MAX_REFERENCE_DEPTH, REFERENCE_CACHE
-from .errors import S2OError
+from ...bounds import MAX_REFERENCE_DEPTH, REFERENCE_CACHE
+from ..errors import S2OError
 
 #: The character that starts a reference.
 DAGGER = "\u2020"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..bounds import WRITTEN_LIMIT
+from ...bounds import WRITTEN_LIMIT
 from .parts import PLAIN_TYPES, parts_of
 
 

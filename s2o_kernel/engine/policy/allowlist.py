@@ -31,9 +31,9 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import S2OError
 from . import stdlib_audit as audit
 from .denylist import is_metaclass
-from .errors import S2OError
 from .guards import GUARDED_REPLACEMENTS
 from .wrappers import wrap_generator_function
 

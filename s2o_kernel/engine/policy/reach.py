@@ -45,14 +45,14 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..bounds import REACH_SCAN_LIMIT
+from ...bounds import REACH_SCAN_LIMIT
+from ..errors import S2OError
+from ..run.scopes import check_json
 from .allowlist import Namespace, namespace_path
 from .bounded import SIZED_METHODS, sized_attribute
 from .denylist import type_name
-from .errors import S2OError
 from .guards import guard_kwargs
 from .parts import PLAIN_TYPES
-from .scopes import check_json
 from .stdlib_audit import object_refusal
 from .values import check_value
 from .wrappers import SafeIterator

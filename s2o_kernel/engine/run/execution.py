@@ -34,16 +34,16 @@ from collections.abc import Coroutine
 from time import monotonic
 from typing import Any
 
-from ..bounds import CACHE_SIZE, INTERRUPT_GRACE, UNWIND_POLL, UNWIND_WAIT
+from ...bounds import CACHE_SIZE, INTERRUPT_GRACE, UNWIND_POLL, UNWIND_WAIT
+from ..errors import ErrorGroup, S2OError
+from ..language.compiled import Compiled
+from ..language.parsing import not_text
+from ..policy.values import check_value
 from . import failures
-from .compiled import Compiled
 from .engine import Engine
-from .errors import ErrorGroup, S2OError
 from .failures import INTERRUPTED
 from .limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from .loop import LoopThread, Submitted, end_leftovers
-from .parsing import not_text
-from .values import check_value
 
 #: Result types that cannot hold anything: no scan needed.
 PLAIN_RESULTS = frozenset({str, int, float, bool, type(None), bytes, complex})

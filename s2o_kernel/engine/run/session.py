@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import S2OError
+from ..fragments import definition_bounds
+from ..fragments.dataflow import Dataflow
+from ..fragments.interpreter import run_program
+from ..fragments.kind import fragment_kind
+from ..fragments.parser import parse_fragment
+from ..outside.call import Outside
+from ..outside.gateway import Gateway
 from . import introspection
-from .errors import S2OError
-from .fragments import definition_bounds
-from .fragments.dataflow import Dataflow
-from .fragments.interpreter import run_program
-from .fragments.kind import fragment_kind
-from .fragments.parser import parse_fragment
-from .outside.call import Outside
-from .outside.gateway import Gateway
 from .progress import RunProgress
 from .state import SessionState
 

@@ -40,9 +40,9 @@ import reprlib
 import types
 from typing import Any
 
-from ..bounds import INT_TEXT_BITS, MAX_TEXT, SCAN_LIMIT
+from ...bounds import INT_TEXT_BITS, MAX_TEXT, SCAN_LIMIT
+from ..errors import S2OError
 from .denylist import is_metaclass
-from .errors import S2OError
 from .parts import PLAIN_TYPES, held_parts, refused
 from .wrappers import SafeAsyncIterator, SafeIterator
 from .written import too_large_text, too_large_to_write

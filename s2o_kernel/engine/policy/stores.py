@@ -25,7 +25,7 @@ import ast
 import builtins
 from typing import NamedTuple
 
-from .rewrites import store_rewrite
+from ..language.rewrites import store_rewrite
 
 #: The key :func:`risky_arguments` gives for the callee's receiver (:data:`.kept.RECEIVER`).
 RECEIVER = -1

@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
-from ..bounds import JSON_INT_BITS, MAX_JSON_DEPTH, PLACE_KEY, WRITTEN_LIMIT
-from . import rules
-from .errors import S2OError
-from .written import written_size
+from ...bounds import JSON_INT_BITS, MAX_JSON_DEPTH, PLACE_KEY, WRITTEN_LIMIT
+from ..errors import S2OError
+from ..language import rules
+from ..policy.written import written_size
 
 #: Scalar JSON types, exact (float is checked to be finite on its own).
 _EXACT_SCALARS = frozenset({str, int, bool, type(None)})

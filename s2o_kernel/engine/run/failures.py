@@ -13,10 +13,10 @@ import time
 import types
 from typing import TYPE_CHECKING
 
-from .compiled import FILENAME, Compiled
-from .errors import S2OError
+from ..errors import S2OError
+from ..language.compiled import FILENAME, Compiled
+from ..policy.values import error_message, runtime_error
 from .limits import RunInterrupt, RunTimeout
-from .values import error_message, runtime_error
 
 if TYPE_CHECKING:
     from .engine import Engine

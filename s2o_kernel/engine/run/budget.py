@@ -5,8 +5,8 @@ Every output part (:mod:`.commands.output`) is first charged to the run's :class
 run; a part over a cap is not emitted and the run stops with ``output-limit``, which ``onError`` does not
 handle. A part's size is :func:`part_bytes`: the UTF-8 bytes of its content (text, html, or the image's
 base64 text). Other text a run makes the front end show counts against ``limits.output_bytes`` too
-(:meth:`OutputBudget.charge_text`): ``log`` lines, printed text in the worker and its parent (a red-team
-finding: a comprehension of ``print`` calls sent 1.8 GB to the front end in 20 s). The interpreter charges
+(:meth:`OutputBudget.charge_text`): ``log`` lines, printed text in the worker and its parent (a comprehension
+of ``print`` calls could otherwise send gigabytes to the front end). The interpreter charges
 the parts it emits; the worker's parent charges those it receives, to check a worker it does not trust.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import S2OError
-from .settings import Limits
+from ..errors import S2OError
+from ..settings import Limits
 
 #: Fields of a part that describe it rather than hold its content (not counted by :func:`part_bytes`).
 _DESCRIPTIVE = frozenset({"type", "mime"})

@@ -26,7 +26,7 @@ _KEYED = (dict, collections.UserDict)
 
 #: The exact types a ``var`` item target writes into (:func:`restorable`): their ``__setitem__`` stores the value
 #: given, so the journal finds it there and can put the old item back. A subclass may store something else
-#: (a host dict that wraps each value: red team of 2026-12-04, sixth round): not these.
+#: (a host dict that wraps each value, whose wrapper the journal would not find): not these.
 _HOLDERS: tuple[type, ...] = (list, dict, collections.OrderedDict, collections.defaultdict, collections.Counter,
                               collections.deque, collections.UserList, collections.UserDict)
 

@@ -27,10 +27,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import S2OError
+from ..run.scopes import Secret, SecretText, reveal
 from .bounded import BOUNDED_REPLACEMENTS, SIZED_METHODS, bounded_format, sized_attribute
 from .denylist import OPAQUE_TYPES, is_metaclass, name_violation, type_name
-from .errors import S2OError
-from .scopes import Secret, SecretText, reveal
 from .written import too_large_text, too_large_to_write
 
 _MISSING = object()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 
-from ..bounds import EXPRESSION_CACHE
+from ...bounds import EXPRESSION_CACHE
 
 
 def is_dynamic(text: str) -> bool:

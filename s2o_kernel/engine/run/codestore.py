@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .compiled import Compiled
+from ..language.compiled import Compiled
 
 
 class CachingEngine(Protocol):
