@@ -1,22 +1,47 @@
-"""Calls that may keep a value the expression made in something the session holds (SPEC 12).
+"""The store guard: what a run may keep in the session, where it is checked, and why that is enough (SPEC 12).
 
-A session's variables are checked when they are set (:func:`.values.check_value`: no generator,
-coroutine, module, frame…), and what an expression reads of them is taken as checked: a result that only
-carries a variable's items (``xs``, ``xs[1]``, ``row['k']``) is not checked again. An expression can change
-a variable's value in place, though, by a call: ``xs.append(countdown(3))``, ``d.update(k=(c for c in s))``,
-``heapq.heappush(heap, g)``, ``list.append(xs, g)``, ``[row.setdefault('g', g) for g in gens]``. Such a call
-would keep, inside a variable, a generator the set-time check refuses, and later runs would return and show
-it (SPEC 12: "no value returned, stored or shown … is or contains … a generator").
+**What is guarded.** A value the session holds (a local, ``result``, anything a check of a local opens:
+:func:`.values.check_value`'s standard containers by exact type, their subclasses, bound methods,
+``partial``, lazy iterators, exceptions, standard-library instances) never holds what a ``var`` could not
+set: a generator, coroutine, frame, code object, traceback, module, cell, metaclass, granted iterator or
+refused object (:func:`.reach.check_kept`; SPEC 12: "no value returned, stored or shown … is or contains … a
+generator"). Later reads of a variable are not checked again (``xs``, ``xs[1]``, ``row['k']`` return what
+they hold), so this must hold after every run.
 
-:func:`risky_arguments` finds, at validation, every call that may do so: one that has a *target* — its
-callee is a value of the session (a method of a variable, a variable called) or another of its arguments
-may be one — and an argument that may hold a value the expression *made* (a call's result, a generator
-expression or comprehension, a comprehension's variable, or something holding one). Those calls run through
-:func:`.kept.guarded_store`: unless the callee keeps nothing (:func:`.kept.keeps_nothing`), those arguments are
-checked, before the call, with the check a variable's value gets; a refused one ends the run with
-``not-allowed`` and changes nothing. A call of a granted builtin that keeps nothing (:data:`KEEPS_NOTHING`:
-``sum``, ``len``, ``zip``…) has no target and is not rewritten: ``sum(x for x in xs)``,
-``', '.join(sorted(...))`` and ``dict(zip(keys, [...]))`` run as they are.
+**Where.** A session's values change in three ways only. A ``var`` or ``Session.set_local`` sets a whole
+value: checked there. An item target (``var`` of ``xs[0]``, ``outputPath``) writes into one: checked before
+the write (:func:`.reach.check_item`). An expression changes one in place: it has no assignment, ``:=``,
+``del`` or augmented store, so only by a *call*: ``xs.append(countdown(3))``, ``d.update(k=(c for c in s))``,
+``heapq.heappush(heap, g)``, ``list.append(xs, g)``, ``[row.setdefault('g', g) for g in gens]``. Agent,
+conversation, ``const`` and ``sys.inputs`` values are read as JSON copies and cannot be changed in place.
+:func:`risky_arguments` finds, at validation, every call that may keep a value the expression made: one with a
+*target* (its callee is a session value's method or a variable; another argument may be a session value or
+an uncalled function; a ``*``/``**`` argument may spread into both) and an argument that may hold a made value
+(a call's result, a comprehension, a comprehension's variable), or a keeper handed beside a maker. Those calls
+run through :func:`.kept.guarded_store`, where the callee decides by exact type and identity: callees that
+keep nothing run as they are, higher-order ones get their keeping callables wrapped, and everything else has
+the named arguments checked before it runs (a consumed iterator item by item). A refusal ends the run with
+``not-allowed`` at the call's line and column, and the target is as it was. A call of a granted builtin that
+keeps nothing (:data:`KEEPS_NOTHING`: ``sum``, ``len``, ``zip``…) has no target and is not rewritten.
+
+**Why that is enough.** A call can keep only what it is given: its arguments, its receiver, and what the
+callables it is given return. Values the expression did not make are session values (checked when set) or
+values reached through granted objects (checked by :mod:`.reach` as they are read). Made values reach a
+keeping callee only through the arguments this module names, or through callables it hands over wrapped. So
+nothing the check refuses is kept, and nothing is shown before the refusal: the run stops at the call, before
+any later command prints, logs or returns the value.
+
+**What is not covered.** Code of the host's that keeps values itself: a granted function's default argument
+or module-level cache, an attribute of a granted object (``shared.items.append(g)``), a host function that
+composes two callables it is given positionally. Host objects are not opened by the values check; what is
+read back from them is checked by :mod:`.reach`. Grant such code only if it is meant for it.
+
+**Why not one check of the state at the run's end** (measured for issue 29; docs/performance.md, "The store
+guard, decided by measurement"). It costs every evaluation a walk of every local: +12–19 µs with 10 small
+locals and +9–13 ms with a 100,000-item list, against ~4–5 µs per guarded call here and nothing for the
+others. It cannot undo an in-place change (a session's snapshot is shallow), so a refusal would lose the
+variable; it sees no host object or closure a variable holds (``h.add(g)``, ``acc(g)``, which this guard
+routes); and a fragment would already have streamed ``output`` or ``log`` showing the value before the check.
 """
 
 from __future__ import annotations
