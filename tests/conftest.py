@@ -21,7 +21,7 @@ for _folder in (HELPERS_DIR, SUPPORT_DIR):
         sys.path.insert(0, str(_folder))
 
 #: Kernels and engines started by the tests keep their compiled expressions in a folder of this run's,
-#: never in the user's cache (``s2o_kernel/engine/codecache.py``).
+#: never in the user's cache (``s2o_kernel/engine/run/codecache.py``).
 CODE_CACHE = tempfile.mkdtemp(prefix="s2o-code-cache-")
 os.environ["S2O_CODE_CACHE"] = CODE_CACHE
 

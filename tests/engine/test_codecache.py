@@ -1,4 +1,4 @@
-"""The code cache on disk (issue 12: a notebook reopened is hot; ``s2o_kernel/engine/codecache.py``).
+"""The code cache on disk (issue 12: a notebook reopened is hot; ``s2o_kernel/engine/run/codecache.py``).
 
 What is checked: records written by an engine that compiled them are served to a later engine of the same
 compile fingerprint and run as a fresh compile does; a record changed, signed with another key, moved to

@@ -1,4 +1,4 @@
-"""The one code form of an expression (``s2o_kernel/engine/compiled.py``; SPEC 2, 6).
+"""The one code form of an expression (``s2o_kernel/engine/language/compiled.py``; SPEC 2, 6).
 
 Every expression is compiled once into the body of a function, ``def <expr>(): return EXPR`` (``async def``
 for one that awaits), which a session binds to its globals on the first run and calls on every run. These

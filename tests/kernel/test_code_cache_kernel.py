@@ -1,5 +1,5 @@
 """A notebook reopened in a new kernel is hot: the kernel keeps what its worker compiled in the user's code
-cache (issue 12; ``s2o_kernel/engine/codecache.py``), through real kernels started by ``jupyter_client``.
+cache (issue 12; ``s2o_kernel/engine/run/codecache.py``), through real kernels started by ``jupyter_client``.
 
 The first kernel runs three cells and writes their expressions; a second kernel on the same folder runs
 the same cells and writes nothing (its worker compiled none of them), then writes a new cell's. A kernel

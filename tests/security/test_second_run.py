@@ -1,6 +1,6 @@
 """A second run behaves as the first (SPEC 6, 12; docs/security.md, "One evaluation path").
 
-Every evaluation is armed: a cell's expression runs as its function (``s2o_kernel/engine/compiled.py``)
+Every evaluation is armed: a cell's expression runs as its function (``s2o_kernel/engine/language/compiled.py``)
 called under the time limit, on its first run and on every later one. These payloads are the ones that,
 while an expression could run without the watchdog from its second run, went on past the limit (or ignored
 an interrupt) from the second run where the first was stopped. Each runs three times in one session and

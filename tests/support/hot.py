@@ -1,4 +1,4 @@
-"""What tests read of a session's expression functions (``Execution._functions``, ``s2o_kernel/engine/compiled.py``)."""
+"""What tests read of a session's expression functions (``Execution._functions``, ``s2o_kernel/engine/language/compiled.py``)."""
 
 from __future__ import annotations
 
