@@ -51,3 +51,5 @@ _._add_digest, _.clone, _._session_default
 # the engine's public API for callers on an event loop (Session and IsolatedSession; SPEC 6), used by its
 # users and tests, not by the package itself
 _.evaluate_async
+# the whole policy stated as one table (s2o_kernel/engine/policy/__init__.py): for readers, checked by the layout test
+POLICY
