@@ -85,11 +85,11 @@ def test_timeouts_failures_and_too_large(http_server: Any) -> None:
         assert (run.code, run.error.code) == ("callFailed", "api-too-large"), path
         assert "max_response_bytes = 1000" in run.error.message
     assert _run(s, {"profile": "open", "path": "/big/1000"}).value == "x" * 1000
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
+    with socket.socket() as sock:  # a port nothing listens on: held, never listening, so no other process
+        sock.bind(("127.0.0.1", 0))  # (another xdist worker's server or kernel) can take it meanwhile
         port = sock.getsockname()[1]
-    s.update_settings({"profiles": {"api": {"down": {"url": f"http://127.0.0.1:{port}"}}}})
-    run = _run(s, {"profile": "down"})
+        s.update_settings({"profiles": {"api": {"down": {"url": f"http://127.0.0.1:{port}"}}}})
+        run = _run(s, {"profile": "down"})
     assert (run.code, run.error.code) == ("callFailed", "api-failed")
     s.update_settings({"limits": {"time": 1}})
     run = _run(s, {"profile": "srv", "path": "/slow", "timeout": 10})  # the run's time limit covers the call
