@@ -525,8 +525,18 @@ def test_a_stopped_run_has_unwound_when_run_fragment_returns(way, monkeypatch):
     either_way(way, monkeypatch)
     for _ in range(5):
         s = session(locals={"k": 0}, limits={"time": 5, "loop_iterations": 10**9})
-        threading.Timer(0.15, s.interrupt).start()
-        r = s.run_fragment({"while": WHILE("{ True }", [{"var": {"k": "{ k + len(str(list(range(3000)))) }"}}])})
+        done = threading.Event()
+
+        def keep_interrupting(s: Any = s, done: threading.Event = done) -> None:
+            while not done.wait(0.15):  # until the run has returned: one sent before it started does nothing
+                s.interrupt()
+        interrupter = threading.Thread(target=keep_interrupting, daemon=True)
+        interrupter.start()
+        try:
+            r = s.run_fragment({"while": WHILE("{ True }", [{"var": {"k": "{ k + len(str(list(range(3000)))) }"}}])})
+        finally:
+            done.set()
+            interrupter.join()
         assert r.code == "stopped"
         assert s.locals["k"] == 0
 
