@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -83,6 +84,11 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Tests send SIGINT to this process (``_thread.interrupt_main``, ``signal.pthread_kill``) and need Python's
+    # handler. A shell starts a background job (``cmd &``, nohup) with SIGINT ignored, Python then leaves it
+    # ignored, and xdist's workers inherit that: such a test saw nothing arrive. Runs in every xdist worker too.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # xdist's loadscope hands modules out largest first by *number of tests* unless told not to; here that puts
     # the longest modules (a few tests each) last. Collection order, with LONGEST_FIRST leading, is the order wanted.
     if hasattr(config.option, "loadscopereorder"):

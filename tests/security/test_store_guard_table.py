@@ -17,23 +17,25 @@ generator state carried from one run to the next, the counted (not timed) cost o
 
 Classes of route the red teams found (each row's id starts with its group):
 
-* first (``lazy-*``, ``consumed``, ``one-argument*``, ``hidden*``, ``held-lazy``, ``variants``, ``subelement``,
-  ``element``): a lazy iterator given to a keeping callee or callable (it makes the refused values only when consumed,
-  after the check); a consuming method or in-place operator given an iterator not in ``kept._ITERATORS``; one argument
-  holding both the target and the made value (``*[xs, g]``, ``starmap(list.append, [(xs, g)])``); a keeping callable
-  hidden in a container argument (``map(map, [xs.append], [[g]])``); a session value holding a lazy iterator,
-  consumed later by a call the static half does not route; a live ``itertools._grouper``; ``ET.SubElement`` keeping its
-  ``attrib`` in its first argument;
+* first (``lazy-*``, ``consumed``, ``one-argument*``, ``hidden*``, ``held-lazy``, ``live-group``, ``variants``,
+  ``subelement``, ``element``; what still runs: ``reasonable-stores``, ``higher-order-python-results``): a lazy
+  iterator given to a keeping callee or callable (it makes the refused values only when consumed, after the check);
+  a consuming method or in-place operator given an iterator not in ``kept._ITERATORS``; one argument holding both
+  the target and the made value (``*[xs, g]``, ``starmap(list.append, [(xs, g)])``); a keeping callable hidden in a
+  container argument (``map(map, [xs.append], [[g]])``); a session value holding a lazy iterator, consumed later by a
+  call the static half does not route; a live ``itertools._grouper``; ``ET.SubElement`` keeping its ``attrib`` in
+  its first argument;
 * second (``unopened*``, ``json-hooks``, ``tree-builder``, ``wrapped*``, ``returns-what-it-was-given``,
   ``python-answer-2``): C iterators ``check_value`` did not open (``reversed(dict)``, ``OrderedDict`` iterators); a
   granted callee composing a maker and a keeper (``json.loads(s, parse_int=countdown, object_hook=xs.append)``, a
   ``TreeBuilder``'s ``element_factory``); the ``GuardedCallable`` wrapper handed back as data (``max(..., default=f)``);
   false positives of consuming calls the guard did not know (``Counter.update``), and O(n²) checks per call;
-* third (``hidden-keeper*``, ``getter``, ``json-cls*``, ``held-3``, ``agent-conv``, ``over-a-string*``,
-  ``reads-its-target``): a keeper hidden in an expression in a call with nothing made (``object_hook=[xs.append][0]``,
-  ``**hooks``); a getter handing a tree builder a session container; ``json.loads``/``dumps`` handing every extra
-  keyword to ``cls``; ``functools.cache(countdown)`` caching granted iterators; false positives of iterators over a
-  ``str``/``range`` and of consuming calls whose generator reads its own target;
+* third (``hidden-keeper*``, ``getter``, ``json-cls*``, ``var-refuses``, ``held-3``, ``agent-conv``,
+  ``over-a-string*``, ``reads-its-target``): a keeper hidden in an expression in a call with nothing made
+  (``object_hook=[xs.append][0]``, ``**hooks``); a getter handing a tree builder a session container;
+  ``json.loads``/``dumps`` handing every extra keyword to ``cls``; ``functools.cache(countdown)`` caching granted
+  iterators; false positives of iterators over a ``str``/``range`` and of consuming calls whose generator reads its
+  own target;
 * fourth (``scanner``, ``slots*``, ``singledispatch``, ``held-4``, ``ordinary-*``): holders the values check did not
   open — ``_json.Scanner`` (``JSONDecoder(...).scan_once`` keeps the hooks as members), ``dataclasses.field``/
   ``InitVar`` (``__slots__``), ``functools.singledispatch`` copying its argument's ``__dict__``; read back with no call
