@@ -143,11 +143,12 @@ DEFAULT_MAX_RESPONSE = 10 << 20
 #: text decoded from the bytes read and the JSON parsed from that text, together (SPEC 7.1, 12). With the bytes
 #: read themselves, the kernel's process holds at most about 3× what a call may read, under SPEC 12's 4×.
 DECODED_FACTOR = 2
-#: Bytes of memory one JSON item may take once parsed, as a JSON text is charged before it is parsed: each
-#: list, object, key and value counts (a value's characters are charged apart). An object of one key and a
-#: number takes 192 bytes for three items (the most per item of any shape measured), an empty list 56 and its
-#: place in its parent 8.
-JSON_ITEM_MEMORY = 64
+#: Bytes of memory one JSON item may take while it is parsed, as a JSON text is charged before it is parsed:
+#: each list, object, key and value counts (a value's characters are charged apart). The most per item of the
+#: shapes measured: an object of many distinct keys, about 75 bytes an item at its peak (the object's table
+#: doubles as it grows); an object of one key, 64 (192 bytes for three items); an empty list, 32 (56 bytes,
+#: and 8 for its place in its parent, for two items).
+JSON_ITEM_MEMORY = 80
 #: Bytes of a text decoded at once when the memory its characters take is measured before it is decoded
 #: whole (UTF-8 that holds characters outside the Basic Multilingual Plane, which take 4 bytes each).
 DECODE_STEP = 1 << 20

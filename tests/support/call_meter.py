@@ -3,7 +3,8 @@
 :class:`~s2o_kernel.engine.outside.gateway.Gateway` with ``call_sync`` (as the kernel does for its worker) and
 prints one JSON line per call::
 
-    {"code": "success" | CODE, "seconds": FLOAT, "growth": BYTES, "value": SHORT, "path", "json_path"}
+    {"code": "success" | CODE | "raised TYPE", "seconds": FLOAT, "growth": BYTES, "value": SHORT, "path",
+     "json_path"}
 
 A CALL is ``{"kind", "profile", "fields", "timeout"}``, with ``"fields_expr"`` (Python, evaluated here) in place of
 ``fields`` for fields JSON cannot say cheaply (``{"body": [[]] * 2000000}``: one list held two million times).
@@ -65,13 +66,19 @@ def main() -> None:
         start = time.monotonic()
         out: dict[str, Any] = {}
         try:
-            out["value"] = _short(gateway.call_sync(request))
+            value = gateway.call_sync(request)
             out["code"] = "success"
         except S2OError as exc:
+            value = None
             out.update(code=exc.code, message=exc.message[:500], path=exc.path,
                        json_path=(exc.details or {}).get("json_path"))
+        except Exception as exc:  # what a contained call never raises: reported as such, the next call goes on
+            value = None
+            out.update(code=f"raised {type(exc).__name__}", message=str(exc)[:500])
         out["seconds"] = time.monotonic() - start
         out["growth"] = _status("VmHWM") - base
+        if out["code"] == "success":
+            out["value"] = _short(value)
         return out
 
     for row in spec.get("warm", []):

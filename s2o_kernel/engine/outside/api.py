@@ -250,7 +250,7 @@ async def _exchange(client: httpx.AsyncClient, args: dict[str, Any], timeout: fl
         raise exc.with_context(path=f"{at}.path") from None
     response = await client.send(req, stream=True)
     try:
-        body = await read_body(response, limit, "api-too-large", f"max_response_bytes = {limit}")
+        body = await read_body(response, limit, "api")
     finally:
         await response.aclose()
     return response.status_code, response.reason_phrase, response.headers.get("content-type", ""), body

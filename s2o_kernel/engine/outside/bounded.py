@@ -96,19 +96,20 @@ class Budget:
 
 # -- bytes: content encodings -----------------------------------------------------------------------------------
 
-async def decoded_chunks(raw: AsyncIterator[bytes], encoding: str, code: str) -> AsyncIterator[bytes]:
+async def decoded_chunks(raw: AsyncIterator[bytes], encoding: str, kind: str) -> AsyncIterator[bytes]:
     """The body whose raw chunks are ``raw``, inflated as ``encoding`` (a ``Content-Encoding`` header) says:
     ``gzip`` or ``deflate`` (a zlib stream, or a raw deflate one), at most :data:`DECODE_STEP` bytes a step, so
     no step holds more however much a chunk inflates to; no encoding (or ``identity``) passes the chunks as they
-    are. Any other encoding, or more than one, is refused with ``code``, and so is a stream that does not inflate."""
+    are. Any other encoding, more than one, or a stream that does not inflate is ``<kind>-failed`` (``kind``:
+    ``api``, ``llm``)."""
     names = [name.strip().lower() for name in encoding.split(",") if name.strip().lower() not in ("", "identity")]
     if not names:
         async for chunk in raw:
             yield chunk
         return
     if len(names) > 1 or names[0] not in _ENCODINGS:
-        raise S2OError(code, f"the response is encoded as {encoding.strip()[:PLACE_KEY]!r}, which is not read "
-                       f"(the request accepts {ACCEPT_ENCODING})")
+        raise S2OError(f"{kind}-failed", f"the response is encoded as {encoding.strip()[:PLACE_KEY]!r}, which is "
+                       f"not read (the request accepts {ACCEPT_ENCODING})")
     wbits = _ENCODINGS[names[0]]
     inflate = zlib.decompressobj(wbits)
     started = False
@@ -128,19 +129,21 @@ async def decoded_chunks(raw: AsyncIterator[bytes], encoding: str, code: str) ->
         if out:
             yield out
     except zlib.error as exc:
-        raise S2OError(code, f"the response's {names[0]} body does not inflate: {exc}") from None
+        raise S2OError(f"{kind}-failed", f"the response's {names[0]} body does not inflate: {exc}") from None
 
 
-async def read_body(response: Any, limit: int, code: str, setting: str) -> bytearray:
-    """The body of a streamed httpx ``response``, inflated (:func:`decoded_chunks`), as it arrives: ``code`` (with
-    ``setting`` naming the limit) once it passes ``limit`` bytes, or at once when its ``Content-Length`` says so."""
+async def read_body(response: Any, limit: int, kind: str) -> bytearray:
+    """The body of a streamed httpx ``response``, inflated (:func:`decoded_chunks`), as it arrives:
+    ``<kind>-too-large`` (``kind``: ``api``, ``llm``) once it passes ``limit`` bytes (its ``max_response_bytes``),
+    or at once when its ``Content-Length`` says so."""
     length = response.headers.get("content-length", "").strip()
     if length.isdigit() and (len(length) > 18 or int(length) > limit):
-        raise S2OError(code, f"the response is {length[:24]} bytes, over {setting}")
+        raise S2OError(f"{kind}-too-large", f"the response is {length[:24]} bytes, over max_response_bytes = {limit}")
     body = bytearray()
-    async for chunk in decoded_chunks(response.aiter_raw(), response.headers.get("content-encoding", ""), code):
+    async for chunk in decoded_chunks(response.aiter_raw(), response.headers.get("content-encoding", ""), kind):
         if len(body) + len(chunk) > limit:
-            raise S2OError(code, f"the response is larger than {setting} bytes; it was not read further")
+            raise S2OError(f"{kind}-too-large", f"the response is larger than max_response_bytes = {limit} bytes; "
+                           "it was not read further")
         body += chunk
     return body
 
@@ -317,7 +320,7 @@ def _deep_path_in_text(text: str) -> list[int | str]:
             inside = _STRING_BODY.match(text, at)
             end = inside.end() if inside is not None else at
             if levels and not levels[-1][0]:
-                levels[-1][1] = text[at:min(end, at + PLACE_KEY)]
+                levels[-1][1] = _key(text[at:min(end, at + 6 * PLACE_KEY)])
             at = end + 1
         elif mark in "[{":
             if len(levels) >= MAX_JSON_DEPTH:
@@ -329,6 +332,14 @@ def _deep_path_in_text(text: str) -> list[int | str]:
         elif levels and levels[-1][0]:
             levels[-1][1] += 1
     return [step for _, step in levels]
+
+
+def _key(raw: str) -> str:
+    """A key's text as written between its quotes (its first characters), its escapes decoded when they can be."""
+    try:
+        return str(json.loads(f'"{raw}"'))
+    except ValueError:
+        return raw
 
 
 def check_value(value: Any, budget: Budget | None, what: str, where: str) -> None:

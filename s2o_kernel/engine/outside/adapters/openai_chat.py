@@ -117,7 +117,7 @@ class Reply:
         self.size = 0
         self.text = Pieces(self)
         self.calls: dict[int, dict[str, Any]] = {}
-        self.usage: dict[str, Any] | None = None
+        self.usage: dict[str, int | None] | None = None
 
     def count(self, piece: str) -> None:
         """Count ``piece``'s UTF-8 bytes; ``llm-too-large`` past the limit."""
@@ -187,8 +187,8 @@ def _chunk(reply: Reply, chunk: Any, request: TurnRequest) -> None:
     if error is not None:
         message = error.get("message") if type(error) is dict else error
         raise failed(f"the model server reported an error: {str(message)[:MAX_TEXT]}")
-    if type(chunk.get("usage")) is dict:
-        reply.usage = chunk["usage"]
+    if type(chunk.get("usage")) is dict:  # its token counts only: the rest of the chunk is dropped with it
+        reply.usage = {key: _tokens(chunk["usage"], key) for key in ("prompt_tokens", "completion_tokens")}
     choices = chunk.get("choices") or []
     if type(choices) is not list:
         raise _broke("a chunk's choices is not a list")
@@ -274,10 +274,10 @@ async def _read(response: Any, reply: Reply, request: TurnRequest) -> None:
     """Read a 2xx reply into ``reply``: server-sent events, or one JSON completion."""
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "application/json":
-        whole = await read_body(response, reply.limit, CODE, f"max_response_bytes = {reply.limit}")
+        whole = await read_body(response, reply.limit, "llm")
         _chunk(reply, _decoded(whole, reply, "the model server's answer"), request)
         return
-    chunks = decoded_chunks(response.aiter_raw(), response.headers.get("content-encoding", ""), CODE)
+    chunks = decoded_chunks(response.aiter_raw(), response.headers.get("content-encoding", ""), "llm")
     async for data in _events(_lines(chunks, reply.limit), reply.limit):
         if data.strip() == b"[DONE]":
             break
@@ -336,6 +336,7 @@ def _tls() -> Any:
 
 
 def _tokens(usage: dict[str, Any] | None, key: str) -> int | None:
+    """The token count ``usage[key]`` when it is a count, else ``None``."""
     value = usage.get(key) if usage is not None else None
     return value if type(value) is int and value >= 0 else None
 
@@ -353,8 +354,7 @@ async def turn(profile: LlmProfile, request: TurnRequest) -> Turn:
         async with httpx.AsyncClient(timeout=request.timeout, follow_redirects=False, verify=_tls()) as client, \
                 client.stream("POST", url, json=_body(profile, request), headers=headers) as response:
             if not 200 <= response.status_code <= 299:
-                raw = await read_body(response, profile.max_response_bytes, CODE,
-                                      f"max_response_bytes = {profile.max_response_bytes}")
+                raw = await read_body(response, profile.max_response_bytes, "llm")
                 raise failed(f"the model server answered with status {response.status_code}: "
                              f"{_status_message(raw, profile.max_response_bytes)}")
             await _read(response, reply, request)
