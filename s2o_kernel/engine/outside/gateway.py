@@ -269,8 +269,7 @@ class Gateway:
         :data:`CALL_GRACE` seconds past its timeout is cancelled the same way and ends with its kind's timeout
         code (:meth:`_timed_out`).
         """
-        loop = self._ensure_loop()
-        call = Submitted(loop).start(self._serve(request, on_stream))
+        call = Submitted(self._ensure_loop()).start(self._serve(request, on_stream))
         done = asyncio.wrap_future(call.future)
         try:
             return await asyncio.wait_for(asyncio.shield(done), request.timeout + CALL_GRACE)
