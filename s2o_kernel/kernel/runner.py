@@ -405,15 +405,17 @@ class CellRunner:
             self._show_expression_value(self._with_json_hint(session.evaluate, cell), cell)
 
     def _show_expression_value(self, value: Any, cell: cells.Cell) -> None:
-        # A fragment with a JSON mistake that Python still reads (a trailing
-        # comma, a comment at the end of a line) would silently show as a
-        # dict instead of running: say so.
-        if cell.json_error and isinstance(value, (dict, list)) and self.fragment_kind(value):
+        # A fragment that Python reads but JSON does not (Python's quotes or ``True``, a trailing comma, a
+        # comment at the end of a line) would silently show as a dict instead of running: say so.
+        if isinstance(value, (dict, list)) and cells.looks_like_json(cell.text, python=True) \
+                and self.fragment_kind(value):
+            reason = cell.json_error or cells.json_problem(cell.text)
             self.emit_stream(
                 "stderr",
-                "note: this cell looks like a fragment but is not valid JSON "
-                f"({cell.json_error}): it ran as an expression, shown below, and the fragment's commands did "
-                "not run; %%fragment refuses JSON that is not valid.\n",
+                "note: this cell reads as a fragment but is not valid JSON "
+                f"({reason}): it ran as an expression, shown below, and the fragment's commands did "
+                "not run; write it as JSON (double quotes, true/false/null) to run it, and %%fragment refuses "
+                "JSON that is not valid.\n",
             )
         elif isinstance(value, (dict, list)) and cells.looks_like_json(cell.text):
             hint = self.fragment_hint(value)  # JSON, but a misspelled fragment: it showed back, ran nothing

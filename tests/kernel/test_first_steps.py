@@ -49,6 +49,23 @@ def test_a_misspelled_fragment_is_shown_back_with_a_note_and_runs_nothing(kc: An
     assert (reply["status"], reply["ename"]) == ("error", "unknown-name")  # nothing ran
 
 
+@pytest.mark.parametrize(("cell", "why"), [
+    ("{'var': {'first_q': 1}}", "Expecting property name enclosed in double quotes"),
+    ("[{'var': {'first_q': 1}}, {'return': 'first_q'}]", "double quotes"),
+    ('{"var": {"first_q": True}}', "Expecting value"),
+    ("{'db': {'profile': 'demo', 'sql': 'select 1'}}", "double quotes"),
+])
+def test_a_fragment_in_python_notation_is_shown_back_with_a_note_and_runs_nothing(kc: Any, cell: str,
+                                                                                   why: str) -> None:
+    reply, outputs = execute(kc, cell)
+    assert reply["status"] == "ok", reply
+    assert result_data(outputs)["text/plain"].startswith(("{", "["))  # an expression, shown back
+    note = stderr(outputs)
+    assert "reads as a fragment but is not valid JSON" in note and why in note and "did not run" in note, note
+    reply, _ = execute(kc, "first_q")
+    assert (reply["status"], reply["ename"]) == ("error", "unknown-name")  # nothing ran
+
+
 @pytest.mark.parametrize("cell", ['{"name": "x", "logs": [1]}', '{"price": 3}', "[1, 2]", '{"var": 1, "total": 2}'])
 def test_data_that_is_no_near_miss_gets_no_note(kc: Any, cell: str) -> None:
     reply, outputs = execute(kc, cell)
