@@ -282,13 +282,21 @@ class Parser:
             fields = {k: v for k, v in fields.items() if k != "outputPath"}
             cmd.fields = fields
         parsed = spec.parse(self, cmd, fields, known, in_loop)
-        if cmd.output_path is not None:  # written after the fields are read; local targets known after
-            on_success, on_failure = targets(cmd.output_path)
-            for refs, when in ((on_success, "on success" if on_failure else ""), (on_failure, "on failure")):
-                for ref in refs:
-                    self.access("write", ref.text(), join(path, "outputPath"), "outputPath", when)
-            known.update(str(r.items[0]) for r in refs_of(cmd.output_path) if r.scope == "local")
+        if parsed is not None and spec.produces_result:
+            self._result_written(cmd, known)
         return parsed
+
+    def _result_written(self, cmd: Command, known: set[str]) -> None:
+        """Record what a command that produces a result writes once its fields are read (SPEC 7, 8):
+        ``result``, then each target of its ``outputPath`` (whose ``local`` targets are known after it)."""
+        self.access("write", "result", cmd.path, "result")
+        if cmd.output_path is None:
+            return
+        on_success, on_failure = targets(cmd.output_path)
+        for refs, when in ((on_success, "on success" if on_failure else ""), (on_failure, "on failure")):
+            for ref in refs:
+                self.access("write", ref.text(), join(cmd.path, "outputPath"), "outputPath", when)
+        known.update(str(r.items[0]) for r in refs_of(cmd.output_path) if r.scope == "local")
 
     def output_path(self, raw: Any, path: str) -> Expr | None:
         """Check an ``outputPath`` (SPEC 8): a reference expression whose targets are ``local``, ``agent``
