@@ -16,7 +16,7 @@ values in ``default.toml`` must match). A bound derived from another is written 
 (the bit flags of CPython's type objects, ``prctl``, ``ioctl`` and syscall numbers, seccomp, BPF and Landlock
 values in :mod:`.engine.confine`, SQLite result codes, exit codes, ANSI codes), a sentinel
 (``engine.stores.RECEIVER``), the drawing metrics of the data-flow SVG (pixels of a layout,
-:mod:`.engine.fragments.dataflow_svg`), and the parameter of a heuristic (``engine.fragments.kind.CUTOFF``,
+:mod:`.engine.fragments.dataflow_svg`), and the parameter of a heuristic (``engine.spelling.CUTOFF``,
 a similarity ratio). Nor is an agent definition's ``bounds`` (SPEC 7.1), which a fragment sets:
 :mod:`.engine.fragments.definition_bounds`.
 

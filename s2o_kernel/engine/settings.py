@@ -52,6 +52,7 @@ from .language.rules import OPERATOR_SYMBOLS
 from .outside.profiles import Profiles
 from .outside.secrets import shown_profiles
 from .run.scopes import check_json
+from .spelling import did_you_mean, words_at
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
 
@@ -174,7 +175,9 @@ def _error_from_validation(exc: ValidationError) -> S2OError:
         path = ".".join(str(p) for p in err["loc"])
         first_path = first_path or path
         if err["type"] == "extra_forbidden":
-            problems.append(f"unknown setting '{path}'")
+            key = err["loc"][-1]
+            hint = did_you_mean(key, words_at(Settings, err["loc"][:-1])) if isinstance(key, str) else ""
+            problems.append(f"unknown setting '{path}'{hint}")
         else:
             msg = err["msg"].removeprefix("Value error, ")
             problems.append(f"{path}: {msg}")

@@ -90,11 +90,12 @@ def run_error(run: RunResult) -> S2OError:
     """The error a cell fails with when a fragment run did not succeed (SPEC 7, 9).
 
     ``failCommand``, ``timedOut`` and ``stopped`` are the ``ename`` as they
-    are; for ``errorInAgent`` the ``ename`` is the error's own code
-    (``runtime``, ``not-json``, ``loop-limit``, ...); any other code
-    (``ask``, ``callFailed``, ``unexpected``) is the ``ename`` itself. The
-    message, position, path and notes of the run's error are kept; a renamed
-    error notes the original code.
+    are; for ``errorInAgent`` and ``callFailed`` the ``ename`` is the error's
+    own code (``runtime``, ``not-json``, ``loop-limit``; ``api-status``,
+    ``llm-failed``, ``db-failed``, the code ``onError`` sees as ``exc.code``),
+    and a ``callFailed`` run notes its result code; any other code (``ask``,
+    ``unexpected``) is the ``ename`` itself. The message, position, path and
+    notes of the run's error are kept; a renamed error notes the original code.
     """
     code = "errorInAgent" if run.code == "success" else run.code  # an error with a success code: the error wins
     error = run.error
@@ -102,12 +103,14 @@ def run_error(run: RunResult) -> S2OError:
         return _run_without_error(code)
     if code in ("errorInAgent", error.code):
         return error
-    renamed = S2OError(code, error.message, line=error.line, col=error.col, path=error.path,
+    name, note = (error.code, f"(the run's result code: {code})") if code == "callFailed" \
+        else (code, f"(error code: {error.code})")
+    renamed = S2OError(name, error.message, line=error.line, col=error.col, path=error.path,
                        stage=error.stage, source=error.source, details=error.details)  # fmt: skip
-    for note in notes_of(error):
-        renamed.add_note(note)
+    for earlier in notes_of(error):
+        renamed.add_note(earlier)
     if code != "stopped":
-        renamed.add_note(f"(error code: {error.code})")
+        renamed.add_note(note)
     return renamed
 
 

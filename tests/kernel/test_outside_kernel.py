@@ -94,8 +94,8 @@ def test_api_cells_on_echo_and_on_a_real_server(kernel: Any) -> None:
 def test_a_failed_call_fails_the_cell_with_call_failed_and_keeps_the_session(kernel: Any) -> None:
     assert execute(kernel, '{"var": {"kept": 5}}')[0]["status"] == "ok"
     reply, outputs = execute(kernel, '{"api": {"profile": "srv", "path": "/status/401"}}')
-    assert (reply["status"], reply["ename"]) == ("error", "callFailed"), reply
-    assert "401" in reply["evalue"] and any("api-status" in line for line in reply["traceback"])
+    assert (reply["status"], reply["ename"]) == ("error", "api-status"), reply
+    assert "401" in reply["evalue"] and any("callFailed" in line for line in reply["traceback"])
     _no_token(outputs, reply)
     reply, outputs = execute(kernel, '{"api": {"profile": "nope"}}')
     assert (reply["status"], reply["ename"]) == ("error", "unknown-profile"), reply

@@ -943,7 +943,8 @@ def test_stopped_has_one_evalue_however_it_lands() -> None:
     ("errorInAgent", S2OError("loop-limit", "more than 10 iterations"), "loop-limit"),
     ("errorInAgent", None, "errorInAgent"),
     ("ask", None, "ask"),
-    ("callFailed", S2OError("runtime", "boom"), "callFailed"),
+    ("callFailed", S2OError("api-status", "the API answered 401"), "api-status"),
+    ("callFailed", S2OError("llm-failed", "no reply"), "llm-failed"),
     ("timedOut", S2OError("memory-limit", "killed"), "timedOut"),
 ])  # fmt: skip
 def test_run_error_names(code: str, error: Any, ename: str) -> None:
@@ -958,6 +959,8 @@ def test_run_error_names(code: str, error: Any, ename: str) -> None:
             assert f"  at {error.path}" in info.traceback
     if error is not None and ename not in (error.code, "stopped"):
         assert f"(error code: {error.code})" in info.traceback
+    if code == "callFailed":  # named by its own code, as onError's exc.code; the run's code noted
+        assert "(the run's result code: callFailed)" in info.traceback
 
 
 def test_run_error_keeps_groups() -> None:

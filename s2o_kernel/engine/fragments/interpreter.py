@@ -423,6 +423,8 @@ async def run_program(session: SessionState, program: Program, on_output: Output
         with _body_scope(session, interp, program, inputs_args):
             async with asyncio.timeout(remaining):  # in the run's task: no inner task whose end goes unseen
                 value = await interp.function_body(body)
+        if program.kind in ("agent", "function"):  # a definition run gives result its value, as a call does
+            session.set_result(value)
     except End:
         pass
     except Fail as f:

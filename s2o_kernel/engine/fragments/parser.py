@@ -32,6 +32,7 @@ from ..language.references import And, Expr, Or, has_reference, parse_reference,
 from ..language.rules import RESERVED_NAMES
 from ..run.engine import Engine
 from ..run.scopes import check_target_name
+from ..spelling import did_you_mean, words_at
 from .dataflow import Access, Dataflow, expression_reads
 from .definition_bounds import parse_bounds
 from .depth import check_fragment_json, nesting_error, nesting_errors
@@ -114,12 +115,13 @@ class Parser:
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            self._model_errors(exc, path)
+            self._model_errors(cls, exc, path)
             return None
 
-    def _model_errors(self, exc: ValidationError, path: str) -> None:
+    def _model_errors(self, cls: type[BaseModel], exc: ValidationError, path: str) -> None:
         seen: set[str] = set()
-        for err in exc.errors():
+        # An unknown key first: a misspelled field is also a missing one, and its "did you mean" says both.
+        for err in sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden"):
             loc = path
             field_name = None
             for part in err["loc"]:
@@ -138,7 +140,9 @@ class Parser:
                 self.error("fragment", f"{field_name} is expected to be {expected}, got "
                            f"{json_type(err.get('input'))}", loc)
             elif err["type"] == "extra_forbidden":
-                self.error("fragment", f"unknown field '{err['loc'][-1]}'", loc)
+                key = err["loc"][-1]
+                hint = did_you_mean(key, words_at(cls, err["loc"][:-1])) if isinstance(key, str) else ""
+                self.error("fragment", f"unknown field '{key}'{hint}", loc)
             elif err["type"] == "missing":
                 self.error("fragment", f"the field '{err['loc'][-1]}' is required", loc)
             else:
@@ -400,8 +404,23 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
         bounds, bound_errors = parse_bounds(fragment["bounds"])
         p.errors.extend(bound_errors)
     if p.errors:
-        raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
+        errors = [_notebook_name_hint(e, known) for e in p.errors] if kind == "agent" and known else p.errors
+        raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
     return Program(kind, body, funcs, Dataflow(p.flow), bounds)
+
+
+def _notebook_name_hint(error: S2OError, known: set[str]) -> S2OError:
+    """``error``, or for an ``unknown-name`` in an agent definition that names a notebook variable a copy
+    saying how to pass it: an agent's functions start with fresh locals (SPEC 7), so a notebook's earlier
+    cells reach ``main`` as its arguments or through ``sys.inputs`` (papermill parameters land there too)."""
+    name = error.details.get("name") if error.code == "unknown-name" and error.details else None
+    if not isinstance(name, str) or name not in known:
+        return error
+    hint = (f"; '{name}' is a notebook variable, and an agent's functions start with fresh locals: "
+            f"give main an argument '{name}' (\"args\") and pass it in the run's inputs, or read "
+            f"sys.inputs['{name}']")
+    return S2OError(error.code, error.message + hint, line=error.line, col=error.col, path=error.path,
+                    stage=error.stage, source=error.source, details=error.details)
 
 
 def output_shape_problem(expr: Expr) -> tuple[str, int] | None:
