@@ -103,6 +103,12 @@ PLACE_KEY = 60
 QUOTE = 80
 #: Longest literal text completion reads to list its members (``"a,b".split``), in characters (SPEC 9).
 LITERAL_LENGTH = 1_000
+#: Most frames of the host's own code an error shows (the innermost ones), when an allowlisted function
+#: raises: enough for a helper calling helpers, short enough to read in a cell (SPEC 9).
+MAX_USER_FRAMES = 10
+#: Most calls an error's call chain names (the outermost and innermost halves past it), a bound on what an
+#: error carries whatever ``MAX_NESTING`` allows (SPEC 9).
+MAX_CALL_CHAIN = 20
 
 # -- fragments (SPEC 7, 8, 12) -------------------------------------------------------------------------
 

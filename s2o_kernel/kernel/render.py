@@ -179,6 +179,30 @@ def _detail_lines(err: S2OError) -> list[str]:
     restarted = details.get("restarted")
     if isinstance(restarted, str):
         out.append(f"  ({restarted})")
+    out.extend(_chain_lines(details.get("calls"), details.get("frames")))
+    return out
+
+
+def _chain_lines(calls: Any, frames: Any) -> list[str]:
+    """The way back to an error (SPEC 9): the calls that led to it, outermost first (``details["calls"]``),
+    then the frames of the user's own code an allowlisted function ran when it raised (``details["frames"]``),
+    as Python's traceback shows them. Entries of any other shape are left out."""
+    out: list[str] = []
+    steps = [c for c in calls if isinstance(c, str)] if isinstance(calls, list) else []
+    if steps:
+        out.append("  called from (outermost first):")
+        out.extend(f"    {step}" for step in steps)
+    shown = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
+    lines: list[str] = []
+    for frame in shown:
+        file, line, function, text = (frame.get(k) for k in ("file", "line", "function", "text"))
+        if isinstance(file, str) and type(line) is int and isinstance(function, str):
+            lines.append(f'    File "{file}", line {line}, in {function}')
+            if isinstance(text, str) and text:
+                lines.append(f"      {text}")
+    if lines:
+        out.append("  in your code (most recent call last):")
+        out.extend(lines)
     return out
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.engine import Engine, IsolatedSession, Session, bare_settings
+from s2o_kernel.bounds import MAX_USER_FRAMES
+from s2o_kernel.engine import Engine, IsolatedSession, S2OError, Session, bare_settings
 
 
 @pytest.fixture(params=["in-process", "isolated"])
@@ -47,3 +48,37 @@ def test_a_notebook_variable_named_in_a_definition_says_how_to_pass_it(session: 
     assert "'n' is a notebook variable" in errors[0].message and "sys.inputs['n']" in errors[0].message
     assert "notebook variable" not in errors[1].message  # 'missing' is set nowhere: no such hint
     assert (errors[0].path, errors[0].line, errors[0].col) == ("functions.main.commands[0].return", 1, 0)
+
+
+def test_an_error_in_a_tool_call_names_the_model_turn_and_the_calls(session: Any) -> None:
+    """Issue 31 item 4: an error inside a function the model called says which command, model turn and tool
+    call made it, outermost first, after the calls that led to the ``llm`` command."""
+    session.update_settings({"profiles": {"llm": {"mine": {"adapter": "scripted", "script": [
+        {"call": "getOrder", "args": {"order_id": 0}}, {"text": "never"}]}}}})
+    run = session.run_fragment({"functions": {
+        "main": {"commands": [{"call": {"function": "ask_model"}}]},
+        "ask_model": {"commands": [{"llm": {"profile": "mine", "input": "where is order 0?",
+                                            "functions": ["getOrder"]}}]},
+        "getOrder": {"args": {"order_id": "int"}, "commands": [{"return": "{ 10 // order_id }"}]}}})
+    assert (run.code, run.error.code, run.error.path) == ("errorInAgent", "runtime",
+                                                         "functions.getOrder.commands[0].return")
+    calls = run.error.details["calls"]
+    assert calls[0] == "functions.main.commands[0].call (ask_model)"
+    assert calls[1].startswith("functions.ask_model.commands[0].llm (model turn 1, tool call ")
+    assert calls[1].endswith(": getOrder)") and len(calls) == 2
+
+
+@pytest.mark.parametrize("where", ["in-process", "isolated"])
+def test_the_users_frames_are_the_innermost_ones_and_none_of_ours(where: str) -> None:
+    settings = bare_settings({"allowlist": "s2o_user_code.deep as deep"})
+    session = Session(Engine(settings)) if where == "in-process" else IsolatedSession(settings)
+    try:
+        with pytest.raises(S2OError) as caught:
+            session.evaluate("deep(15)")
+    finally:
+        if where == "isolated":
+            session.close()
+    frames = caught.value.details["frames"]
+    assert len(frames) == MAX_USER_FRAMES
+    assert all(f["file"].endswith("s2o_user_code.py") and f["function"] == "deep" for f in frames)
+    assert frames[-1]["text"] == "return 1 // n"  # the innermost, where it raised

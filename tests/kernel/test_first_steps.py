@@ -8,6 +8,7 @@ read-only); text made with a secret shows as text with the secret as ``***``, no
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,40 @@ def test_an_agent_definition_cell_gives_result_its_value_and_says_how_to_pass_a_
     assert result_data(outputs)["text/plain"] == "42", outputs
     reply, outputs = execute(kc, "result + 1")
     assert result_data(outputs)["text/plain"] == "43", outputs
+
+
+USER_CODE = '''TABLE = {"Oslo": 7}
+
+
+def lookup(city):
+    return TABLE[city]
+
+
+def fetch_weather(city):
+    return {"city": city, "celsius": lookup(city)}
+'''
+
+
+def test_an_error_shows_the_calls_that_led_to_it_and_the_users_own_frames(kc: Any, kernel_cwd: Path) -> None:
+    """Issue 31 item 4: a failure three calls deep names the calls, outermost first, and an exception raised in
+    the user's allowlisted code shows that code's frames (file, line, function, source line), none of ours."""
+    (kernel_cwd / "first_steps_weather.py").write_text(USER_CODE, encoding="utf-8")
+    reply, _ = execute(kc, "%%allowlist\nfirst_steps_weather.fetch_weather as fetch_weather\nlen")
+    assert reply["status"] == "ok", reply
+    reply, _ = execute(kc, json.dumps({"functions": {
+        "main": {"commands": [{"call": {"function": "a"}}]},
+        "a": {"commands": [{"log": "in a"}, {"call": {"function": "b", "args": {"city": "Paris"}}}]},
+        "b": {"args": {"city": "str"}, "commands": {"var": {"z": "{ fetch_weather(city) }"}}}}}))
+    assert (reply["status"], reply["ename"], reply["evalue"]) == ("error", "runtime", "KeyError: 'Paris'"), reply
+    tb = reply["traceback"]
+    start = tb.index("  called from (outermost first):")
+    assert tb[start:start + 3] == ["  called from (outermost first):", "    functions.main.commands[0].call (a)",
+                                   "    functions.a.commands[1].call (b)"], tb
+    mine = tb.index("  in your code (most recent call last):")
+    frames = tb[mine + 1:]
+    assert len(frames) == 4, tb
+    assert frames[0].endswith("first_steps_weather.py\", line 9, in fetch_weather")
+    assert frames[1] == '      return {"city": city, "celsius": lookup(city)}'
+    assert frames[2].endswith("first_steps_weather.py\", line 5, in lookup")
+    assert frames[3] == "      return TABLE[city]"
+    assert "s2o_kernel" not in "\n".join(tb)  # none of the engine's or the kernel's frames

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from ...bounds import MAX_NESTING
+from ...bounds import MAX_CALL_CHAIN, MAX_NESTING
 from ..commands import registry
 from ..commands.protocols import Step
 from ..errors import S2OError
@@ -386,11 +386,22 @@ class Interpreter:
             bound[name] = value
         return bound
 
-    async def call(self, fn: Function, args: dict[str, Any], path: str) -> Any:
-        """Run ``fn`` with fresh locals holding ``args``; its return value."""
+    async def call(self, fn: Function, args: dict[str, Any], path: str, site: str) -> Any:
+        """Run ``fn`` with fresh locals holding ``args``; its return value. An error raised inside names
+        ``site`` (the command, or the model turn, that called) first in its call chain, ``details["calls"]``:
+        outermost first, as Python's traceback lists frames, at most :data:`MAX_CALL_CHAIN` (SPEC 9)."""
         bound = self.bind_args(fn, args, path)
-        with self.session.function_scope(bound):
-            return await self.function_body(fn)
+        try:
+            with self.session.function_scope(bound):
+                return await self.function_body(fn)
+        except S2OError as exc:
+            calls = (exc.details or {}).get("calls")
+            chain = [site, *(calls if isinstance(calls, list) else [])]
+            if len(chain) > MAX_CALL_CHAIN:
+                half = MAX_CALL_CHAIN // 2
+                chain = [*chain[:half], f"... {len(chain) - 2 * half} calls ...", *chain[-half:]]
+            exc.details = {**(exc.details or {}), "calls": chain}
+            raise
 
     async def function_body(self, fn: Function) -> Any:
         """Run a function's commands (and its ``onError``); the value of its ``return``, or ``None``."""
