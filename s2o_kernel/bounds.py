@@ -206,8 +206,16 @@ SWEEP_MOST = 200
 
 # -- the code cache on disk (issue 12) -------------------------------------------------------------------
 
-#: A cache file is not read past, nor written over, this many bytes.
+#: A cache file is not read past, nor written over, this many bytes: a write that would pass it compacts the
+#: file first (least recently used records out, down to :data:`CACHE_KEEP` of it).
 MAX_CACHE_FILE = 8 << 20
+#: Records a cache file holds at most (a reader's start costs per record: ~20 µs each to check and load),
+#: likewise compacted past it: half the in-memory compile cache (:data:`CACHE_SIZE`), so that a whole file
+#: loaded leaves the process room to compile.
+MAX_CACHE_RECORDS = 2048
+#: The share of each cap (:data:`MAX_CACHE_FILE`, :data:`MAX_CACHE_RECORDS`) a compaction keeps, the most
+#: recently used records: the rewrite's cost (the kept bytes) is paid once per (1 - share) of a cap appended.
+CACHE_KEEP = 0.5
 #: Sources longer than this, in characters, are not written, nor reported by a worker.
 MAX_CACHED_SOURCE = 4_000
 #: A record's payload over this many bytes is not written.

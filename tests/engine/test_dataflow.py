@@ -255,7 +255,7 @@ def test_labels_cannot_break_out_of_the_diagram() -> None:
 def test_the_isolated_session_lists_the_same_flow(isolated: IsolatedSession) -> None:
     assert isolated.dataflow(AGENT) == _session().dataflow(AGENT)
     with pytest.raises(S2OError) as info:
-        isolated.dataflow({"var": {"x": f"hello {D}conv.a"}})
+        isolated.dataflow({"var": {"x": f"{D}conv.a hello"}})
     assert (info.value.code, info.value.path) == ("ref-text", "var.x")
 
 

@@ -147,8 +147,10 @@ def test_references_run_in_fragment_cells(kc: Any) -> None:
     assert reply["status"] == "ok", outputs
     reply, outputs = execute(kc, "said")
     assert result_data(outputs)["text/plain"] == "''"
-    reply, outputs = execute(kc, json.dumps({"log": f"Hello {D}conv.userInput"}))
+    reply, outputs = execute(kc, json.dumps({"log": f"{D}conv.userInput says hello"}))
     assert (reply["status"], _error(outputs)["ename"]) == ("error", "ref-text")
+    reply, outputs = execute(kc, json.dumps([{"log": f"Hello {D}conv.userInput"}, {"return": "done"}]))
+    assert reply["status"] == "ok", outputs  # a dagger inside text is text (SPEC 8)
 
 
 def test_help_names_the_magic(kc: Any) -> None:

@@ -43,7 +43,7 @@ from ..commands.protocols import Step
 from ..errors import S2OError
 from ..language.compiled import Compiled
 from ..language.dynamic import expression_of
-from ..language.references import has_reference, parse_reference
+from ..language.references import is_reference, parse_reference
 from ..outside.call import CALL_FAILED_CODES, OutsideCall, json_fields
 from ..outside.llm import cost_limit_error
 from ..policy.values import error_message, runtime_error
@@ -108,7 +108,7 @@ class Interpreter:
         if isinstance(raw, str):
             compiled = self.compiled_for(raw, path, fields)
             if compiled is None:
-                return self.reference(raw, path) if has_reference(raw) else raw
+                return self.reference(raw, path) if is_reference(raw) else raw
             namespace = self.session.prepare(fields)
             if compiled.is_coroutine_code and self.parallel_depth:
                 namespace = dict(namespace)  # what this task sees stays put while it awaits
@@ -130,7 +130,7 @@ class Interpreter:
         if isinstance(raw, str):
             compiled = self.compiled_for(raw, path, fields)
             if compiled is None:
-                return self.reference(raw, path) if has_reference(raw) else raw
+                return self.reference(raw, path) if is_reference(raw) else raw
             try:
                 return self.execution.run_now(compiled, self.start, self.session.prepare(fields))
             except S2OError as exc:

@@ -28,7 +28,7 @@ from ..commands import registry
 from ..commands.spec import FieldsModel
 from ..errors import ErrorGroup, S2OError
 from ..language.dynamic import expression_of
-from ..language.references import And, Expr, Or, has_reference, parse_reference, refs_of
+from ..language.references import And, Expr, Or, is_reference, parse_reference, refs_of
 from ..language.rules import RESERVED_NAMES
 from ..run.engine import Engine
 from ..run.scopes import check_target_name
@@ -155,7 +155,7 @@ class Parser:
         if isinstance(raw, str):
             found = expression_of(raw)
             if found is None:
-                if has_reference(raw):
+                if is_reference(raw):
                     self.reference(raw, path)
                 return
             checked = self.engine.check_remembered(found[0], locals=known, command_fields=fields or [])
@@ -306,7 +306,7 @@ class Parser:
         """Check an ``outputPath`` (SPEC 8): a reference expression whose targets are ``local``, ``agent``
         or ``conv`` variables, either a fan-out ``a && b && …`` or two alternatives ``ok || failed``
         (each side a reference or a fan-out). Code ``ref-output``."""
-        if not isinstance(raw, str) or not has_reference(raw) or expression_of(raw) is not None:
+        if not isinstance(raw, str) or not is_reference(raw) or expression_of(raw) is not None:
             self.error("ref-output", "outputPath is a reference expression such as \u2020agent.total, "
                        "\u2020agent.a && \u2020conv.b or \u2020agent.ok || \u2020agent.failed", path)
             return None

@@ -41,6 +41,7 @@ import decimal
 import math
 import os
 import re
+import secrets
 import sqlite3
 import uuid
 from pathlib import Path
@@ -358,12 +359,29 @@ _STATUSES = ("shipped", "open", "cancelled", "shipped")
 
 
 def demo_database() -> Path:
-    """The path of the demo database, made when missing (atomically: two kernels may start at once)."""
+    """The path of the demo database, made when missing (atomically: two kernels may start at once).
+
+    It is made under a random name beside it (``O_CREAT | O_EXCL | O_NOFOLLOW``, mode 0600: no name
+    another local user could plant a link at in advance), then renamed in place. Raises ``OSError``.
+    """
     path = data_dir() / "demo.sqlite"
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".demo-{os.getpid()}.sqlite")
+    tmp = path.with_name(f".demo-{secrets.token_hex(16)}.sqlite")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    try:
+        _fill_demo(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _fill_demo(tmp: Path) -> None:
+    """Write the demo tables and rows into the empty database file ``tmp``."""
     with contextlib.closing(sqlite3.connect(tmp)) as conn:
         conn.executescript(_SCHEMA)
         conn.executemany("INSERT INTO customers VALUES (?, ?, ?, ?)", [
@@ -379,6 +397,4 @@ def demo_database() -> Path:
                 lines.append((len(lines) + 1, order_id, product, 1 + (order_id + j) % 4, price))
         conn.executemany("INSERT INTO order_lines VALUES (?, ?, ?, ?, ?)", lines)
         conn.commit()
-    os.replace(tmp, path)
-    return path
 
