@@ -128,3 +128,19 @@ def test_is_reference_is_linear_and_takes_only_the_start() -> None:
     assert is_reference(f"{D}agent.x") and is_reference(f" \t(({D}") and not is_reference(f"x{D}")
     assert not is_reference("(" * 200_000 + "x" + D)  # a long run of parentheses, then text
     assert not is_reference("")
+
+
+def test_state_load_sets_values_as_data(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``%state load`` values are data (SPEC 8): a saved string that starts with a dagger stays that string."""
+    from s2o_kernel import engine
+    from s2o_kernel.kernel.runner import CellRunner
+
+    monkeypatch.chdir(tmp_path)
+    saved = {"agent": {"quote": f"{D}agent.token", "grouped": f"({D}agent.token)"}, "conv": {"said": f"Hi {D}"}}
+    (tmp_path / "state.json").write_text(json.dumps(saved))
+    session = _session()
+    out = CellRunner(session, engine).run("%state load state.json")
+    assert out.ok, out.error
+    assert session.agent_vars == {"token": TOKEN, **saved["agent"]} and session.conv_vars == saved["conv"]
+    assert CellRunner(session, engine).run('{"var": {"q": "{ agent.quote }"}}').ok
+    assert session.locals["q"] == f"{D}agent.token"
