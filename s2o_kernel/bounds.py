@@ -110,7 +110,7 @@ LITERAL_LENGTH = 1_000
 MAX_NESTING = 50
 #: How deeply parentheses may nest in a reference expression, in levels (SPEC 8).
 MAX_REFERENCE_DEPTH = 32
-#: At most this many near misses are named in the hint for a misspelled fragment (SPEC 9).
+#: At most this many near misses are named in the hint for a misspelled fragment or magic name (SPEC 9, 9.1).
 MAX_NEAR_MISSES = 5
 #: JSON of more objects, or of more keys in all, than this is data, never looked at as a misspelled fragment.
 MAX_LOOKED_AT = 50
@@ -253,6 +253,13 @@ ROW_CAP = 100
 #: for the rest: IPython's pretty printer's ``max_seq_length`` (1,000), so a long result reads as it does in
 #: IPython, and its message stays small (``list(range(200000))`` was one 1.3 MB line; SPEC 9).
 SHOWN_ITEMS = 1_000
+#: Seconds one run of ``%timeit`` takes at least when it chooses how many loops a run makes (the first of 1, 10,
+#: 100, … loops that takes this long): IPython's rule, long enough for the clock's resolution not to matter.
+TIMEIT_RUN = 0.2
+#: Runs ``%timeit`` makes without ``-r``: IPython's default; the mean and standard deviation are over them.
+TIMEIT_RUNS = 7
+#: Most loops ``%timeit`` makes a run when it chooses (10**9, IPython's largest); ``limits.time`` ends it sooner.
+TIMEIT_MOST_LOOPS = 10**9
 #: The longest value text ``%vars`` shows, in characters; a longer one is cut and ends with ``…``.
 VALUE_WIDTH = 100
 #: How many message fingerprints wait in a plain set before they are merged into the sorted array.
