@@ -8,8 +8,9 @@ Prints one line on stdout, as IPython does, and shows no result:
   52.3 µs ± 1.2 µs per loop (mean ± std. dev. of 7 runs, 10,000 loops each)
 Without -n, the loops of a run are the first of 1, 10, 100, ... that take 0.2 s; without -r,
 7 runs. Each loop runs the text as a cell would (in the evaluation worker, the round trip
-included), so the time is what it costs in a cell. Everything stops within limits.time:
-fewer runs are made when 7 would not fit. A fragment's output parts show for its first loop only.
+included), so the time is what it costs in a cell. It ends within limits.time (at most the loop
+running then goes on to its own end): fewer runs are made when 7 would not fit, and -n loops that
+do not fit in one run end with timedOut. A fragment's output parts show for its first loop only.
 An error of the text ends it with that error, and no time is shown.
 """
 
