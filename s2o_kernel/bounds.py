@@ -116,7 +116,7 @@ MAX_CALL_CHAIN = 20
 MAX_NESTING = 50
 #: How deeply parentheses may nest in a reference expression, in levels (SPEC 8).
 MAX_REFERENCE_DEPTH = 32
-#: At most this many near misses are named in the hint for a misspelled fragment (SPEC 9).
+#: At most this many near misses are named in the hint for a misspelled fragment or magic name (SPEC 9, 9.1).
 MAX_NEAR_MISSES = 5
 #: JSON of more objects, or of more keys in all, than this is data, never looked at as a misspelled fragment.
 MAX_LOOKED_AT = 50
@@ -259,8 +259,21 @@ PRETTY_WIDTH = 79
 #: Longer ``repr`` texts, in characters, are shown as they are: parsing them costs time and memory in the
 #: kernel (about 65 MB and 0.1 s per 200,000 characters of small items).
 PRETTY_MAX_CHARS = 200_000
-#: Rows an html table shows; the rest are counted in a last line.
+#: Rows an html table of a result shows; the rest are counted in a last line (``… 4900 more rows``): a
+#: 10,000-row ``db`` result as one table is megabytes of html that a browser lays out slowly and nobody reads,
+#: and the whole rows stay in ``result`` (and in ``application/json`` under ``%display json``; SPEC 9).
 ROW_CAP = 100
+#: Items of one list, tuple, set, frozenset or dict a result's text shows, at any depth, before ``...`` stands
+#: for the rest: IPython's pretty printer's ``max_seq_length`` (1,000), so a long result reads as it does in
+#: IPython, and its message stays small (``list(range(200000))`` was one 1.3 MB line; SPEC 9).
+SHOWN_ITEMS = 1_000
+#: Seconds one run of ``%timeit`` takes at least when it chooses how many loops a run makes (the first of 1, 10,
+#: 100, … loops that takes this long): IPython's rule, long enough for the clock's resolution not to matter.
+TIMEIT_RUN = 0.2
+#: Runs ``%timeit`` makes without ``-r``: IPython's default; the mean and standard deviation are over them.
+TIMEIT_RUNS = 7
+#: Most loops ``%timeit`` makes a run when it chooses (10**9, IPython's largest); ``limits.time`` ends it sooner.
+TIMEIT_MOST_LOOPS = 10**9
 #: The longest value text ``%vars`` shows, in characters; a longer one is cut and ends with ``…``.
 VALUE_WIDTH = 100
 #: How many message fingerprints wait in a plain set before they are merged into the sorted array.

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from s2o_kernel.engine import WRITTEN_LIMIT, ErrorGroup, S2OError, too_large_text, written_size
+from s2o_kernel.engine import WRITTEN_LIMIT, ErrorGroup, RemoteValue, S2OError, shown_text, too_large_text, written_size
 from s2o_kernel.kernel.pretty import pretty_text, rows_table, without_addresses
 
 Redactor = Callable[[str], str]
@@ -322,13 +322,18 @@ def value_bundle(
     * ``application/json``: the JSON form, only when ``with_json`` (``%display json``) and the value
       is JSON.
 
+    A list, tuple, set or dict of more than ``SHOWN_ITEMS`` (1,000) items shows its first 1,000 and
+    ``...``, at any depth, as IPython does (``engine.shown_text``, written where the value is: a value of
+    the contained worker comes with that text).
+
     Never raises: a repr that fails shows a placeholder, an ``as_json`` that fails counts as "not JSON";
     a value of more than ``WRITTEN_LIMIT`` items written out (``written_size``) shows only a placeholder.
     """
     red = redact or _identity
-    if written_size(value) > WRITTEN_LIMIT:  # its repr would not end (a list holding itself twice, 60 deep)
-        return {"text/plain": too_large_text(value)}
-    data: dict[str, Any] = {"text/plain": pretty_text(without_addresses(_safe_redact(red, safe_repr(value))))}
+    # past WRITTEN_LIMIT, a placeholder (its repr would not end: a list holding itself twice, 60 deep),
+    # and not JSON (``as_json`` says so), so no table either
+    text = value.shown if type(value) is RemoteValue and value.shown is not None else shown_text(value)
+    data: dict[str, Any] = {"text/plain": pretty_text(without_addresses(_safe_redact(red, text)))}
     js = None
     if as_json is not None:
         try:

@@ -36,8 +36,10 @@ from s2o_kernel.kernel.magics import (
     state_magic,
     sys_magic,
     time_magic,
+    timeit_magic,
     validate_magic,
     vars_magic,
+    who_magic,
 )
 from s2o_kernel.kernel.magics.base import Magic, MagicCall, MagicContext, Registry
 from s2o_kernel.kernel.magics.run_magic import parse_run_arguments
@@ -61,6 +63,7 @@ REGISTRY = Registry([
     limits_magic.MAGIC,
     sys_magic.MAGIC,
     vars_magic.MAGIC,
+    who_magic.MAGIC,
     profiles_magic.MAGIC,
     display_magic.MAGIC,
     reset_magic.MAGIC,
@@ -73,6 +76,7 @@ REGISTRY = Registry([
     config_magic.MAGIC,
     state_magic.MAGIC,
     time_magic.MAGIC,
+    timeit_magic.MAGIC,
     history_magic.MAGIC,
     lsmagic_magic.MAGIC,
     help_magic.MAGIC,
