@@ -1,10 +1,12 @@
 """papermill parameters for s2o notebooks: the ``s2o`` translator (issue 11).
 
 ``papermill in.ipynb out.ipynb -p name value -y "{...}"`` writes the parameters into the notebook
-as one cell that a language understands. For the ``s2o`` kernel and language that cell is one
-``var`` fragment (SPEC 7) setting a local variable per parameter::
+as one cell that a language understands. For the ``s2o`` kernel and language that cell is the
+``%%parameters`` magic around one ``var`` fragment (SPEC 7): a local variable per parameter, each also
+merged into ``sys.inputs``, where an agent definition's ``main`` takes its arguments::
 
     # Parameters
+    %%parameters
     {
       "var": {
         "name": "Ada",
@@ -70,6 +72,9 @@ from papermill.translators import Translator, papermill_translators  # noqa: E40
 
 #: The kernel's name and language (kernelspec/kernel.json): papermill looks a translator up by either.
 LANGUAGE = "s2o"
+#: The first line of the cell the translator writes: the kernel's ``%%parameters`` magic, which sets each
+#: parameter as a local variable and merges it into ``sys.inputs`` (where an agent's ``main`` takes it).
+MAGIC_LINE = "%%parameters"
 #: The character that starts a reference expression (SPEC 8; the engine's ``references.DAGGER``, written
 #: here so that papermill's start does not import the engine).
 DAGGER = "\u2020"
@@ -118,7 +123,7 @@ def _value(field: Any) -> Any:
 
 
 class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
-    """Writes papermill's parameters as one ``var`` fragment cell (module docstring)."""
+    """Writes papermill's parameters as one ``%%parameters`` cell of a ``var`` fragment (module docstring)."""
 
     @classmethod
     def codify(cls, parameters: dict[str, Any], comment: str = "Parameters") -> str:
@@ -133,7 +138,7 @@ class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
                                  f"not {name!r}")
             fields[name] = _literal(value, repr(name))
         text = json.dumps({"var": fields}, indent=2, ensure_ascii=False, allow_nan=False)
-        return f"{cls.comment(comment)}\n{text}\n"
+        return f"{cls.comment(comment)}\n{MAGIC_LINE}\n{text}\n"
 
     @classmethod
     def comment(cls, cmt_str: str) -> str:
@@ -144,7 +149,8 @@ class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
     def inspect(cls, parameters_cell: Any) -> list[Any]:
         """The parameters a ``var`` fragment in the cell sets (name, JSON type, default), for
         ``papermill --help-notebook``; ``[]`` for any other cell."""
-        lines = [line for line in str(parameters_cell.source).splitlines() if not line.lstrip().startswith("#")]
+        lines = [line for line in str(parameters_cell.source).splitlines()
+                 if not line.lstrip().startswith("#") and line.strip() != MAGIC_LINE]
         try:
             data = json.loads("\n".join(lines))
         except ValueError:

@@ -230,3 +230,18 @@ def test_an_error_shows_the_calls_that_led_to_it_and_the_users_own_frames(kc: An
     assert frames[2].endswith("first_steps_weather.py\", line 5, in lookup")
     assert frames[3] == "      return TABLE[city]"
     assert "s2o_kernel" not in "\n".join(tb)  # none of the engine's or the kernel's frames
+
+
+def test_parameters_set_locals_and_reach_sys_inputs_and_nothing_on_failure(kc: Any) -> None:
+    """The cell papermill injects (``%%parameters``): locals, merged into ``sys.inputs``; a bad one changes nothing."""
+    assert execute(kc, '%sys {"inputs": {"kept": 1}}')[0]["status"] == "ok"
+    reply, _ = execute(kc, '# Parameters\n%%parameters\n{"var": {"first_city": "Oslo", "first_days": 3}}')
+    assert reply["status"] == "ok", reply
+    _, outputs = execute(kc, "[first_city, first_days, sys.inputs]")
+    assert result_data(outputs)["text/plain"] == "['Oslo', 3, {'kept': 1, 'first_city': 'Oslo', 'first_days': 3}]"
+    for bad, code in (('{"var": {"agent.x": 1}}', "magic"), ('{"var": {"a": 1}, "log": "x"}', "magic"),
+                      ('{"var": {"first_q": "{ 1 / 0 }"}}', "runtime")):
+        reply, _ = execute(kc, f"%%parameters\n{bad}")
+        assert (reply["status"], reply["ename"]) == ("error", code), reply
+    _, outputs = execute(kc, "sys.inputs")
+    assert result_data(outputs)["text/plain"] == "{'kept': 1, 'first_city': 'Oslo', 'first_days': 3}"

@@ -58,9 +58,9 @@ HOSTILE: dict[str, Any] = {
 
 
 def _cell_fragment(text: str) -> Any:
-    """The fragment of an injected cell: its JSON after the ``# Parameters`` line."""
-    first, _, rest = text.partition("\n")
-    assert first == "# Parameters"
+    """The fragment of an injected cell: its JSON after the ``# Parameters`` and ``%%parameters`` lines."""
+    first, magic, rest = text.split("\n", 2)
+    assert (first, magic) == ("# Parameters", "%%parameters")
     return json.loads(rest)
 
 
