@@ -217,7 +217,6 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
     if type(sql) is not str or type(params) is not dict or type(max_rows) is not int or max_rows < 1:
         raise S2OError("fragment", "a db call has sql (text), params (an object) and max_rows (a positive int)")
     url = gw.credentials("db", name, profile)["url"]
-    gw.masker.add(_url_password(url))
     engine = await gw.pooled(("db", name), lambda: make_engine(url, profile.read_only))
     try:
         async with engine.connect() as conn:
@@ -330,16 +329,6 @@ def _driver_message(exc: Exception) -> str:
 
 #: SQLAlchemy's pointer to its own web page of the error class, appended to its messages: not the driver's.
 _BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
-
-
-def _url_password(url: str) -> list[str]:
-    from sqlalchemy.engine import make_url
-
-    try:
-        password = make_url(url).password
-    except Exception:  # not a URL: the engine will say so
-        return []
-    return [str(password)] if password else []
 
 
 # -- the embedded demo database -------------------------------------------------------------------
