@@ -33,8 +33,8 @@ _.__cause__, _.__context__
 _.restarts, _.secret, _.settings_source, _.published, KINDS
 # the table of the worker's operations: its documentation, and what only tests read (engine/worker/operations.py)
 _.shape, PARENT_ONLY, PING
-# the code cache's counts, read by tests and benchmarks/engine.py (s2o_kernel/engine/codecache.py)
-_.loaded, _.reported
+# the code cache's counts, read by tests and benchmarks/engine.py (s2o_kernel/engine/run/codecache.py, worker/mirror.py)
+_.loaded, _.reported, _.touched, _.compacted
 # module-level __getattr__ of s2o_kernel.kernel (lazy attributes)
 __getattr__
 # reprlib.Repr settings and the methods it dispatches to by type name (values._BoundedRepr)

@@ -16,7 +16,7 @@ values in ``default.toml`` must match). A bound derived from another is written 
 (the bit flags of CPython's type objects, ``prctl``, ``ioctl`` and syscall numbers, seccomp, BPF and Landlock
 values in :mod:`.engine.confine`, SQLite result codes, exit codes, ANSI codes), a sentinel
 (``engine.stores.RECEIVER``), the drawing metrics of the data-flow SVG (pixels of a layout,
-:mod:`.engine.fragments.dataflow_svg`), and the parameter of a heuristic (``engine.fragments.kind.CUTOFF``,
+:mod:`.engine.fragments.dataflow_svg`), and the parameter of a heuristic (``engine.spelling.CUTOFF``,
 a similarity ratio). Nor is an agent definition's ``bounds`` (SPEC 7.1), which a fragment sets:
 :mod:`.engine.fragments.definition_bounds`.
 
@@ -103,6 +103,12 @@ PLACE_KEY = 60
 QUOTE = 80
 #: Longest literal text completion reads to list its members (``"a,b".split``), in characters (SPEC 9).
 LITERAL_LENGTH = 1_000
+#: Most frames of the host's own code an error shows (the innermost ones), when an allowlisted function
+#: raises: enough for a helper calling helpers, short enough to read in a cell (SPEC 9).
+MAX_USER_FRAMES = 10
+#: Most calls an error's call chain names (the outermost and innermost halves past it), a bound on what an
+#: error carries whatever ``MAX_NESTING`` allows (SPEC 9).
+MAX_CALL_CHAIN = 20
 
 # -- fragments (SPEC 7, 8, 12) -------------------------------------------------------------------------
 
@@ -110,7 +116,7 @@ LITERAL_LENGTH = 1_000
 MAX_NESTING = 50
 #: How deeply parentheses may nest in a reference expression, in levels (SPEC 8).
 MAX_REFERENCE_DEPTH = 32
-#: At most this many near misses are named in the hint for a misspelled fragment (SPEC 9).
+#: At most this many near misses are named in the hint for a misspelled fragment or magic name (SPEC 9, 9.1).
 MAX_NEAR_MISSES = 5
 #: JSON of more objects, or of more keys in all, than this is data, never looked at as a misspelled fragment.
 MAX_LOOKED_AT = 50
@@ -223,8 +229,16 @@ SWEEP_MOST = 200
 
 # -- the code cache on disk (issue 12) -------------------------------------------------------------------
 
-#: A cache file is not read past, nor written over, this many bytes.
+#: A cache file is not read past, nor written over, this many bytes: a write that would pass it compacts the
+#: file first (least recently used records out, down to :data:`CACHE_KEEP` of it).
 MAX_CACHE_FILE = 8 << 20
+#: Records a cache file holds at most (a reader's start costs per record: ~20 µs each to check and load),
+#: likewise compacted past it: half the in-memory compile cache (:data:`CACHE_SIZE`), so that a whole file
+#: loaded leaves the process room to compile.
+MAX_CACHE_RECORDS = 2048
+#: The share of each cap (:data:`MAX_CACHE_FILE`, :data:`MAX_CACHE_RECORDS`) a compaction keeps, the most
+#: recently used records: the rewrite's cost (the kept bytes) is paid once per (1 - share) of a cap appended.
+CACHE_KEEP = 0.5
 #: Sources longer than this, in characters, are not written, nor reported by a worker.
 MAX_CACHED_SOURCE = 4_000
 #: A record's payload over this many bytes is not written.
@@ -268,8 +282,21 @@ PRETTY_WIDTH = 79
 #: Longer ``repr`` texts, in characters, are shown as they are: parsing them costs time and memory in the
 #: kernel (about 65 MB and 0.1 s per 200,000 characters of small items).
 PRETTY_MAX_CHARS = 200_000
-#: Rows an html table shows; the rest are counted in a last line.
+#: Rows an html table of a result shows; the rest are counted in a last line (``… 4900 more rows``): a
+#: 10,000-row ``db`` result as one table is megabytes of html that a browser lays out slowly and nobody reads,
+#: and the whole rows stay in ``result`` (and in ``application/json`` under ``%display json``; SPEC 9).
 ROW_CAP = 100
+#: Items of one list, tuple, set, frozenset or dict a result's text shows, at any depth, before ``...`` stands
+#: for the rest: IPython's pretty printer's ``max_seq_length`` (1,000), so a long result reads as it does in
+#: IPython, and its message stays small (``list(range(200000))`` was one 1.3 MB line; SPEC 9).
+SHOWN_ITEMS = 1_000
+#: Seconds one run of ``%timeit`` takes at least when it chooses how many loops a run makes (the first of 1, 10,
+#: 100, … loops that takes this long): IPython's rule, long enough for the clock's resolution not to matter.
+TIMEIT_RUN = 0.2
+#: Runs ``%timeit`` makes without ``-r``: IPython's default; the mean and standard deviation are over them.
+TIMEIT_RUNS = 7
+#: Most loops ``%timeit`` makes a run when it chooses (10**9, IPython's largest); ``limits.time`` ends it sooner.
+TIMEIT_MOST_LOOPS = 10**9
 #: The longest value text ``%vars`` shows, in characters; a longer one is cut and ends with ``…``.
 VALUE_WIDTH = 100
 #: How many message fingerprints wait in a plain set before they are merged into the sorted array.

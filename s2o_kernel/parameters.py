@@ -1,10 +1,12 @@
 """papermill parameters for s2o notebooks: the ``s2o`` translator (issue 11).
 
 ``papermill in.ipynb out.ipynb -p name value -y "{...}"`` writes the parameters into the notebook
-as one cell that a language understands. For the ``s2o`` kernel and language that cell is one
-``var`` fragment (SPEC 7) setting a local variable per parameter::
+as one cell that a language understands. For the ``s2o`` kernel and language that cell is the
+``%%parameters`` magic around one ``var`` fragment (SPEC 7): a local variable per parameter, each also
+merged into ``sys.inputs``, where an agent definition's ``main`` takes its arguments::
 
     # Parameters
+    %%parameters
     {
       "var": {
         "name": "Ada",
@@ -12,20 +14,29 @@ as one cell that a language understands. For the ``s2o`` kernel and language tha
       }
     }
 
-Values are JSON of every type (str, int, float, bool, None, list, dict) and stay exactly the values
-given: a string that the fragment would read as an expression (one that starts with ``{`` and ends
-with ``}``, SPEC 1) is written as the expression of its Python string literal (``"{ '{x}' }"``,
-ASCII only), at any depth; dict keys are never expressions. A value JSON cannot hold (NaN, an
-infinity, a date from YAML, ...) raises ``ValueError`` naming the parameter; papermill stops with it.
-The whole cell counts toward ``limits.definition_length`` (20,480 characters by default) like any
-fragment.
+Parameters are data (SPEC 8): values are JSON of every type (str, int, float, bool, None, list,
+dict) and stay exactly the values given, whatever they hold. A string that a fragment could read as
+anything but itself, one in braces (an expression, SPEC 1) or one holding a dagger ``\u2020``
+anywhere (a reference expression, SPEC 8), is written as the expression of its Python string literal
+(``"{ '{x}' }"``, ``"{ '\\u2020agent.token' }"``; ASCII only, as SPEC 3 wants an expression), at
+any depth; dict keys are never read as either. A name is one local variable: a Python identifier
+(``agent.token`` or ``x['k']`` would name another scope or an item, so they are refused). A name
+that is not one, or a value JSON cannot hold (NaN, an infinity, a date from YAML, ...), raises
+``ValueError`` naming the parameter; papermill stops with it. The whole cell counts toward
+``limits.definition_length`` (20,480 characters by default) like any fragment.
 
 Registration: papermill 2.7 has no entry point for translators, only for engines
 (``papermill.engine``) and I/O handlers (``papermill.io``), and it loads those when it is imported.
-The package declares an engine entry point ``s2o`` (:class:`S2OEngine`, papermill's own nbclient
-engine unchanged), so papermill imports this module at start and the ``register`` call below runs;
-``-p`` then works with papermill's default engine. ``papermill --help-notebook`` lists the names
-and defaults of a ``var`` fragment in the cell tagged ``parameters`` (:meth:`S2OTranslator.inspect`).
+The package declares an engine entry point ``s2o`` (``S2OEngine``, papermill's own nbclient engine
+unchanged), so papermill imports this module at start and the ``register`` call below runs; ``-p``
+then works with papermill's default engine. ``papermill --help-notebook`` lists the names and
+defaults of a ``var`` fragment in the cell tagged ``parameters`` (:meth:`S2OTranslator.inspect`).
+
+Import order: ``import papermill`` loads the entry points, which import this module and ask it for
+``S2OEngine``; importing this module first imports papermill, which asks this module, half imported,
+for that name. So ``S2OEngine`` is made when it is first asked for (:func:`__getattr__`, PEP 562),
+from papermill's ``NBClientEngine``, which papermill defines before it loads its entry points:
+either may be imported first.
 """
 
 from __future__ import annotations
@@ -35,20 +46,52 @@ import json
 import math
 from typing import Any
 
-from papermill.engines import NBClientEngine
-from papermill.models import Parameter
-from papermill.translators import Translator, papermill_translators
+
+def __getattr__(name: str) -> Any:
+    """``S2OEngine``: papermill's nbclient engine, unchanged, made on first use (see the module doc).
+
+    It exists for its entry point (``--engine s2o`` is the same as the default): papermill imports the
+    engines' modules when it starts, which registers :class:`S2OTranslator`. Defined before this module
+    imports papermill, so papermill may ask for it while this module is half imported. Raises
+    ``AttributeError`` for any other name.
+    """
+    if name != "S2OEngine":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from papermill.engines import NBClientEngine
+
+    made = globals().get(name)
+    if made is None:
+        made = type(name, (NBClientEngine,), {"__module__": __name__, "__doc__": "papermill's nbclient engine, "
+                                             "unchanged: the s2o entry point (s2o_kernel.parameters)."})
+        globals()[name] = made
+    return made
+
+
+from papermill.models import Parameter  # noqa: E402  # after __getattr__, which papermill's import may ask
+from papermill.translators import Translator, papermill_translators  # noqa: E402
 
 #: The kernel's name and language (kernelspec/kernel.json): papermill looks a translator up by either.
 LANGUAGE = "s2o"
+#: The first line of the cell the translator writes: the kernel's ``%%parameters`` magic, which sets each
+#: parameter as a local variable and merges it into ``sys.inputs`` (where an agent's ``main`` takes it).
+MAGIC_LINE = "%%parameters"
+#: The character that starts a reference expression (SPEC 8; the engine's ``references.DAGGER``, written
+#: here so that papermill's start does not import the engine).
+DAGGER = "\u2020"
+
+
+def _read_as_itself(text: str) -> bool:
+    """Whether a fragment reads the string ``text`` as the text itself: not in braces (SPEC 1) and no
+    dagger anywhere (SPEC 8; wider than the engine's rule, so no reading of a reference can apply)."""
+    return not (text.startswith("{") and text.endswith("}")) and DAGGER not in text
 
 
 def _literal(value: Any, where: str) -> Any:
     """``value`` as fragment JSON that sets exactly ``value``; ``ValueError`` when it is not JSON."""
-    if isinstance(value, str):
-        if value.startswith("{") and value.endswith("}"):
-            return "{ " + ascii(value) + " }"
-        return value
+    if type(value) is str:
+        return value if _read_as_itself(value) else "{ " + ascii(value) + " }"
+    if isinstance(value, str):  # a str subclass from YAML or a caller: its plain text, never its methods
+        return _literal(str.__str__(value), where)
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
@@ -80,7 +123,7 @@ def _value(field: Any) -> Any:
 
 
 class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
-    """Writes papermill's parameters as one ``var`` fragment cell (module docstring)."""
+    """Writes papermill's parameters as one ``%%parameters`` cell of a ``var`` fragment (module docstring)."""
 
     @classmethod
     def codify(cls, parameters: dict[str, Any], comment: str = "Parameters") -> str:
@@ -90,11 +133,12 @@ class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
         """
         fields = {}
         for name, value in parameters.items():
-            if not isinstance(name, str):
-                raise ValueError(f"s2o parameter names are strings, not {name!r}")
+            if type(name) is not str or not name.isidentifier():
+                raise ValueError(f"s2o parameter names are local variable names (Python identifiers), "
+                                 f"not {name!r}")
             fields[name] = _literal(value, repr(name))
         text = json.dumps({"var": fields}, indent=2, ensure_ascii=False, allow_nan=False)
-        return f"{cls.comment(comment)}\n{text}\n"
+        return f"{cls.comment(comment)}\n{MAGIC_LINE}\n{text}\n"
 
     @classmethod
     def comment(cls, cmt_str: str) -> str:
@@ -105,7 +149,8 @@ class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
     def inspect(cls, parameters_cell: Any) -> list[Any]:
         """The parameters a ``var`` fragment in the cell sets (name, JSON type, default), for
         ``papermill --help-notebook``; ``[]`` for any other cell."""
-        lines = [line for line in str(parameters_cell.source).splitlines() if not line.lstrip().startswith("#")]
+        lines = [line for line in str(parameters_cell.source).splitlines()
+                 if not line.lstrip().startswith("#") and line.strip() != MAGIC_LINE]
         try:
             data = json.loads("\n".join(lines))
         except ValueError:
@@ -116,14 +161,6 @@ class S2OTranslator(Translator):  # type: ignore[misc]  # papermill is untyped
         return [Parameter(name=name, inferred_type_name=type(_value(value)).__name__,
                           default=json.dumps(_value(value)), help="")
                 for name, value in fields.items()]  # fmt: skip
-
-
-class S2OEngine(NBClientEngine):  # type: ignore[misc]  # papermill is untyped
-    """papermill's nbclient engine, unchanged (``--engine s2o`` is the same as the default).
-
-    It exists for its entry point: papermill imports the engines' modules when it starts, which
-    registers :class:`S2OTranslator` (papermill has no entry point for translators).
-    """
 
 
 papermill_translators.register(LANGUAGE, S2OTranslator)

@@ -27,7 +27,7 @@ from .fragments.dataflow import Access, Dataflow
 from .fragments.kind import fragment_hint, fragment_kind
 from .language.compiled import Compiled
 from .outside.ask import ask_each
-from .policy.written import too_large_text, written_size
+from .policy.written import shown_text, too_large_text, written_size
 from .run.codecache import CodeCache, default_cache
 from .run.engine import Engine, Validation
 from .run.scopes import RemoteValue, as_json
@@ -70,6 +70,7 @@ __all__ = [
     "make_settings",
     "parse_target",
     "read_toml",
+    "shown_text",
     "switched_off",
     "too_large_text",
     "written_size",

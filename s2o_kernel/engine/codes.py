@@ -122,7 +122,8 @@ CODES: dict[str, Code] = _table(
      "a message to or from the worker broke the framed protocol (wrong id or shape, not JSON, cut short) "
      "or its size cap"),
     # -- reference expressions (SPEC 8) ----------------------------------------------------------
-    ("ref-text", "validate", "8", "a \u2020 reference inside plain text: a field holds references only, or no \u2020"),
+    ("ref-text", "validate", "8",
+     "text beside a reference: a field that starts with \u2020 holds references joined by || or && only"),
     ("ref-scope", "validate", "8", "a reference whose scope is not local, agent, conv, sys.inputs or result"),
     ("ref-path", "validate", "8", "a reference whose key or index after the scope is malformed or missing"),
     ("ref-operator", "validate", "8", "a single '|' or '&' where '||' or '&&' is meant"),

@@ -50,8 +50,9 @@ from ..bounds import (
 from .errors import S2OError
 from .language.rules import OPERATOR_SYMBOLS
 from .outside.profiles import Profiles
-from .outside.secrets import shown_profiles
+from .outside.secrets import profiles_credentials, shared_masker, shown_profiles
 from .run.scopes import check_json
+from .spelling import did_you_mean, words_at
 
 OPERATORS = frozenset(OPERATOR_SYMBOLS.values())
 
@@ -147,7 +148,8 @@ class Settings(_Strict):
 
     def masked_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready SPEC-10-shaped dict for display: every secret value is ``***``, and
-        so is every profile credential that reads a secret, an llm ``key`` and a URL's password."""
+        so is every profile credential (SPEC 7.1: a header or query value, an llm ``key``, a URL that reads
+        a secret, a URL's password and query values; :func:`~.outside.secrets.shown_profiles`)."""
         data = self.model_dump(mode="json", exclude={"sys"})
         data["sys"] = {"inputs": self.sys.inputs, **self.sys.enabled()}
         data["secrets"] = {name: "***" for name in data.get("secrets", {})}
@@ -159,12 +161,16 @@ class Settings(_Strict):
         serves it unchanged (SPEC 7.1; a session closes its gateway's pools otherwise)."""
         return (self.profiles, self.secrets) == (other.profiles, other.secrets)
 
+    def sensitive_texts(self) -> tuple[str, ...]:
+        """Every text these settings know to be secret, without running anything: the secrets' values and
+        the credentials the profiles write literally (:func:`~.outside.secrets.literal_credentials`; SPEC 7.1).
+        A credential field that is an expression adds what it gives when the gateway evaluates it."""
+        return (*self.secrets.values(), *profiles_credentials(self.profiles))
+
     def redact(self, text: str) -> str:
-        """``text`` with every secret value replaced by ``***`` (for messages and displayed values)."""
-        for value in self.secrets.values():
-            if value and value in text:
-                text = text.replace(value, "***")
-        return text
+        """``text`` with every sensitive text (:meth:`sensitive_texts`), and the encoded forms a server
+        sends one back in, replaced by ``***`` (for messages, outputs and displayed values)."""
+        return shared_masker(self.sensitive_texts()).text(text)
 
 
 def _error_from_validation(exc: ValidationError) -> S2OError:
@@ -174,7 +180,9 @@ def _error_from_validation(exc: ValidationError) -> S2OError:
         path = ".".join(str(p) for p in err["loc"])
         first_path = first_path or path
         if err["type"] == "extra_forbidden":
-            problems.append(f"unknown setting '{path}'")
+            key = err["loc"][-1]
+            hint = did_you_mean(key, words_at(Settings, err["loc"][:-1])) if isinstance(key, str) else ""
+            problems.append(f"unknown setting '{path}'{hint}")
         else:
             msg = err["msg"].removeprefix("Value error, ")
             problems.append(f"{path}: {msg}")

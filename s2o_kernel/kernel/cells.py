@@ -154,9 +154,20 @@ def _raw_body_after_magic_line(code: str) -> str:
     return ""
 
 
-def looks_like_json(text: str) -> bool:
-    """True when ``text`` starts like a JSON object, list or string."""
-    return text[:1] in ("{", "[", '"')
+def looks_like_json(text: str, *, python: bool = False) -> bool:
+    """True when ``text`` starts like a JSON object, list or string (``python``: or a Python string, ``'``)."""
+    return text[:1] in (("{", "[", '"', "'") if python else ("{", "[", '"'))
+
+
+def json_problem(text: str) -> str | None:
+    """Why ``text`` is not JSON (``message (line L, column C)``, or ``not-JSON token`` text); ``None`` when it is."""
+    try:
+        load_json(text)
+    except json.JSONDecodeError as exc:
+        return json_error_text(exc)
+    except (NotJSON, ValueError, RecursionError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def json_error_text(exc: json.JSONDecodeError) -> str:

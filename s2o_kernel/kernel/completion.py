@@ -1,6 +1,7 @@
 """Completion, inspection and is_complete (pure functions; never raise).
 
-Completion offers magic names after ``%``, file names after the file magics (``%run``, ``%config``,
+Completion offers the dagger ``†`` of reference expressions for ``\\dagger`` (IPython's LaTeX completion),
+magic names after ``%``, file names after the file magics (``%run``, ``%config``,
 ``%state save|load``: the kernel's working directory), members after ``name.`` and after a literal
 (``'a,b'.sp``, ``[1].co``), and otherwise names (allowlist, locals, namespaces, fragment words).
 
@@ -111,6 +112,26 @@ def token_before(code: str, pos: int) -> tuple[str, int]:
     return code[start:pos], start
 
 
+#: Symbols typed by their LaTeX name and Tab, as IPython completes them: ``\dagger`` is the ``†`` that starts a
+#: reference expression (SPEC 8), which no keyboard has.
+SYMBOLS = {"\\dagger": "\u2020"}
+#: A backslash and the letters after it, up to the cursor (``\dag``).
+_SYMBOL_NAME = re.compile(r"\\[A-Za-z]*$")
+
+
+def _complete_symbol(code: str, pos: int) -> dict[str, Any] | None:
+    r"""``\dagger`` before the cursor completes to ``†`` (the whole name is replaced), a part of it
+    (``\dag``) to the name, as IPython's LaTeX completion does; anywhere in a cell, inside a JSON string
+    too. Another backslash name gets no match (never a variable's); ``None`` when there is no backslash name."""
+    found = _SYMBOL_NAME.search(code, 0, pos)
+    if found is None or found.group() == "\\":
+        return None
+    name = found.group()
+    if name in SYMBOLS:
+        return _reply([(SYMBOLS[name], "symbol")], found.start(), pos)
+    return _reply([(known, "symbol") for known in SYMBOLS if known.startswith(name)], found.start(), pos)
+
+
 def complete(
     code: str,
     cursor_pos: Any,
@@ -123,6 +144,9 @@ def complete(
     code = code if isinstance(code, str) else ""
     pos = clamp(len(code) if cursor_pos is None else cursor_pos, code)
     try:
+        symbol = _complete_symbol(code, pos)
+        if symbol is not None:
+            return symbol
         magic = _complete_magic(code, pos, list(line_magics), list(cell_magics))
         if magic is not None:
             return magic

@@ -10,9 +10,13 @@ lists, tuples, sets, dicts and literals are rebuilt, and any other part (``Decim
 ``nan``, ``datetime.date(2024, 1, 2)``) stays exactly as written. The rebuilt value is laid out
 the way IPython's pretty printer (``IPython.lib.pretty``) lays it out, so a result looks as it does
 in IPython: on one line when it fits in :data:`PRETTY_WIDTH` characters, otherwise one item a line, nested
-containers indented by one more space per level, dict keys in their order, set items sorted. Unlike
-IPython nothing is cut: every item is shown (no ``...`` after 1000). Text that is not such an
-expression (``<Opaque>``), or longer than :data:`PRETTY_MAX_CHARS`, is shown as it is. The module
+containers indented by one more space per level, dict keys in their order, set items sorted (a set of
+:data:`SHOWN_ITEMS` items or more in its own order, as IPython leaves it). As in IPython, a container
+shows at most :data:`SHOWN_ITEMS` items and then ``...``: the text is usually cut already where the
+value is (``engine.shown_text``, which writes ``[0, 1, ...]`` and ``{0: 0, ...}`` as IPython does on one
+line, so a long result never crosses as megabytes), and a longer container of the text is cut here.
+Text that is not such an expression (``<Opaque>``), or longer than :data:`PRETTY_MAX_CHARS`, is shown
+as it is. The module
 does not import IPython (the kernel's pure modules import nothing of Jupyter's); a test holds its
 output to IPython's. One known difference: a dict whose keys are tuples or frozensets may break
 its lines elsewhere than IPython, whose queue of groups drops a group in that case.
@@ -33,7 +37,7 @@ import tokenize
 from collections.abc import Callable
 from typing import Any
 
-from s2o_kernel.bounds import PRETTY_MAX_CHARS, PRETTY_WIDTH, ROW_CAP
+from s2o_kernel.bounds import PRETTY_MAX_CHARS, PRETTY_WIDTH, ROW_CAP, SHOWN_ITEMS
 
 
 class _Verbatim:
@@ -46,6 +50,30 @@ class _Verbatim:
 
     def __repr__(self) -> str:
         return self.text
+
+
+#: ``...`` where it stands for items left out (IPython's ``max_seq_length``) or for a cycle (``[...]``).
+_ELIDED = _Verbatim("...")
+
+
+class _SetItems:
+    """A set or frozenset as its ``repr`` wrote it: its items in the text's order (a set's own order,
+    which IPython keeps for a set of :data:`SHOWN_ITEMS` items or more). Hashable when ``frozen``."""
+
+    __slots__ = ("frozen", "items")
+
+    def __init__(self, items: list[Any], frozen: bool) -> None:
+        self.items = items
+        self.frozen = frozen
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _SetItems) and self.frozen == other.frozen
+                and frozenset(self.items) == frozenset(other.items))
+
+    def __hash__(self) -> int:
+        if not self.frozen:
+            raise TypeError("unhashable type: 'set'")
+        return hash(frozenset(self.items))
 
 
 class _NotRebuilt(Exception):
@@ -75,10 +103,10 @@ class _Rebuilder:
         if isinstance(node, ast.Tuple):
             return tuple(self.value(e) for e in node.elts)
         if isinstance(node, ast.Set):
-            items = {self.value(e) for e in node.elts}
-            if len(items) != len(node.elts):  # a custom repr that repeats an item
+            listed = [self.value(e) for e in node.elts]
+            if len(set(listed)) != len(listed):  # a custom repr that repeats an item
                 raise _NotRebuilt
-            return items
+            return _SetItems(listed, frozen=False)
         keys = [k for k in node.keys if k is not None]
         if len(keys) != len(node.keys):  # ``{**x}``: not a repr
             raise _NotRebuilt
@@ -94,15 +122,45 @@ class _Rebuilder:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset")
                 and not node.keywords and len(node.args) <= 1):
             # ``set()`` and ``frozenset({...})``: rebuilt, so their items are sorted as IPython sorts them
-            inner = self.value(node.args[0]) if node.args else set()
-            if isinstance(inner, set):
-                return inner if node.func.id == "set" and not inner else frozenset(inner)
+            inner = self.value(node.args[0]) if node.args else _SetItems([], frozen=False)
+            if isinstance(inner, _SetItems) and (node.func.id == "frozenset" or not inner.items):
+                return _SetItems(inner.items, frozen=node.func.id == "frozenset")
         segment = self.segment(node)
+        if isinstance(node, ast.Constant) and node.value is Ellipsis and segment == "...":
+            return _ELIDED
         try:
             value = ast.literal_eval(node)  # 1, 'a', -1, None
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return _Verbatim(segment)
         return value if repr(value) == segment else _Verbatim(segment)
+
+
+def _dict_ellipses(text: str) -> str:
+    """``text`` with each ``...`` that ends a dict (``{0: 0, ...}``, a dict cut as IPython writes it,
+    which is not Python) written as the pair ``...: ...``, which parses; only outside string literals
+    (the text is read with :mod:`tokenize`). One line of text; returned as it is when it does not tokenize."""
+    if ", ...}" not in text:  # most texts, a cut list or set included: no tokenizing
+        return text
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.OP]
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    braces: list[bool] = []  # one per open bracket: a ``{`` that holds ``key: value`` pairs
+    cuts: list[int] = []
+    for before, token, after in zip([None, *tokens[:-1]], tokens, [*tokens[1:], None], strict=True):
+        if token.string in ("(", "[", "{"):
+            braces.append(False)
+        elif token.string in (")", "]", "}"):
+            if braces:
+                braces.pop()
+        elif token.string == ":" and braces and not braces[-1]:
+            braces[-1] = True  # no bracket of a repr holds a ``:`` but a dict
+        elif (token.string == "..." and braces and braces[-1] and before is not None and before.string == ","
+              and after is not None and after.string == "}"):
+            cuts.append(token.end[1])
+    for col in reversed(cuts):
+        text = text[:col] + ": ..." + text[col:]
+    return text
 
 
 def _sorted(items: Any) -> list[Any]:
@@ -128,25 +186,36 @@ class _Printer:
     IPython's own output.
     """
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, each: int) -> None:
         self.width = width
+        self.each = each
         self.out: list[str] = []
         self._flat: dict[int, str] = {}
 
-    @staticmethod
-    def parts(value: Any) -> tuple[str, list[tuple[Any, Any]], str, str] | None:
-        """``(open, [(key or _NO_KEY, item)...], tail, close)`` of a non-empty container, else ``None``."""
+    def parts(self, value: Any) -> tuple[str, list[tuple[Any, Any]], str, str] | None:
+        """``(open, [(key or _NO_KEY, item)...], tail, close)`` of a non-empty container, else ``None``;
+        at most ``each`` items, then ``...`` (IPython's ``max_seq_length``)."""
         kind = type(value)
-        if not value or kind not in (list, tuple, set, frozenset, dict):
+        if kind is _SetItems:
+            if not value.items:
+                return None
+            start, end = ("frozenset({", "})") if value.frozen else ("{", "}")
+            shown = [x for x in value.items if x is not _ELIDED]
+            if len(value.items) < self.each:  # IPython sorts a set of fewer items than it shows
+                shown = _sorted(shown)
+            shown += [_ELIDED] * (len(value.items) - len(shown))
+            return start, self._cut([(_NO_KEY, x) for x in shown]), "", end
+        if not value or kind not in (list, tuple, dict):
             return None
         if kind is dict:
-            return "{", list(value.items()), "", "}"
+            return "{", self._cut([(_NO_KEY, v) if k is _ELIDED else (k, v) for k, v in value.items()]), "", "}"
         if kind is list:
-            return "[", [(_NO_KEY, x) for x in value], "", "]"
-        if kind is tuple:
-            return "(", [(_NO_KEY, x) for x in value], "," if len(value) == 1 else "", ")"
-        start, end = ("{", "}") if kind is set else ("frozenset({", "})")
-        return start, [(_NO_KEY, x) for x in _sorted(value)], "", end
+            return "[", self._cut([(_NO_KEY, x) for x in value]), "", "]"
+        return "(", self._cut([(_NO_KEY, x) for x in value]), "," if len(value) == 1 else "", ")"
+
+    def _cut(self, items: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+        """``items`` up to ``each`` of them, then ``...`` for the rest."""
+        return items if len(items) <= self.each else [*items[:self.each], (_NO_KEY, _ELIDED)]
 
     def flat(self, value: Any) -> str:
         """``value`` on one line."""
@@ -155,8 +224,8 @@ class _Printer:
             return known
         parts = self.parts(value)
         if parts is None:
-            empty = type(value) in (set, frozenset) and not value
-            text = f"{type(value).__name__}()" if empty else repr(value)
+            empty_set = type(value) is _SetItems
+            text = ("frozenset()" if value.frozen else "set()") if empty_set else repr(value)
         else:
             start, items, tail, end = parts
             inner = ", ".join(self.flat(x) if k is _NO_KEY else f"{self.flat(k)}: {self.flat(x)}" for k, x in items)
@@ -205,8 +274,9 @@ class _Printer:
 _NO_KEY = object()
 
 
-def pretty_text(text: str, width: int = PRETTY_WIDTH) -> str:
-    """``text`` (a value's ``repr``) pretty-printed as IPython prints the value (module docstring).
+def pretty_text(text: str, width: int = PRETTY_WIDTH, each: int = SHOWN_ITEMS) -> str:
+    """``text`` (a value's ``repr``, or ``engine.shown_text``'s) pretty-printed as IPython prints the value
+    with ``max_seq_length=each`` (module docstring): at most ``each`` items of a container, then ``...``.
 
     Returns ``text`` unchanged when it is not a Python expression of containers and literals, spans
     several lines, or is longer than :data:`PRETTY_MAX_CHARS`. Never raises.
@@ -214,9 +284,10 @@ def pretty_text(text: str, width: int = PRETTY_WIDTH) -> str:
     if len(text) > PRETTY_MAX_CHARS or "\n" in text or text[:1] not in ("[", "(", "{", "s", "f"):
         return text
     try:
-        tree = ast.parse(text, mode="eval")
-        printer = _Printer(width)
-        printer.layout(_Rebuilder(text).value(tree.body), 0, 0, 0)
+        parsed = _dict_ellipses(text)
+        tree = ast.parse(parsed, mode="eval")
+        printer = _Printer(width, each)
+        printer.layout(_Rebuilder(parsed).value(tree.body), 0, 0, 0)
     except (_NotRebuilt, SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return text
     return "".join(printer.out)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from s2o_kernel.engine import WRITTEN_LIMIT, ErrorGroup, S2OError, too_large_text, written_size
+from s2o_kernel.engine import WRITTEN_LIMIT, ErrorGroup, RemoteValue, S2OError, shown_text, too_large_text, written_size
 from s2o_kernel.kernel.pretty import pretty_text, rows_table, without_addresses
 
 Redactor = Callable[[str], str]
@@ -179,6 +179,30 @@ def _detail_lines(err: S2OError) -> list[str]:
     restarted = details.get("restarted")
     if isinstance(restarted, str):
         out.append(f"  ({restarted})")
+    out.extend(_chain_lines(details.get("calls"), details.get("frames")))
+    return out
+
+
+def _chain_lines(calls: Any, frames: Any) -> list[str]:
+    """The way back to an error (SPEC 9): the calls that led to it, outermost first (``details["calls"]``),
+    then the frames of the user's own code an allowlisted function ran when it raised (``details["frames"]``),
+    as Python's traceback shows them. Entries of any other shape are left out."""
+    out: list[str] = []
+    steps = [c for c in calls if isinstance(c, str)] if isinstance(calls, list) else []
+    if steps:
+        out.append("  called from (outermost first):")
+        out.extend(f"    {step}" for step in steps)
+    shown = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
+    lines: list[str] = []
+    for frame in shown:
+        file, line, function, text = (frame.get(k) for k in ("file", "line", "function", "text"))
+        if isinstance(file, str) and type(line) is int and isinstance(function, str):
+            lines.append(f'    File "{file}", line {line}, in {function}')
+            if isinstance(text, str) and text:
+                lines.append(f"      {text}")
+    if lines:
+        out.append("  in your code (most recent call last):")
+        out.extend(lines)
     return out
 
 
@@ -298,13 +322,18 @@ def value_bundle(
     * ``application/json``: the JSON form, only when ``with_json`` (``%display json``) and the value
       is JSON.
 
+    A list, tuple, set or dict of more than ``SHOWN_ITEMS`` (1,000) items shows its first 1,000 and
+    ``...``, at any depth, as IPython does (``engine.shown_text``, written where the value is: a value of
+    the contained worker comes with that text).
+
     Never raises: a repr that fails shows a placeholder, an ``as_json`` that fails counts as "not JSON";
     a value of more than ``WRITTEN_LIMIT`` items written out (``written_size``) shows only a placeholder.
     """
     red = redact or _identity
-    if written_size(value) > WRITTEN_LIMIT:  # its repr would not end (a list holding itself twice, 60 deep)
-        return {"text/plain": too_large_text(value)}
-    data: dict[str, Any] = {"text/plain": pretty_text(without_addresses(_safe_redact(red, safe_repr(value))))}
+    # past WRITTEN_LIMIT, a placeholder (its repr would not end: a list holding itself twice, 60 deep),
+    # and not JSON (``as_json`` says so), so no table either
+    text = value.shown if type(value) is RemoteValue and value.shown is not None else shown_text(value)
+    data: dict[str, Any] = {"text/plain": pretty_text(without_addresses(_safe_redact(red, text)))}
     js = None
     if as_json is not None:
         try:

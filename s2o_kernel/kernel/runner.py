@@ -16,6 +16,7 @@ so the runner is unit-tested with a stand-in session. The runner is the
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -52,7 +53,7 @@ class Outcome:
     """What one cell produced.
 
     ``outputs``: ``(msg_type, content)`` pairs for IOPub not published yet, in
-    order (``stream``, ``display_data``, ``execute_result`` — the latter
+    order (``stream``, ``display_data``, ``update_display_data``, ``execute_result`` — the latter
     without ``execution_count``, which the kernel adds); the kernel publishes
     them after the cell. ``published``: how many went out live instead while
     the cell ran (fragment output parts and printed text, streamed as the run
@@ -90,11 +91,12 @@ def run_error(run: RunResult) -> S2OError:
     """The error a cell fails with when a fragment run did not succeed (SPEC 7, 9).
 
     ``failCommand``, ``timedOut`` and ``stopped`` are the ``ename`` as they
-    are; for ``errorInAgent`` the ``ename`` is the error's own code
-    (``runtime``, ``not-json``, ``loop-limit``, ...); any other code
-    (``ask``, ``callFailed``, ``unexpected``) is the ``ename`` itself. The
-    message, position, path and notes of the run's error are kept; a renamed
-    error notes the original code.
+    are; for ``errorInAgent`` and ``callFailed`` the ``ename`` is the error's
+    own code (``runtime``, ``not-json``, ``loop-limit``; ``api-status``,
+    ``llm-failed``, ``db-failed``, the code ``onError`` sees as ``exc.code``),
+    and a ``callFailed`` run notes its result code; any other code (``ask``,
+    ``unexpected``) is the ``ename`` itself. The message, position, path and
+    notes of the run's error are kept; a renamed error notes the original code.
     """
     code = "errorInAgent" if run.code == "success" else run.code  # an error with a success code: the error wins
     error = run.error
@@ -102,12 +104,14 @@ def run_error(run: RunResult) -> S2OError:
         return _run_without_error(code)
     if code in ("errorInAgent", error.code):
         return error
-    renamed = S2OError(code, error.message, line=error.line, col=error.col, path=error.path,
+    name, note = (error.code, f"(the run's result code: {code})") if code == "callFailed" \
+        else (code, f"(error code: {error.code})")
+    renamed = S2OError(name, error.message, line=error.line, col=error.col, path=error.path,
                        stage=error.stage, source=error.source, details=error.details)  # fmt: skip
-    for note in notes_of(error):
-        renamed.add_note(note)
+    for earlier in notes_of(error):
+        renamed.add_note(earlier)
     if code != "stopped":
-        renamed.add_note(f"(error code: {error.code})")
+        renamed.add_note(note)
     return renamed
 
 
@@ -165,6 +169,8 @@ class CellRunner:
         self._progress: ProgressDisplay | None = None
         #: Set (from the thread that asked) when the person answered an ``ask`` during the run.
         self._asked = False
+        #: Whether the cell's last output was streamed text that did not end its line (see :meth:`_end_line`).
+        self._line_open = False
         #: Whether someone watches the cell run (the kernel sets it from ``allow_stdin``): a headless run
         #: (nbclient, nbval, papermill) shows no progress, so its outputs never depend on timing.
         self.watched = True
@@ -192,6 +198,7 @@ class CellRunner:
             if self._progress is None:
                 self._progress = ProgressDisplay(self.publisher)
             self._progress.show(report)
+            self._line_open = False  # a terminal prints the display on a line of its own
         except Exception:  # never break the run because of the frontend
             self.log.warning("s2o: could not show the progress of a run", exc_info=True)
 
@@ -252,7 +259,28 @@ class CellRunner:
         """Queue one IOPub output (lone surrogates and, in what a terminal prints, control characters
         escaped); a silent cell keeps nothing."""
         if not self._silent:
+            if msg_type == "stream":
+                self._line_open = not str(content.get("text", "")).endswith("\n")
+            else:
+                self._line_open = False
             self._outcome.outputs.append((msg_type, terminal_text(msg_type, escape_surrogates(content))))
+
+    def _end_line(self) -> None:
+        """End the line that streamed text left open, before the cell's result, where someone watches.
+
+        ``jupyter console`` prints a stream's text as it is and then ``Out[5]:`` right after it, so a
+        model's streamed answer that does not end with a newline ran into the result (``… on its
+        way.Out[5]: …``). The line is ended by a display of empty text, which the console prints as a
+        newline, updated at once to the empty bundle ``{}``, which JupyterLab renders as nothing and
+        saves as an output nbval does not compare (as the progress display's end, :mod:`.progress`).
+        The streamed text itself is left as it is, so a notebook's stored outputs do not change; a
+        headless run (nbclient, nbval, papermill) sends nothing more at all.
+        """
+        if not (self._line_open and self.watched):
+            return
+        transient = {"display_id": f"s2o-line-end-{uuid.uuid4().hex}"}
+        self._add("display_data", {"data": {"text/plain": ""}, "metadata": {}, "transient": transient})
+        self._add("update_display_data", {"data": {}, "metadata": {}, "transient": transient})
 
     def emit_stream(self, name: str, text: str) -> None:
         """Add a ``stream`` output (``stdout`` or ``stderr``); nothing for empty text."""
@@ -269,6 +297,7 @@ class CellRunner:
         if self.display != "json" and "application/json" in data:
             data = {mime: part for mime, part in data.items() if mime != "application/json"}
         data = escape_surrogates(data)
+        self._end_line()
         self._add("execute_result", {"data": data, "metadata": metadata or {}})
         text = data.get("text/plain")
         self._outcome.result_text = text if isinstance(text, str) else None
@@ -356,6 +385,7 @@ class CellRunner:
     def run(self, code: str, *, silent: bool = False) -> Outcome:
         """Run one cell; never raises."""
         self._outcome = outcome = Outcome()
+        self._line_open = False
         self._live = not silent and self.publisher is not None
         self._silent = silent
         self._running = True
@@ -405,15 +435,17 @@ class CellRunner:
             self._show_expression_value(self._with_json_hint(session.evaluate, cell), cell)
 
     def _show_expression_value(self, value: Any, cell: cells.Cell) -> None:
-        # A fragment with a JSON mistake that Python still reads (a trailing
-        # comma, a comment at the end of a line) would silently show as a
-        # dict instead of running: say so.
-        if cell.json_error and isinstance(value, (dict, list)) and self.fragment_kind(value):
+        # A fragment that Python reads but JSON does not (Python's quotes or ``True``, a trailing comma, a
+        # comment at the end of a line) would silently show as a dict instead of running: say so.
+        if isinstance(value, (dict, list)) and cells.looks_like_json(cell.text, python=True) \
+                and self.fragment_kind(value):
+            reason = cell.json_error or cells.json_problem(cell.text)
             self.emit_stream(
                 "stderr",
-                "note: this cell looks like a fragment but is not valid JSON "
-                f"({cell.json_error}): it ran as an expression, shown below, and the fragment's commands did "
-                "not run; %%fragment refuses JSON that is not valid.\n",
+                "note: this cell reads as a fragment but is not valid JSON "
+                f"({reason}): it ran as an expression, shown below, and the fragment's commands did "
+                "not run; write it as JSON (double quotes, true/false/null) to run it, and %%fragment refuses "
+                "JSON that is not valid.\n",
             )
         elif isinstance(value, (dict, list)) and cells.looks_like_json(cell.text):
             hint = self.fragment_hint(value)  # JSON, but a misspelled fragment: it showed back, ran nothing

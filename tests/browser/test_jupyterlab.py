@@ -18,8 +18,8 @@ kernel, runs all cells from the Run menu and reads the page:
 A second test runs a cell past 2 s, sees its progress line while it runs, then a ``%dataflow`` cell,
 saves the notebook from JupyterLab (Ctrl+S) and runs ``pytest --nbval`` on the saved file: what
 JupyterLab keeps of the cleared progress line (``data: {}``) must not fail a headless rerun, which
-shows no progress, nor may what it keeps of a ``%dataflow`` result (README, "Regression tests with
-nbval").
+shows no progress, nor may what it keeps of a ``%dataflow`` result (docs/testing.md, "Things to
+know").
 
 The screenshot lands in ``build/artefacts/jupyterlab.png`` (kept by CI as an artefact), also when the
 test fails. Nothing started for the test outlives it: every process carries the run's marker, and a

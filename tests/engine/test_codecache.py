@@ -193,14 +193,16 @@ def test_a_folder_or_key_others_could_change_turns_the_cache_off(tmp_path: Path,
     assert _files(folder) == []
 
 
-def test_a_file_at_its_cap_is_not_written(tmp_path: Path, fresh_process: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codecache, "MAX_CACHE_FILE", 600)
+def test_a_file_at_its_cap_is_compacted_and_writing_goes_on(tmp_path: Path, fresh_process: None,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """(The least recently used records go: tests/security/test_code_cache_eviction.py.)"""
+    monkeypatch.setattr(codecache, "MAX_CACHE_FILE", 4000)
     cache = CodeCache(tmp_path)
     engine = Engine(default_settings(), code_cache=cache)
     for i in range(20):
         engine.compile(f"price * {i}")
     (path,) = _files(tmp_path)
-    assert 0 < cache.written < 20 and path.stat().st_size <= 600
+    assert cache.written == 20 and cache.compacted > 0 and path.stat().st_size <= 4000
 
 
 def test_the_user_s_folder_and_turning_it_off() -> None:
@@ -270,7 +272,8 @@ WORKER_RUN = textwrap.dedent("""
     run = session.run_fragment({"var": {"total": "{ price * quantity + 1 }"}})
     values.append(session.evaluate("total"))
     session.reset()
-    print(json.dumps({"values": values, "run": run.code, "reported": session.mirror.reported}))
+    print(json.dumps({"values": values, "run": run.code, "reported": session.mirror.reported,
+                      "used": session.mirror.used}))
     session.close()
 """)
 
@@ -290,6 +293,7 @@ def test_a_second_worker_on_the_same_cache_compiles_nothing(tmp_path: Path) -> N
     assert first["run"] == second["run"] == "success"
     assert first["reported"] == 5  # the worker's warm-up expression, the three above, the fragment's
     assert second["reported"] == 0
+    assert (first["used"], second["used"]) == (0, 5)  # the second worker's first use of each record
 
 
 # -- the red team of 2026-12-04 (helper session against c185598): each failed before its fix --------------

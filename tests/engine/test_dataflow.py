@@ -46,8 +46,10 @@ def test_every_access_is_listed_in_document_order() -> None:
         Access("write", "local.n", f"{M}[0].var", f"{M}[0].var.n", "var"),
         Access("read", "sys.inputs.k", f"{M}[1].call", f"{M}[1].call.args.a", "expression"),
         Access("read", "local.n", f"{M}[1].call", f"{M}[1].call.args.a", "expression"),
+        Access("write", "result", f"{M}[1].call", f"{M}[1].call", "result"),
         Access("write", "agent.sum", f"{M}[1].call", f"{M}[1].call.outputPath", "outputPath"),
         Access("write", "conv.last.sum", f"{M}[1].call", f"{M}[1].call.outputPath", "outputPath"),
+        Access("write", "result", f"{M}[2].call", f"{M}[2].call", "result"),
         Access("write", "local.ok", f"{M}[2].call", f"{M}[2].call.outputPath", "outputPath", "on success"),
         Access("write", "agent.err", f"{M}[2].call", f"{M}[2].call.outputPath", "outputPath", "on failure"),
         Access("read", "result", f"{M}[3].return", f"{M}[3].return", "expression"),
@@ -57,7 +59,7 @@ def test_every_access_is_listed_in_document_order() -> None:
     ]
     assert flow.reads == ["agent.items", "conv.lastCity", "local.a", "local.city", "local.n", "result",
                           "sys.inputs.city", "sys.inputs.k", "sys.inputs.query"]
-    assert flow.writes == ["agent.city", "agent.err", "agent.sum", "conv.last.sum", "local.n", "local.ok"]
+    assert flow.writes == ["agent.city", "agent.err", "agent.sum", "conv.last.sum", "local.n", "local.ok", "result"]
 
 
 def test_the_listing_does_not_run_the_fragment() -> None:
@@ -253,7 +255,7 @@ def test_labels_cannot_break_out_of_the_diagram() -> None:
 def test_the_isolated_session_lists_the_same_flow(isolated: IsolatedSession) -> None:
     assert isolated.dataflow(AGENT) == _session().dataflow(AGENT)
     with pytest.raises(S2OError) as info:
-        isolated.dataflow({"var": {"x": f"hello {D}conv.a"}})
+        isolated.dataflow({"var": {"x": f"{D}conv.a hello"}})
     assert (info.value.code, info.value.path) == ("ref-text", "var.x")
 
 

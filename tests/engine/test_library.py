@@ -1,8 +1,8 @@
-"""The engine used as a library (issue 11): settings from a dict, fragments given as text, the README.
+"""The engine used as a library (issue 11): settings from a dict, fragments given as text, the guide.
 
 ``make_settings(dict)`` merges over the embedded default as a settings file does; ``bare_settings``
-starts from SPEC 10's bare defaults (the conformance runner's, SPEC 11). The README's library
-example is run as a program and its printed lines compared with the ones the README shows.
+starts from SPEC 10's bare defaults (the conformance runner's, SPEC 11). The library example
+of the guide (docs/library.md) is run as a program and its printed lines compared with the ones it shows.
 """
 
 from __future__ import annotations
@@ -88,11 +88,10 @@ def test_run_fragment_given_json_text_in_the_worker() -> None:
         session.close()
 
 
-def test_the_readme_library_example_prints_what_the_readme_shows() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Using the engine as a library", 1)[1].split("\n## ", 1)[0]
-    found = re.search(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", section, re.DOTALL)
-    assert found is not None, "the README's library section lost its example or its printed lines"
+def test_the_guides_library_example_prints_what_the_guide_shows() -> None:
+    page = (ROOT / "docs" / "library.md").read_text(encoding="utf-8")
+    found = re.search(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", page, re.DOTALL)
+    assert found is not None, "the guide's library page lost its example or its printed lines"
     code, shown = found.groups()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("S2O_CONFIG", None)

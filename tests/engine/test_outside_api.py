@@ -52,7 +52,8 @@ def test_json_and_text_results(http_server: Any) -> None:
 def test_profile_query_and_path_rules(http_server: Any) -> None:
     s = _session(http_server.url)
     run = _run(s, {"profile": "fixed", "query": {"k": "mine", "extra": "1"}})
-    assert run.value["path"] == "/json" and run.value["query"] == {"k": "v", "extra": "1"}  # the profile wins
+    # the profile wins; its query value is a credential, masked where the server reflects it (SPEC 7.1)
+    assert run.value["path"] == "/json" and run.value["query"] == {"k": "***", "extra": "1"}
     refused = s.run_fragment({"api": {"profile": "fixed", "path": "/text"}})
     assert (refused.error.code, refused.error.path, refused.error.stage) == ("fragment", "api.path", "validate")
     refused = s.run_fragment({"api": {"profile": "srv", "path": "/json", "headers": {"X-A": "1"}}})

@@ -6,7 +6,7 @@ import pytest
 
 from s2o_kernel.bounds import MAX_REFERENCE_DEPTH
 from s2o_kernel.engine import S2OError, Session
-from s2o_kernel.engine.language.references import And, Or, Ref, has_reference, parse_reference, show
+from s2o_kernel.engine.language.references import And, Or, Ref, is_reference, parse_reference, show
 
 D = "\u2020"
 
@@ -67,7 +67,7 @@ def test_each_malformed_form_has_its_code_and_column(text: str, code: str, col: 
 
 
 def test_a_string_without_a_dagger_is_never_a_reference() -> None:
-    assert not has_reference("conv.a || agent.b")
+    assert not is_reference("conv.a || agent.b")
     session = Session()
     run = session.run_fragment({"var": {"x": "conv.a || agent.b"}})
     assert run.code == "success"
@@ -90,7 +90,7 @@ def test_the_field_path_and_column_reach_the_run_result() -> None:
 
 
 def test_every_malformed_reference_of_a_fragment_is_reported_at_once() -> None:
-    run = Session().run_fragment({"var": {"a": f"{D}x.y", "b": f"{D}conv.a ||", "c": [f"hi {D}conv.a"]}})
+    run = Session().run_fragment({"var": {"a": f"{D}x.y", "b": f"{D}conv.a ||", "c": [f"{D}conv.a hi"]}})
     assert run.error is not None
     errors = getattr(run.error, "errors", [])
     assert [(e.code, e.path) for e in errors] == [("ref-scope", "var.a"), ("ref-empty", "var.b"),

@@ -260,6 +260,9 @@ def test_decoders_refuse_lying_str_subclasses() -> None:
         wire.decode_value({"repr": Lying("1"), "json": 1})
     _fault(exc)
     with pytest.raises(S2OError) as exc:
+        wire.decode_value({"repr": "x", "json": None, "shown": ["x"]})
+    _fault(exc)
+    with pytest.raises(S2OError) as exc:
         wire.decode_strings(["a", Lying("b")])
     _fault(exc)
 
@@ -285,6 +288,13 @@ def test_values_round_trip() -> None:
     remote = wire.decode_value(wire.encode_value((1, 2)))
     assert remote == RemoteValue("(1, 2)", [1, 2])
     assert wire.decode_value(wire.encode_value({1, 2})) == RemoteValue("{1, 2}", None)
+    # a long container: the text a result shows comes beside the repr, cut as IPython cuts it
+    pairs = [(i,) for i in range(1500)]
+    remote = wire.decode_value(json.loads(json.dumps(wire.encode_value(pairs))))
+    assert type(remote) is RemoteValue and remote.text == repr(pairs)
+    assert remote.shown == repr(pairs[:1000])[:-1] + ", ...]"
+    assert wire.decode_value(wire.encode_value(list(range(1500)))) == list(range(1500))  # JSON: the value
+    assert "shown" not in wire.encode_value(list(range(999)))
 
 
 def test_run_results_round_trip_and_unknown_result_codes_become_unexpected() -> None:

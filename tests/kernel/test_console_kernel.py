@@ -108,6 +108,26 @@ def test_a_quick_run_sends_no_progress(kc: Any) -> None:
     assert [m["msg_type"] for m in outputs] == ["execute_result"]
 
 
+def test_streamed_text_ends_its_line_for_whoever_watches_and_no_stored_output_changes(kc: Any) -> None:
+    """Streamed text that leaves its line open, then the result: a watched cell (``jupyter console``,
+    JupyterLab) gets a display of empty text, which the console prints as a newline, cleared at once to the
+    empty bundle JupyterLab saves and nbval skips; a headless one (nbval, nbclient, papermill) gets nothing
+    more, so a notebook's stored outputs stay as they were (issue 31)."""
+    code = "[print('on its way.', end=''), 7][1]"
+    reply, outputs = execute(kc, code)
+    assert reply["status"] == "ok", reply
+    assert [m["msg_type"] for m in outputs] == ["stream", "display_data", "update_display_data", "execute_result"]
+    assert outputs[0]["content"]["text"] == "on its way."  # the text as it was printed
+    shown, cleared = outputs[1]["content"], outputs[2]["content"]
+    assert (shown["data"], cleared["data"]) == ({"text/plain": ""}, {})
+    assert shown["transient"] == cleared["transient"] and shown["transient"]["display_id"]
+    reply, outputs = execute(kc, code, allow_stdin=False)
+    assert [m["msg_type"] for m in outputs] == ["stream", "execute_result"]
+    for ended in ("[print('a line'), 8][1]", "[print('no line', end=''), None][1]"):  # ended, or no result
+        reply, outputs = execute(kc, ended)
+        assert "display_data" not in [m["msg_type"] for m in outputs], ended
+
+
 def _history(client: Any, **request: Any) -> list[Any]:
     msg_id = client.history(raw=True, output=False, **request)
     return shell_reply(client, msg_id)["content"]["history"]

@@ -169,3 +169,21 @@ def test_dataflow_prints_a_text_graph_not_svg(console_env: dict[str, str], tmp_p
         assert "<svg" not in term.text
     finally:
         term.kill()
+
+
+def test_streamed_text_ends_its_line_before_the_result(console_env: dict[str, str], tmp_path: Path) -> None:
+    """A model's streamed answer, or printed text, that does not end with a newline: the console shows
+    ``Out[N]:`` on a line of its own, not after the text (issue 31: ``… on its way.Out[5]: …``)."""
+    term = _console(console_env, tmp_path)
+    try:
+        term.send('[{"llm": {"profile": "scripted", "input": "Hello", "streamOutput": true}}, '
+                  '{"return": "{ result }"}]\r')
+        term.expect(r"You said: Hello\nOut\[1\]: 'You said: Hello'\n", timeout=20)
+        term.expect(r"In \[2\]: ")
+        term.send("[print('on its way.', end=''), 7][1]\r")
+        term.expect(r"\non its way\.\nOut\[2\]: 7\n", timeout=20)
+        term.expect(r"In \[3\]: ")
+        term.send("[print('a line'), 8][1]\r")  # text that ends its line: no blank line before Out
+        term.expect(r"\na line\nOut\[3\]: 8\n", timeout=20)
+    finally:
+        term.kill()

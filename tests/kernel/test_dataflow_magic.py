@@ -86,16 +86,18 @@ def test_without_an_argument_it_shows_the_last_fragment_cell(kc: Any) -> None:
     reply, outputs = execute(kc, "%dataflow")
     assert reply["status"] == "ok", outputs
     listing = _displays(outputs)[0]["text/plain"]
-    assert listing.startswith("reads:  local.n\nwrites: agent.answer, agent.problem\n")
+    assert listing.startswith("reads:  local.n\nwrites: agent.answer, agent.problem, result\n")
     assert "  -> agent.problem  (outputPath, on failure)" in listing
     assert result_data(outputs)["text/plain"].splitlines()[2:] == [
-        "[functions.main.commands[0].call] --+-- on success --> agent.answer",
+        "[functions.main.commands[0].call] --+--> result",
+        "                                    +-- on success --> agent.answer",
         "                                    +-- on failure --> agent.problem",
         "",
         "local.n ..+--> [functions.double.commands.return]",
     ]
     assert svg_blocks(result_data(outputs)[SVG]) == [
-        ([], "functions.main.commands[0].call", [("agent.answer", "on success"), ("agent.problem", "on failure")]),
+        ([], "functions.main.commands[0].call",
+         [("result", ""), ("agent.answer", "on success"), ("agent.problem", "on failure")]),
         ([("local.n", True)], "functions.double.commands.return", []),
     ]
 
@@ -145,8 +147,10 @@ def test_references_run_in_fragment_cells(kc: Any) -> None:
     assert reply["status"] == "ok", outputs
     reply, outputs = execute(kc, "said")
     assert result_data(outputs)["text/plain"] == "''"
-    reply, outputs = execute(kc, json.dumps({"log": f"Hello {D}conv.userInput"}))
+    reply, outputs = execute(kc, json.dumps({"log": f"{D}conv.userInput says hello"}))
     assert (reply["status"], _error(outputs)["ename"]) == ("error", "ref-text")
+    reply, outputs = execute(kc, json.dumps([{"log": f"Hello {D}conv.userInput"}, {"return": "done"}]))
+    assert reply["status"] == "ok", outputs  # a dagger inside text is text (SPEC 8)
 
 
 def test_help_names_the_magic(kc: Any) -> None:
@@ -166,3 +170,34 @@ def test_validate_lists_what_a_fragment_reads_and_writes(kc: Any) -> None:
     assert (reply["status"], _error(outputs)["ename"]) == ("error", "ref-empty")
     reply, outputs = execute(kc, "%validate [1, 2]")  # JSON that is no fragment is an expression
     assert result_data(outputs)["text/plain"].startswith("ok: the expression passes validation")
+
+
+def test_every_command_that_produces_a_result_writes_result(kc: Any) -> None:
+    """Issue 31 item 5: ``db``, ``api``, ``llm``, ``ask`` and ``call`` write ``result`` (and ``ask`` writes
+    ``sys.inputs``), so the flow from one command to the next shows, after an ``ask`` cell too."""
+    reply, outputs = execute(kc, '%sys {"inputs": {"city": "Oslo"}}')
+    assert reply["status"] == "ok", outputs
+    cell = json.dumps([{"ask": {"message": "Where?", "inputs": [{"name": "city"}]}},
+                       {"db": {"profile": "demo", "sql": "select 1 as one"}},
+                       {"api": {"profile": "echo", "method": "GET", "path": "/x"}},
+                       {"llm": {"profile": "scripted", "prompt": "demo", "input": "hi"}},
+                       {"return": "{ [result, sys.inputs['city']] }"}])
+    reply, outputs = execute(kc, f"%dataflow {cell}")
+    assert reply["status"] == "ok", outputs
+    listing = _displays(outputs)[0]["text/plain"]
+    assert listing.startswith("reads:  result, sys.inputs.city\nwrites: result, sys.inputs.city\n"), listing
+    for command in ("[0].ask", "[1].db", "[2].api", "[3].llm"):
+        block = listing.split(f"\n{command}\n", 1)[1].split("\n\n", 1)[0]
+        assert "  -> result  (result)" in block, (command, listing)
+    assert "  -> sys.inputs.city  (ask, inputs[0].name)" in listing
+    reply, outputs = execute(kc, json.dumps([{"ask": {"message": "Where?", "inputs": [{"name": "city"}]}},
+                                             {"return": "{ result['city'] }"}]))
+    assert result_data(outputs)["text/plain"] == "'Oslo'", outputs
+    reply, outputs = execute(kc, "%dataflow")
+    assert reply["status"] == "ok", outputs
+    assert result_data(outputs)["text/plain"].splitlines()[2:] == [
+        "[[0].ask] --+--> sys.inputs.city",
+        "            +--> result",
+        "",
+        "result ..+--> [[1].return]",
+    ]

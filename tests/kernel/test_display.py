@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.lib.pretty import pretty as ipython_pretty
 
-from s2o_kernel.engine import S2OError
+from s2o_kernel.engine import S2OError, shown_text
 from s2o_kernel.kernel import render
 from s2o_kernel.kernel.pretty import (
     PRETTY_MAX_CHARS,
@@ -51,6 +51,44 @@ _values = st.recursive(_scalars, lambda inner: st.one_of(
 @given(_values, st.sampled_from([5, 12, 20, 40, 79]))
 def test_pretty_text_is_ipythons_look(value: Any, width: int) -> None:
     assert pretty_text(repr(value), width) == ipython_pretty(value, max_width=width, max_seq_length=0)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_values, st.sampled_from([5, 20, 79]), st.integers(1, 4))
+def test_long_containers_are_cut_as_ipython_cuts_them(value: Any, width: int, each: int) -> None:
+    """At most ``each`` items of any container, then ``...`` (IPython's ``max_seq_length``): cut where the
+    value is (``shown_text``, as the engine and the worker write it) or, from a whole ``repr``, here."""
+    want = ipython_pretty(value, max_width=width, max_seq_length=each)
+    assert pretty_text(shown_text(value, each), width, each) == want
+    assert pretty_text(repr(value), width, each) == want
+
+
+def test_shown_text_is_the_repr_up_to_the_cut() -> None:
+    assert shown_text(list(range(5)), 3) == "[0, 1, 2, ...]"
+    assert shown_text({i: i for i in range(5)}, 3) == "{0: 0, 1: 1, 2: 2, ...}"  # as IPython writes it
+    assert shown_text((1,), 3) == "(1,)" and shown_text(tuple(range(4)), 3) == "(0, 1, 2, ...)"
+    assert shown_text(frozenset(range(5)), 2) == "frozenset({0, 1, ...})"
+    looped: list[Any] = [1, 2, 3]
+    looped.append(looped)
+    assert shown_text(looped, 2) == "[1, 2, ...]" and shown_text([looped], 3) == "[[1, 2, 3, ...]]"
+    assert shown_text([looped, *range(3)], 3) == "[[1, 2, 3, ...], 0, 1, ...]"
+    deep: list[Any] = []
+    for _ in range(5000):  # deeper than Python's own repr goes: written all the same, or a placeholder
+        deep = [deep, 0, 0, 0]
+    assert shown_text(deep, 3).startswith("[[[[")
+    value = [{"a": [1, (2,), {3}], "b": None}, (), [], {}, set(), frozenset(), "x", 1.5]
+    assert shown_text(value, 8) == repr(value)  # no container of more than 8 items: repr itself
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("{'a': 1, ...}", "{'a': 1, ...}"),                  # a dict cut as IPython writes it
+    ("['{1: 2, ...}', ...]", "['{1: 2, ...}', ...]"),    # in a string: text
+    ("{1, ...}", "{1, ...}"),                            # a set
+    ("{'a': {...}}", "{'a': {...}}"),                    # a dict's own cycle, as repr writes it
+    ("[[...]]", "[[...]]"),
+])  # fmt: skip
+def test_cut_texts_read_back(text: str, shown: str) -> None:
+    assert pretty_text(text) == shown
 
 
 def test_long_containers_one_item_a_line() -> None:

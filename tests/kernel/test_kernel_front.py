@@ -137,7 +137,7 @@ def test_the_default_caps(kc: Any) -> None:
 def test_printed_text_counts_against_the_output_bytes(kc: Any) -> None:
     """Red team: a comprehension of prints streamed 1.8 GB of ``stdout`` to the front end within the time
     limit. A contained kernel stops the run at ``limits.output_bytes``. (An in-process kernel, for
-    debugging only, streams printed text through ipykernel uncapped, as the README says.)"""
+    debugging only, streams printed text through ipykernel uncapped, as docs/configuration.md says.)"""
     ok(execute(kc, '%limits {"output_bytes": 2000000}')[0])
     msg_id = kc.execute("len([print('x' * 100000) for i in range(200)])")
     printed = 0

@@ -192,7 +192,8 @@ def test_an_openai_profile_through_the_kernel_never_shows_its_key(openai_kc: Any
     assert streamed == "streamed, with the key *** in it"
     assert {k.lower(): v for k, v in fake_llm.requests[-1]["headers"].items()}["authorization"] == f"Bearer {KEY}"
     failed, outputs2 = execute(openai_kc, json.dumps({"llm": {"profile": "gpt", "input": "again"}}))
-    assert (failed["status"], failed["ename"]) == ("error", "callFailed")
+    assert failed["status"] == "error" and failed["ename"].startswith("llm-"), failed
+    assert "(the run's result code: callFailed)" in failed["traceback"][-1]
     assert "401" in failed["evalue"] and "***" in failed["evalue"]
     shown = json.dumps([reply, outputs, failed, outputs2], default=str)
     assert KEY not in shown

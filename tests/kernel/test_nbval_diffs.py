@@ -93,8 +93,9 @@ STABLE = [
 
 
 def test_a_notebook_stored_headless_passes_nbval_twice(tmp_path: Path) -> None:
-    """The README's way to keep a regression notebook: store its outputs with ``nbconvert --execute``
-    (nbclient), then run ``pytest --nbval`` on it, twice: nothing in an output may depend on the run."""
+    """The guide's way to keep a regression notebook (docs/testing.md): store its outputs with
+    ``nbconvert --execute`` (nbclient), then run ``pytest --nbval`` on it, twice: nothing in an output may
+    depend on the run."""
     prefix = tmp_path / "prefix"
     install_spec(prefix, name="s2o")
     nb = nbformat.v4.new_notebook()

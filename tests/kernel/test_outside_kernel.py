@@ -94,8 +94,8 @@ def test_api_cells_on_echo_and_on_a_real_server(kernel: Any) -> None:
 def test_a_failed_call_fails_the_cell_with_call_failed_and_keeps_the_session(kernel: Any) -> None:
     assert execute(kernel, '{"var": {"kept": 5}}')[0]["status"] == "ok"
     reply, outputs = execute(kernel, '{"api": {"profile": "srv", "path": "/status/401"}}')
-    assert (reply["status"], reply["ename"]) == ("error", "callFailed"), reply
-    assert "401" in reply["evalue"] and any("api-status" in line for line in reply["traceback"])
+    assert (reply["status"], reply["ename"]) == ("error", "api-status"), reply
+    assert "401" in reply["evalue"] and any("callFailed" in line for line in reply["traceback"])
     _no_token(outputs, reply)
     reply, outputs = execute(kernel, '{"api": {"profile": "nope"}}')
     assert (reply["status"], reply["ename"]) == ("error", "unknown-profile"), reply
@@ -145,13 +145,14 @@ def test_the_outside_examples_of_help_run_on_the_embedded_default(kernel: Any) -
     assert results["llm"] == "You said: Hello"
 
 
-def test_the_outside_examples_of_the_readme_run_on_the_embedded_default(kernel: Any) -> None:
-    """README's examples on the embedded default's profiles run as written, with the results it names."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("these run as written", 1)[1].split("```", 2)[1]
+def test_the_outside_examples_of_the_guide_run_on_the_embedded_default(kernel: Any) -> None:
+    """The guide's examples on the embedded default's profiles (docs/outside-world.md) run as written, with
+    the results it names."""
+    page = (Path(__file__).parents[2] / "docs" / "outside-world.md").read_text(encoding="utf-8")
+    block = page.split("these run as written", 1)[1].split("```", 2)[1]
     examples = _outside_examples(block)
     assert [next(iter(json.loads(e))) for e in examples] == list(OUTSIDE)
     results = _run_examples(kernel, examples)
     assert results["db"] == [{"id": 1, "name": "Ada Lovelace"}, {"id": 2, "name": "Alan Turing"}]
     assert results["api"]["body"] == {"note": "hi"}
-    assert "'You said: Hello'" in readme and results["llm"] == "You said: Hello"
+    assert "'You said: Hello'" in page and results["llm"] == "You said: Hello"

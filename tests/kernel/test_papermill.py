@@ -22,13 +22,14 @@ from s2o_kernel.parameters import S2OTranslator
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_translator_writes_one_var_fragment() -> None:
+def test_translator_writes_one_parameters_cell_of_a_var_fragment() -> None:
     assert papermill_translators.find_translator("s2o", "s2o") is S2OTranslator
     assert papermill_translators.find_translator("s2o-test", "s2o") is S2OTranslator  # by language
     text = S2OTranslator.codify({"name": "Ada", "n": 3, "x": 0.5, "ok": True, "none": None,
                                  "items": [1, "{a}"], "cfg": {"{k}": "{ 1 + 1 }", "plain": "a {b} c"}})  # fmt: skip
     assert text == (
         "# Parameters\n"
+        "%%parameters\n"
         "{\n"
         '  "var": {\n'
         '    "name": "Ada",\n'
@@ -47,7 +48,7 @@ def test_translator_writes_one_var_fragment() -> None:
         "  }\n"
         "}\n"
     )
-    fragment = json.loads(S2OTranslator.codify({"s": "{é}", "t": "é"}).partition("\n")[2])
+    fragment = json.loads(S2OTranslator.codify({"s": "{é}", "t": "é"}).split("\n", 2)[2])
     assert fragment == {"var": {"s": "{ '{\\xe9}' }", "t": "é"}}  # an expression is ASCII only (SPEC 3)
 
 
@@ -63,6 +64,8 @@ def test_translator_inspects_a_var_cell() -> None:
     assert [(p.name, p.inferred_type_name, p.default) for p in params] == [
         ("name", "str", '"Ada"'), ("n", "int", "2"), ("s", "str", '"{x}"'), ("e", "str", '"{ n + 1 }"')]
     assert S2OTranslator.inspect(nbformat.v4.new_code_cell("1 + 1")) == []
+    written = nbformat.v4.new_code_cell(S2OTranslator.codify({"name": "Ada"}))  # the cell it writes reads back
+    assert [(p.name, p.default) for p in S2OTranslator.inspect(written)] == [("name", '"Ada"')]
 
 
 def _notebook() -> nbformat.NotebookNode:
@@ -74,6 +77,9 @@ def _notebook() -> nbformat.NotebookNode:
         defaults,
         nbformat.v4.new_code_cell("[name, count, ratio, flag, nothing, items, cfg, braced]"),
         nbformat.v4.new_code_cell("\"{ f'{name} x {count * 2}' }\""),
+        nbformat.v4.new_code_cell('{"functions": {"main": {"args": {"name": "str", "count": "int"}, '
+                                  '"commands": [{"return": "{ name.upper() * count }"}]}}}'),
+        nbformat.v4.new_code_cell("[result, sys.inputs['name'], sys.inputs['cfg']['a']]"),
     ]
     return nb
 
@@ -95,9 +101,12 @@ def test_papermill_runs_an_s2o_notebook_with_parameters(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     nb = nbformat.read(executed, as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert len(injected) == 1 and injected[0].source.startswith("# Parameters\n{\n  \"var\": {")
+    assert len(injected) == 1 and injected[0].source.startswith("# Parameters\n%%parameters\n{\n  \"var\": {")
     values = nb.cells[[c.metadata.get("tags", []) for c in nb.cells].index(["injected-parameters"]) + 1]
     assert values.outputs[0]["data"] == {"text/plain": (
         "['Ada',\n 3,\n 0.5,\n True,\n None,\n [1, 'two', None, 2.5],\n {'a': {'b': '{x}'}, 'ok': False, 'é': '{é}'},\n"
         " '{ 1 + 1 }']")}  # fmt: skip
-    assert nb.cells[-1].outputs[0]["data"] == {"text/plain": "'Ada x 6'"}
+    assert nb.cells[-3].outputs[0]["data"] == {"text/plain": "'Ada x 6'"}
+    # issue 31 item 2: the parameters reach an agent definition's main through sys.inputs, its value result
+    assert nb.cells[-2].outputs[0]["data"] == {"text/plain": "'ADAADAADA'"}
+    assert nb.cells[-1].outputs[0]["data"] == {"text/plain": "['ADAADAADA', 'Ada', {'b': '{x}'}]"}

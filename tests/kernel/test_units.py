@@ -603,14 +603,15 @@ def test_magic_help_is_its_module_docstring() -> None:
     import inspect
 
     names = set(magics.line_magic_names()) | set(magics.cell_magic_names())
-    assert len(names) == 20  # %dataflow (issue 10) the sixteenth; %profiles (issue 9); %display, %time and %history (issue 11)
+    assert len(names) == 23  # %dataflow (issue 10) the sixteenth; %profiles (issue 9); %display, %time and %history
+    # (issue 11); %timeit, %who and %%parameters (issue 31)
     for name in names:
         module = importlib.import_module(f"s2o_kernel.kernel.magics.{name}_magic")
         magic = magics.REGISTRY.get(name)
         assert module.MAGIC is magic
         summary, _, usage = inspect.cleandoc(module.__doc__).partition("\n")
         text = magic.help_text()
-        assert text.startswith(f"%{name}") and f": {summary}\n\n" in text
+        assert text.startswith((f"%{name}", f"%%{name}")) and f": {summary}\n\n" in text  # a cell-only magic: %%
         assert text.endswith(usage.strip()), name
 
 
@@ -943,7 +944,8 @@ def test_stopped_has_one_evalue_however_it_lands() -> None:
     ("errorInAgent", S2OError("loop-limit", "more than 10 iterations"), "loop-limit"),
     ("errorInAgent", None, "errorInAgent"),
     ("ask", None, "ask"),
-    ("callFailed", S2OError("runtime", "boom"), "callFailed"),
+    ("callFailed", S2OError("api-status", "the API answered 401"), "api-status"),
+    ("callFailed", S2OError("llm-failed", "no reply"), "llm-failed"),
     ("timedOut", S2OError("memory-limit", "killed"), "timedOut"),
 ])  # fmt: skip
 def test_run_error_names(code: str, error: Any, ename: str) -> None:
@@ -958,6 +960,8 @@ def test_run_error_names(code: str, error: Any, ename: str) -> None:
             assert f"  at {error.path}" in info.traceback
     if error is not None and ename not in (error.code, "stopped"):
         assert f"(error code: {error.code})" in info.traceback
+    if code == "callFailed":  # named by its own code, as onError's exc.code; the run's code noted
+        assert "(the run's result code: callFailed)" in info.traceback
 
 
 def test_run_error_keeps_groups() -> None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ..errors import S2OError
+from ..fragments.dataflow import ref_path
 from ..fragments.tree import Command
 from ..language.dynamic import expression_of
 from ..outside.ask import check_answer
@@ -85,6 +86,8 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
     seen: set[str] = set()
     for i, q in enumerate(m.inputs):
         _check_input(p, q, f"{cmd.path}.inputs[{i}]", known, seen)
+    for i, q in enumerate(m.inputs):  # the answers land in sys.inputs for the rest of the run
+        p.access("write", ref_path("sys.inputs", (q.name,)), f"{cmd.path}.inputs[{i}].name", "ask")
     cmd.model = m
     return cmd
 

@@ -43,7 +43,7 @@ async def run(it: Interpreter, cmd: Command) -> None:
     args = {}
     for name, raw in m.args.items():
         args[name] = await it.value(raw, f"{cmd.path}.args.{name}")
-    value = await it.call(fn, args, f"{cmd.path}.args")
+    value = await it.call(fn, args, f"{cmd.path}.args", f"{cmd.path} ({m.function})")
     it.session.set_result(value)
 
 

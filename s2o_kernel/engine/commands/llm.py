@@ -114,7 +114,7 @@ async def run(it: Interpreter, cmd: Command) -> None:
     offered = {name: it.program.functions[name] for name in m.functions}
     tools = [tool_schema(fn) for fn in offered.values()]
     new: list[dict[str, Any]] = [{"role": "user", "content": await _input_text(it, cmd)}]
-    for _ in range(MAX_LLM_TURNS):
+    for turn in range(1, MAX_LLM_TURNS + 1):
         answer = await it.outside("llm", m.profile, {"messages": [*system, *session.llm_messages, *new],
                                                      "tools": tools, "stream": m.streamOutput}, path)
         text, calls, cost = _turn_of(answer, path)
@@ -129,7 +129,8 @@ async def run(it: Interpreter, cmd: Command) -> None:
             if fn is None:
                 raise S2OError("llm-failed", f"the model called '{call['name']}', which is not among the functions "
                                f"offered ({', '.join(offered) or 'none'})", path=f"{path}.functions")
-            value = await it.call(fn, call["arguments"], f"{path}.functions.{call['name']}")
+            value = await it.call(fn, call["arguments"], f"{path}.functions.{call['name']}",
+                                  f"{path} (model turn {turn}, tool call {call['id']!r}: {call['name']})")
             new.append({"role": "tool", "tool_call_id": call["id"], "content": tool_text(value)})
     raise S2OError("llm-turns", f"the model asked for tools {MAX_LLM_TURNS} times without a final answer; an llm "
                    f"command makes at most {MAX_LLM_TURNS} model turns", path=path)

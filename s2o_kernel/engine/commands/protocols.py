@@ -128,5 +128,6 @@ class Interpreter(Protocol):
     def write_output(self, cmd: Command, value: Any, *, failed: bool) -> bool:
         """Write ``value`` to ``cmd``'s ``outputPath`` targets (SPEC 8)."""
 
-    async def call(self, fn: Function, args: dict[str, Any], path: str) -> Any:
-        """Run ``fn`` with fresh locals holding ``args``; its return value."""
+    async def call(self, fn: Function, args: dict[str, Any], path: str, site: str) -> Any:
+        """Run ``fn`` with fresh locals holding ``args``; its return value. ``site`` names the caller in the call
+        chain of an error raised inside (``details["calls"]``, outermost first)."""

@@ -7,8 +7,11 @@ The fragment parser records one :class:`Access` per path a field reads or writes
   (with its literal key, ``sys.query`` as ``sys.inputs.query``) and ``result`` (read);
 * ``var``: each ``var`` target (write);
 * ``loop``: the ``item`` and ``index`` names of a ``for`` loop (write);
+* ``result``: ``result`` itself, written by every command that produces one (``db``, ``api``, ``llm``,
+  ``ask``, ``call``; SPEC 7) when it succeeds, before its ``outputPath`` copies it;
 * ``outputPath``: each target of a result-producing command's ``outputPath`` (write), ``when``
-  ``"on success"`` or ``"on failure"`` for the two alternatives of ``ok || failed``.
+  ``"on success"`` or ``"on failure"`` for the two alternatives of ``ok || failed``;
+* ``ask``: each ``sys.inputs.NAME`` an ``ask`` adds its answer to (write, SPEC 7).
 
 Paths are written in the reference notation without the dagger: ``local.total``, ``agent.cart['items'][0]``,
 ``sys.inputs.city``, ``result``. A :class:`Dataflow` is plain data (it crosses the worker's pipe as
@@ -29,7 +32,7 @@ from ..language.references import Ref
 from . import dataflow_svg
 
 #: How an access came about (see the module doc).
-VIAS = ("reference", "expression", "var", "loop", "outputPath")
+VIAS = ("reference", "expression", "var", "loop", "result", "outputPath", "ask")
 #: When an ``outputPath`` target is written: always, or one of its two alternatives.
 WHENS = ("", "on success", "on failure")
 #: The first line of :meth:`Dataflow.graph`: how to read it.

@@ -54,7 +54,7 @@ from ..commands.protocols import Interpreter, Step
 from ..commands.var import Target, store
 from ..errors import S2OError
 from ..language.dynamic import expression_of
-from ..language.references import has_reference
+from ..language.references import is_reference
 from ..policy.parts import PLAIN_TYPES
 from ..run.engine import Engine
 from ..run.limits import RunInterrupt, RunTimeout
@@ -112,7 +112,7 @@ def reader(it: Interpreter, raw: Any, path: str, names: tuple[str, ...], into: T
         return lambda namespace, view, fields=None: value_sync(raw, path, fields)
     compiled = it.compiled_for(raw, path, dict.fromkeys(names))
     if compiled is None:
-        if has_reference(raw):
+        if is_reference(raw):
             return lambda namespace, view, fields=None: value_sync(raw, path, fields)
         return lambda namespace, view, fields=None: raw
     execution, start = it.execution, it.start

@@ -37,13 +37,13 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from ...bounds import MAX_NESTING
+from ...bounds import MAX_CALL_CHAIN, MAX_NESTING
 from ..commands import registry
 from ..commands.protocols import Step
 from ..errors import S2OError
 from ..language.compiled import Compiled
 from ..language.dynamic import expression_of
-from ..language.references import has_reference, parse_reference
+from ..language.references import is_reference, parse_reference
 from ..outside.call import CALL_FAILED_CODES, OutsideCall, json_fields
 from ..outside.llm import cost_limit_error
 from ..policy.values import error_message, runtime_error
@@ -108,7 +108,7 @@ class Interpreter:
         if isinstance(raw, str):
             compiled = self.compiled_for(raw, path, fields)
             if compiled is None:
-                return self.reference(raw, path) if has_reference(raw) else raw
+                return self.reference(raw, path) if is_reference(raw) else raw
             namespace = self.session.prepare(fields)
             if compiled.is_coroutine_code and self.parallel_depth:
                 namespace = dict(namespace)  # what this task sees stays put while it awaits
@@ -130,7 +130,7 @@ class Interpreter:
         if isinstance(raw, str):
             compiled = self.compiled_for(raw, path, fields)
             if compiled is None:
-                return self.reference(raw, path) if has_reference(raw) else raw
+                return self.reference(raw, path) if is_reference(raw) else raw
             try:
                 return self.execution.run_now(compiled, self.start, self.session.prepare(fields))
             except S2OError as exc:
@@ -386,11 +386,22 @@ class Interpreter:
             bound[name] = value
         return bound
 
-    async def call(self, fn: Function, args: dict[str, Any], path: str) -> Any:
-        """Run ``fn`` with fresh locals holding ``args``; its return value."""
+    async def call(self, fn: Function, args: dict[str, Any], path: str, site: str) -> Any:
+        """Run ``fn`` with fresh locals holding ``args``; its return value. An error raised inside names
+        ``site`` (the command, or the model turn, that called) first in its call chain, ``details["calls"]``:
+        outermost first, as Python's traceback lists frames, at most :data:`MAX_CALL_CHAIN` (SPEC 9)."""
         bound = self.bind_args(fn, args, path)
-        with self.session.function_scope(bound):
-            return await self.function_body(fn)
+        try:
+            with self.session.function_scope(bound):
+                return await self.function_body(fn)
+        except S2OError as exc:
+            calls = (exc.details or {}).get("calls")
+            chain = [site, *(calls if isinstance(calls, list) else [])]
+            if len(chain) > MAX_CALL_CHAIN:
+                half = MAX_CALL_CHAIN // 2
+                chain = [*chain[:half], f"... {len(chain) - 2 * half} calls ...", *chain[-half:]]
+            exc.details = {**(exc.details or {}), "calls": chain}
+            raise
 
     async def function_body(self, fn: Function) -> Any:
         """Run a function's commands (and its ``onError``); the value of its ``return``, or ``None``."""
@@ -423,6 +434,8 @@ async def run_program(session: SessionState, program: Program, on_output: Output
         with _body_scope(session, interp, program, inputs_args):
             async with asyncio.timeout(remaining):  # in the run's task: no inner task whose end goes unseen
                 value = await interp.function_body(body)
+        if program.kind in ("agent", "function"):  # a definition run gives result its value, as a call does
+            session.set_result(value)
     except End:
         pass
     except Fail as f:

@@ -5,7 +5,7 @@ function object or an agent definition is a fragment; any other JSON is read as 
 or a list). That reading hides a spelling mistake: ``{"vars": {"i": 0}}`` or ``[{"var": …}, {"retrun":
 …}]`` is a dict or a list, shown back, and nothing runs. :func:`misspelled` finds those: JSON every key
 of which is a command name, ``onError`` or a near miss of one (a different case, the same letters in
-another order, or ``difflib``'s ratio of at least :data:`CUTOFF`), with at least one near miss. It names
+another order, or close by ``difflib``'s ratio: one rule, :mod:`..spelling`), with at least one near miss. It names
 each (``'vars'`` → ``'var'``) so the kernel can say so (:func:`fragment_hint`), and the engine's
 ``fragment`` error for JSON that is not a fragment carries the same hint. So does an object holding a
 command and a key beside it that no command object takes (:func:`stray_keys`).
@@ -13,21 +13,15 @@ command and a key beside it that no command object takes (:func:`stray_keys`).
 
 from __future__ import annotations
 
-import difflib
 import functools
 from typing import Any
 
 from ...bounds import MAX_LOOKED_AT, MAX_NEAR_MISSES, NEAR_MISS_CACHE
 from ..commands import registry
+from ..spelling import closest
 
 #: Keys a fragment may have beside command names (function objects, agent definitions).
 FRAGMENT_KEYS = ("onError", "functions", "args", "commands")
-#: ``difflib.SequenceMatcher`` ratio from which a key is a near miss of a command name or ``onError``
-#: (``vars``/``var`` 0.86, ``retrun``/``return`` 0.83, ``onEror``/``onError`` 0.92; ``tasks``/``ask`` 0.75
-#: is not one).
-CUTOFF = 0.8
-
-
 def _is_command(obj: Any) -> bool:
     names = registry.COMMAND_NAMES
     return (isinstance(obj, dict) and bool(obj)
@@ -68,14 +62,7 @@ def near_miss(key: str) -> str | None:
     far longer than any command is none (``difflib`` on a 10-million-character key took seconds); a name
     that is itself a command or ``onError`` is no miss.
     """
-    words = [*sorted(registry.COMMAND_NAMES), "onError"]
-    if key in words or len(key) > 2 * max(map(len, words)):  # far longer than any word: no ratio reaches CUTOFF
-        return None
-    for word in words:
-        if key.lower() == word.lower() or (len(key) > 2 and sorted(key.lower()) == sorted(word.lower())):
-            return word  # another case, or the same letters in another order (``fro``)
-    close = difflib.get_close_matches(key, words, n=1, cutoff=CUTOFF)
-    return close[0] if close else None
+    return closest(key, [*registry.COMMAND_NAMES, "onError"])
 
 
 def misspelled(obj: Any) -> list[tuple[str, str]]:

@@ -28,10 +28,11 @@ from ..commands import registry
 from ..commands.spec import FieldsModel
 from ..errors import ErrorGroup, S2OError
 from ..language.dynamic import expression_of
-from ..language.references import And, Expr, Or, has_reference, parse_reference, refs_of
+from ..language.references import And, Expr, Or, is_reference, parse_reference, refs_of
 from ..language.rules import RESERVED_NAMES
 from ..run.engine import Engine
 from ..run.scopes import check_target_name
+from ..spelling import did_you_mean, words_at
 from .dataflow import Access, Dataflow, expression_reads
 from .definition_bounds import parse_bounds
 from .depth import check_fragment_json, nesting_error, nesting_errors
@@ -114,12 +115,13 @@ class Parser:
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            self._model_errors(exc, path)
+            self._model_errors(cls, exc, path)
             return None
 
-    def _model_errors(self, exc: ValidationError, path: str) -> None:
+    def _model_errors(self, cls: type[BaseModel], exc: ValidationError, path: str) -> None:
         seen: set[str] = set()
-        for err in exc.errors():
+        # An unknown key first: a misspelled field is also a missing one, and its "did you mean" says both.
+        for err in sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden"):
             loc = path
             field_name = None
             for part in err["loc"]:
@@ -138,7 +140,9 @@ class Parser:
                 self.error("fragment", f"{field_name} is expected to be {expected}, got "
                            f"{json_type(err.get('input'))}", loc)
             elif err["type"] == "extra_forbidden":
-                self.error("fragment", f"unknown field '{err['loc'][-1]}'", loc)
+                key = err["loc"][-1]
+                hint = did_you_mean(key, words_at(cls, err["loc"][:-1])) if isinstance(key, str) else ""
+                self.error("fragment", f"unknown field '{key}'{hint}", loc)
             elif err["type"] == "missing":
                 self.error("fragment", f"the field '{err['loc'][-1]}' is required", loc)
             else:
@@ -151,7 +155,7 @@ class Parser:
         if isinstance(raw, str):
             found = expression_of(raw)
             if found is None:
-                if has_reference(raw):
+                if is_reference(raw):
                     self.reference(raw, path)
                 return
             checked = self.engine.check_remembered(found[0], locals=known, command_fields=fields or [])
@@ -282,19 +286,27 @@ class Parser:
             fields = {k: v for k, v in fields.items() if k != "outputPath"}
             cmd.fields = fields
         parsed = spec.parse(self, cmd, fields, known, in_loop)
-        if cmd.output_path is not None:  # written after the fields are read; local targets known after
-            on_success, on_failure = targets(cmd.output_path)
-            for refs, when in ((on_success, "on success" if on_failure else ""), (on_failure, "on failure")):
-                for ref in refs:
-                    self.access("write", ref.text(), join(path, "outputPath"), "outputPath", when)
-            known.update(str(r.items[0]) for r in refs_of(cmd.output_path) if r.scope == "local")
+        if parsed is not None and spec.produces_result:
+            self._result_written(cmd, known)
         return parsed
+
+    def _result_written(self, cmd: Command, known: set[str]) -> None:
+        """Record what a command that produces a result writes once its fields are read (SPEC 7, 8):
+        ``result``, then each target of its ``outputPath`` (whose ``local`` targets are known after it)."""
+        self.access("write", "result", cmd.path, "result")
+        if cmd.output_path is None:
+            return
+        on_success, on_failure = targets(cmd.output_path)
+        for refs, when in ((on_success, "on success" if on_failure else ""), (on_failure, "on failure")):
+            for ref in refs:
+                self.access("write", ref.text(), join(cmd.path, "outputPath"), "outputPath", when)
+        known.update(str(r.items[0]) for r in refs_of(cmd.output_path) if r.scope == "local")
 
     def output_path(self, raw: Any, path: str) -> Expr | None:
         """Check an ``outputPath`` (SPEC 8): a reference expression whose targets are ``local``, ``agent``
         or ``conv`` variables, either a fan-out ``a && b && …`` or two alternatives ``ok || failed``
         (each side a reference or a fan-out). Code ``ref-output``."""
-        if not isinstance(raw, str) or not has_reference(raw) or expression_of(raw) is not None:
+        if not isinstance(raw, str) or not is_reference(raw) or expression_of(raw) is not None:
             self.error("ref-output", "outputPath is a reference expression such as \u2020agent.total, "
                        "\u2020agent.a && \u2020conv.b or \u2020agent.ok || \u2020agent.failed", path)
             return None
@@ -392,8 +404,23 @@ def parse_fragment(engine: Engine, fragment: Any, *, known: set[str] | None = No
         bounds, bound_errors = parse_bounds(fragment["bounds"])
         p.errors.extend(bound_errors)
     if p.errors:
-        raise p.errors[0] if len(p.errors) == 1 else ErrorGroup(p.errors)
+        errors = [_notebook_name_hint(e, known) for e in p.errors] if kind == "agent" and known else p.errors
+        raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
     return Program(kind, body, funcs, Dataflow(p.flow), bounds)
+
+
+def _notebook_name_hint(error: S2OError, known: set[str]) -> S2OError:
+    """``error``, or for an ``unknown-name`` in an agent definition that names a notebook variable a copy
+    saying how to pass it: an agent's functions start with fresh locals (SPEC 7), so a notebook's earlier
+    cells reach ``main`` as its arguments or through ``sys.inputs`` (papermill parameters land there too)."""
+    name = error.details.get("name") if error.code == "unknown-name" and error.details else None
+    if not isinstance(name, str) or name not in known:
+        return error
+    hint = (f"; '{name}' is a notebook variable, and an agent's functions start with fresh locals: "
+            f"give main an argument '{name}' (\"args\") and pass it in the run's inputs, or read "
+            f"sys.inputs['{name}']")
+    return S2OError(error.code, error.message + hint, line=error.line, col=error.col, path=error.path,
+                    stage=error.stage, source=error.source, details=error.details)
 
 
 def output_shape_problem(expr: Expr) -> tuple[str, int] | None:

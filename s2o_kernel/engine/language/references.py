@@ -1,7 +1,12 @@
 """Reference expressions: the dataflow notation of SPEC 8, tokenized and parsed by a small, strict grammar.
 
-A field's string that holds a dagger ``\u2020`` (U+2020) and is no dynamic string (SPEC 1) is a reference
-expression, and must be one whole::
+A field's string that is no dynamic string (SPEC 1) and *starts* with a dagger ``\u2020`` (U+2020) is a
+reference expression, and must be one whole (:func:`is_reference`); white space and the opening
+parentheses of a group (``"(\u2020agent.a && \u2020agent.b) || \u2020conv.c"``) may come before that
+dagger. Any other string is plain text, a dagger inside it included (``"Price\u2020 incl. VAT"``,
+``"see \u2020agent.x"``): a dagger is a character people write (SPEC 8). Text that must start with a
+dagger is written as a dynamic string, ``"{ '\\u2020agent.x' }"`` (the expression's ``\\u`` escape: an
+expression is printable ASCII, SPEC 3). The grammar::
 
     expr     := operand ( "||" operand )*  |  operand ( "&&" operand )*
     operand  := ref | "(" expr ")"
@@ -19,7 +24,7 @@ text as its ``source`` (so a caret can point at the column); the caller adds the
 Each malformed form has its own code (SPEC 8):
 
 =================  ===============================================================================
-``ref-text``       a ``\u2020`` inside plain text (``"Hello \u2020conv.name"``), or text after a reference
+``ref-text``       text after a reference, or beside one (``"\u2020conv.name is here"``)
 ``ref-scope``      an unknown scope (``\u2020user.name``), or a ``\u2020`` with no scope
 ``ref-path``       a malformed or missing key or index (``\u2020agent.``, ``\u2020agent[x]``, ``\u2020agent``)
 ``ref-operator``   a single ``|`` or ``&``
@@ -95,9 +100,16 @@ class And:
 Expr = Ref | Or | And
 
 
-def has_reference(text: str) -> bool:
-    """True when ``text`` holds a dagger, so that it must be a whole reference expression (SPEC 8)."""
-    return DAGGER in text
+#: What may stand before the dagger that starts a reference expression: white space and opening parentheses.
+_START = re.compile(f"[ \t\r\n(]*{DAGGER}")
+
+
+def is_reference(text: str) -> bool:
+    """True when the string ``text`` starts with a dagger (white space and opening parentheses before it
+    aside), so that it must be a whole reference expression (SPEC 8); any other string is plain text, a
+    dagger inside it included. Linear in the text's leading white space and parentheses; ``text`` is a
+    ``str`` (the callers' dynamic values)."""
+    return _START.match(text) is not None
 
 
 def refs_of(expr: Expr) -> list[Ref]:
@@ -147,8 +159,8 @@ def _tokens(text: str) -> list[_Token]:
             out.append(_Token(ch, i))
             i += 1
         else:
-            raise _error("ref-text", f"plain text beside a {DAGGER} reference: a field holding {DAGGER} must be "
-                         f"made only of references joined by || or && (found {text[i:i + 12]!r})", i)
+            raise _error("ref-text", f"plain text beside a {DAGGER} reference: a field that starts with {DAGGER} must "
+                         f"be made only of references joined by || or && (found {text[i:i + 12]!r})", i)
     return out
 
 
@@ -264,7 +276,7 @@ class _Parser:
 def parse_reference(text: str) -> Expr:
     """The reference expression ``text`` as a tree; raises :class:`S2OError` (see the module doc).
 
-    ``text`` is a field's whole string value; call it only when :func:`has_reference` is true.
+    ``text`` is a field's whole string value; call it only when :func:`is_reference` is true.
     """
     try:
         tokens = _tokens(text)

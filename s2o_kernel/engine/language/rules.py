@@ -184,10 +184,11 @@ class Validator:
         self._stack: list[_Item] = []
 
     # -- reporting -------------------------------------------------------
-    def error(self, code: str, message: str, node: ast.AST | None) -> None:
+    def error(self, code: str, message: str, node: ast.AST | None, details: dict[str, Any] | None = None) -> None:
         line = getattr(node, "lineno", None) if node is not None else None
         col = getattr(node, "col_offset", None) if node is not None else None  # the offending node (SPEC 11)
-        self.out.errors.append(S2OError(code, message, line=line, col=col, stage="validate", source=self.out.source))
+        self.out.errors.append(S2OError(code, message, line=line, col=col, stage="validate", source=self.out.source,
+                                        details=details))
 
     # -- walk --------------------------------------------------------------
     def walk(self, tree: ast.Expression) -> None:
@@ -260,7 +261,7 @@ class Validator:
             self.out.local_names.add(name)
         else:
             self.error("unknown-name", f"'{name}' is not an argument, a variable set earlier, "
-                       "a runtime namespace or an allowlist name", node)
+                       "a runtime namespace or an allowlist name", node, {"name": name})
         return True
 
     def rule_attribute(self, item: _Item) -> bool:

@@ -41,6 +41,7 @@ import decimal
 import math
 import os
 import re
+import secrets
 import sqlite3
 import uuid
 from pathlib import Path
@@ -216,7 +217,6 @@ async def handle(gw: Gateway, profile: DbProfile, request: OutsideCall, on_strea
     if type(sql) is not str or type(params) is not dict or type(max_rows) is not int or max_rows < 1:
         raise S2OError("fragment", "a db call has sql (text), params (an object) and max_rows (a positive int)")
     url = gw.credentials("db", name, profile)["url"]
-    gw.masker.add(_url_password(url))
     engine = await gw.pooled(("db", name), lambda: make_engine(url, profile.read_only))
     try:
         async with engine.connect() as conn:
@@ -331,16 +331,6 @@ def _driver_message(exc: Exception) -> str:
 _BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
 
 
-def _url_password(url: str) -> list[str]:
-    from sqlalchemy.engine import make_url
-
-    try:
-        password = make_url(url).password
-    except Exception:  # not a URL: the engine will say so
-        return []
-    return [str(password)] if password else []
-
-
 # -- the embedded demo database -------------------------------------------------------------------
 
 _SCHEMA = """
@@ -358,12 +348,29 @@ _STATUSES = ("shipped", "open", "cancelled", "shipped")
 
 
 def demo_database() -> Path:
-    """The path of the demo database, made when missing (atomically: two kernels may start at once)."""
+    """The path of the demo database, made when missing (atomically: two kernels may start at once).
+
+    It is made under a random name beside it (``O_CREAT | O_EXCL | O_NOFOLLOW``, mode 0600: no name
+    another local user could plant a link at in advance), then renamed in place. Raises ``OSError``.
+    """
     path = data_dir() / "demo.sqlite"
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".demo-{os.getpid()}.sqlite")
+    tmp = path.with_name(f".demo-{secrets.token_hex(16)}.sqlite")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    try:
+        _fill_demo(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _fill_demo(tmp: Path) -> None:
+    """Write the demo tables and rows into the empty database file ``tmp``."""
     with contextlib.closing(sqlite3.connect(tmp)) as conn:
         conn.executescript(_SCHEMA)
         conn.executemany("INSERT INTO customers VALUES (?, ?, ?, ?)", [
@@ -379,6 +386,4 @@ def demo_database() -> Path:
                 lines.append((len(lines) + 1, order_id, product, 1 + (order_id + j) % 4, price))
         conn.executemany("INSERT INTO order_lines VALUES (?, ?, ?, ?, ?)", lines)
         conn.commit()
-    os.replace(tmp, path)
-    return path
 

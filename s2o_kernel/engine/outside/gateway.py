@@ -9,9 +9,11 @@ session's loop) and the kernel process, which serves calls a containment worker 
 For each call it
 
 1. finds the profile (``unknown-profile`` when the settings do not define it);
-2. evaluates the profile's dynamic fields (url, headers, query, key; SPEC 1) once, with an engine whose
-   ``sys.secret`` holds the secrets (:meth:`Gateway.credentials`), and remembers every evaluated
-   credential that read a secret, to mask it;
+2. evaluates the profile's credential fields (url, headers, query, key; SPEC 1) once, with an engine whose
+   ``sys.secret`` holds the secrets (:meth:`Gateway.credentials`), and masks from then on what is secret in
+   each as evaluated (:func:`.secrets.field_secrets`: a header or query value and a key whole, a URL's
+   password and query values; and the whole of a field that read a secret), whether it read a secret or
+   was written literally (SPEC 7.1);
 3. checks the call's fields before anything copies them (:func:`.bounded.check_value`): nested no deeper
    than the engine's depth bound (``too-deep``), and of no more items than the profile's
    ``max_response_bytes`` lets a call hold decoded (:data:`TOO_LARGE_CODES`); the worker that sent them is
@@ -21,9 +23,11 @@ For each call it
 5. runs the handler of the call's kind from :data:`HANDLERS`, the one table of kinds (one module per
    kind: :mod:`.api`, :mod:`.db`, imported at the kind's first call), under ``request.timeout``
    (``api-timeout`` for ``api``, ``timedOut`` otherwise);
-6. masks every secret value and evaluated credential as ``***`` in the result (a result that holds none is
-   handed on as it is, not copied), and in the message and details of any error, whose ``path`` becomes the
-   command's (``request.path``).
+6. masks every secret value and credential as ``***`` in the result (a result that holds none is handed on
+   as it is, not copied), and in the message and details of any error, whose ``path`` becomes the command's
+   (``request.path``). The masker starts with every text the settings know to be secret
+   (:meth:`~..settings.Settings.sensitive_texts`: the secrets, and the credentials every profile writes
+   literally), so a credential is masked even in a call through another profile.
 
 A thread that waits for a call (:meth:`Gateway.call_sync`, :meth:`Gateway.call`) waits at most the call's
 timeout plus :data:`~s2o_kernel.bounds.CALL_GRACE` seconds, then cancels it and waits that long again: a
@@ -65,7 +69,7 @@ from ..settings import Settings
 from . import ask
 from .bounded import Budget, check_value
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
-from .secrets import CREDENTIAL_FIELDS, Masker, secret_reads, unplace
+from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, secret_reads, unplace
 
 #: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
 Handler = Callable[["Gateway", Any, OutsideCall, "StreamFn | None"], Awaitable[Any]]
@@ -182,13 +186,13 @@ class Gateway:
     Attributes:
         settings: the settings whose profiles and secrets it uses.
         answer: asks a person for ``ask`` (``None``: nobody can answer).
-        masker: the texts it masks (secret values, evaluated credentials).
+        masker: the texts it masks (secret values, credentials as written and as evaluated).
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.answer: AnswerFn | None = None
-        self.masker = Masker(settings.secrets.values())
+        self.masker = Masker(settings.sensitive_texts())
         self._loop: LoopThread | None = None
         self._lock = threading.Lock()
         self._pools: dict[tuple[str, str], tuple[Any, Closer]] = {}
@@ -227,7 +231,9 @@ class Gateway:
 
     def credentials(self, kind: str, name: str, profile: Any) -> dict[str, Any]:
         """The profile's credential fields (:data:`~.secrets.CREDENTIAL_FIELDS`), evaluated once per
-        gateway: field → text, or → {key: text} for maps (``headers``, ``query``)."""
+        gateway: field → text, or → {key: text} for maps (``headers``, ``query``). What is secret in each
+        text (:func:`~.secrets.field_secrets`) is masked from then on, whether the field read a secret or
+        was written literally (SPEC 7.1)."""
         key = (kind, name)
         if key not in self._credentials:
             out: dict[str, Any] = {}
@@ -236,8 +242,10 @@ class Gateway:
                 where = f"profiles.{kind}.{name}.{field}"
                 if isinstance(value, str):
                     out[field] = self.evaluate(value, where)
+                    self.masker.add(field_secrets(field, out[field]))
                 elif isinstance(value, dict):
                     out[field] = {k: self.evaluate(v, f"{where}.{k}") for k, v in value.items()}
+                    self.masker.add(t for v in out[field].values() for t in field_secrets(field, v))
                 else:
                     out[field] = value
             self._credentials[key] = out

@@ -3,7 +3,9 @@
 ``profiles.api|db|llm|prompt.NAME`` in the settings. Every model refuses unknown fields, so a
 misspelt field is a ``settings`` error at load with its dotted path (``profiles.api.crm.timout``).
 String fields marked *dynamic* may be dynamic strings (SPEC 1) that read ``sys.secret['NAME']``; they
-are evaluated where the call is made, never in the worker. Prompt text is always literal.
+are evaluated where the call is made, never in the worker. Prompt text is always literal. The credential
+fields (:data:`~.secrets.CREDENTIAL_FIELDS`: ``headers`` and ``query`` values, an llm ``key``, a URL's
+password and query values) are secrets whether they read one or are written literally (SPEC 7.1).
 """
 
 from __future__ import annotations

@@ -185,7 +185,8 @@ def format_string(*parts: Any) -> Any:
     widths and precisions are bounded (``f'{1:{10**10}}'`` is refused before
     it allocates) and a secret formatted into the text keeps the whole result
     secret: the result is then a :class:`SecretText` whose ``repr`` shows
-    ``***`` in place of each secret.
+    ``***`` in place of each secret. A secret (or text made with one) takes no
+    format specification (:data:`NO_SECRET_SPEC`).
     """
     out: list[str] = []
     for part in parts:
@@ -202,6 +203,15 @@ def format_string(*parts: Any) -> Any:
     return "".join(out)
 
 
+#: Why a secret (a :class:`Secret`, or a :class:`SecretText` made with one) takes no format specification, whatever
+#: its conversion (SPEC 7.1, 12): a precision (``:.12``) cuts its text, and a width pads it by as many characters as
+#: it lacks, so a server that reflects the text (or the ``echo`` profile) would answer with a piece of the secret,
+#: or tell its length, and stepping the precision would recover it whole. ``{sys.secret['K']}``, ``!s`` and an
+#: empty specification (``{sys.secret['K']:}``) put the whole text in; ``!r`` and ``!a`` its name (``<secret K>``).
+NO_SECRET_SPEC = ("a secret takes no format specification: a precision would cut its text and a width would "
+                  "tell its length; format it whole, as in f'Bearer {sys.secret[\"TOKEN\"]}'")
+
+
 def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
     out: list[str] = []
     masked: list[str] = []
@@ -214,7 +224,9 @@ def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
         if type(spec) is SecretText or type(spec) is Secret:
             raise S2OError("not-allowed", "a secret cannot be used as a format specification")
         if type(value) is Secret or type(value) is SecretText:
-            text = bounded_format(reveal(value), spec or "") if conversion in (-1, 115) else repr(value)
+            if spec:
+                raise S2OError("not-allowed", NO_SECRET_SPEC)
+            text = reveal(value) if conversion in (-1, 115) else repr(value)
             out.append(text)
             masked.append("***" if type(value) is Secret else object.__getattribute__(value, "_masked"))
             continue

@@ -33,6 +33,11 @@ from .limits import memory_limit_text, time_limit_text
 #: a second session on the same configuration) share one, so they start hot. On disk only through a
 #: signed :class:`.codecache.CodeCache`, written by a process that ran the rules itself.
 _SHARED: dict[tuple[Any, ...], dict[tuple[str, frozenset[str] | None], Compiled | rules.Checked]] = {}
+#: Per compile fingerprint, the keys of its compile cache that a code store loaded (:meth:`Engine.stored`) and
+#: that no :meth:`Engine.compile` of an engine with a store has asked for since: the first such ask is a use,
+#: told to the store (:meth:`.codestore.CodeStore.used`: the on-disk cache keeps what is used, the worker's
+#: recorder reports it to its parent). A forked worker inherits its parent's.
+_STORED: dict[tuple[Any, ...], set[tuple[str, frozenset[str] | None]]] = {}
 
 @dataclass
 class Validation:
@@ -129,10 +134,14 @@ class Engine:
         shared = _SHARED.pop(self.fingerprint, None)
         if shared is None:
             shared = {}
+            _STORED[self.fingerprint] = set()
             while len(_SHARED) >= SHARED_FINGERPRINTS:
-                del _SHARED[next(iter(_SHARED))]
+                oldest = next(iter(_SHARED))
+                del _SHARED[oldest]
+                _STORED.pop(oldest, None)
         _SHARED[self.fingerprint] = shared  # most recently used last
         self._cache = shared
+        self._stored = _STORED.setdefault(self.fingerprint, set())
         #: source -> Compiled for plain expressions (no command fields): the hot path's lookup
         self.compiled: dict[str, Compiled] = {}
         #: (source, locals, command fields) -> a check that passed (:meth:`check_remembered`)
@@ -278,6 +287,9 @@ class Engine:
             self.cached(key, hit)
             if self.code_cache is not None and isinstance(hit, Compiled):
                 self.code_cache.write(self, [(key[1], hit)])
+        elif key in self._stored and self.code_cache is not None and isinstance(hit, Compiled):
+            self._stored.discard(key)  # the first use in this process of what the store loaded
+            self.code_cache.used(self, [(key[1], hit)])
         if key[1] is None and isinstance(hit, Compiled) and source not in self.compiled:
             if len(self.compiled) >= CACHE_SIZE:
                 self.compiled.clear()
@@ -292,7 +304,21 @@ class Engine:
         in the process-wide cache of this engine's fingerprint (:mod:`.codecache` loads records so)."""
         if len(self._cache) >= CACHE_SIZE:
             self._cache.clear()
+            self._stored.clear()
         self._cache[key] = hit
+
+    def stored(self, key: tuple[str, frozenset[str] | None], hit: Compiled) -> None:
+        """:meth:`cached` for a record a code store loaded: its first use by :meth:`compile` is told to the
+        store (:meth:`.codestore.CodeStore.used`), so the store knows what is used (least recently used first
+        out, :mod:`.codecache`)."""
+        self.cached(key, hit)
+        self._stored.add(key)
+
+    def cached_compiled(self, source: str, command_fields: frozenset[str] | None) -> Compiled | None:
+        """The :class:`.Compiled` :meth:`compile` has for ``source`` with ``command_fields``, or ``None`` (none,
+        or a refusal); compiles nothing, tells no store of a use."""
+        hit = self._cache.get((source, command_fields))
+        return hit if isinstance(hit, Compiled) else None
 
     def has_compiled(self, source: str, command_fields: frozenset[str] | None) -> bool:
         """Whether :meth:`compile` has a result for ``source`` with ``command_fields`` without compiling."""

@@ -9,10 +9,13 @@ name, secret values scrubbed, the failing operation's line and column), the limi
 from __future__ import annotations
 
 import asyncio
+import linecache
+import os
 import time
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ...bounds import MAX_USER_FRAMES, QUOTE
 from ..errors import S2OError
 from ..language.compiled import FILENAME, Compiled
 from ..policy.values import error_message, runtime_error
@@ -21,6 +24,8 @@ from .limits import RunInterrupt, RunTimeout
 if TYPE_CHECKING:
     from .engine import Engine
 
+#: The folder of this package (``…/s2o_kernel/``): its frames are never the user's code.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 #: The ``stopped`` message of an interrupted run.
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
@@ -42,6 +47,27 @@ def position(tb: types.TracebackType | None) -> tuple[int | None, int | None]:
     return found
 
 
+def user_frames(tb: types.TracebackType | None) -> list[dict[str, Any]]:
+    """The frames of the host's own code in ``tb`` below the compiled expression's frame: what an allowlisted
+    function (the user's ``fetch_weather``) ran when it raised, as Python's traceback shows it, outermost first:
+    ``[{"file", "line", "function", "text"}]``, at most :data:`MAX_USER_FRAMES` (the innermost), ``text`` the
+    stripped source line (``""`` when unknown, at most :data:`QUOTE` characters). No frame of this package
+    (its guards and wrappers) and none of a code object with no file (``<s2o>``, ``<frozen …>``) is shown."""
+    frames: list[dict[str, Any]] = []
+    below = False
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == FILENAME:
+            below, frames = True, []  # only what the innermost expression's call ran
+        elif below and not code.co_filename.startswith(("<", _PACKAGE)):
+            line = tb.tb_lineno
+            text = linecache.getline(code.co_filename, line).strip() if line else ""
+            frames.append({"file": code.co_filename, "line": line or 0, "function": code.co_name,
+                           "text": text[:QUOTE]})
+        tb = tb.tb_next
+    return frames[-MAX_USER_FRAMES:]
+
+
 def timeout_error(engine: Engine, compiled: Compiled | None) -> S2OError:
     """The ``timedOut`` error naming ``limits.time`` (or the definition's ``bounds.time``)."""
     return S2OError("timedOut", engine.time_limit_text(), source=compiled.source if compiled else None)
@@ -61,6 +87,12 @@ def map_error(exc: BaseException, engine: Engine, compiled: Compiled, start: flo
         err.line, err.col = line, col
     err.source = err.source or compiled.source
     err.message = engine.settings.redact(err.message)
+    if not isinstance(exc, S2OError) and err.code == "runtime":
+        frames = user_frames(exc.__traceback__)
+        if frames:
+            for frame in frames:
+                frame["text"] = engine.settings.redact(frame["text"])
+            err.details = {**(err.details or {}), "frames": frames}
     err.__traceback__ = None
     err.__cause__ = None
     err.__context__ = None

@@ -125,14 +125,16 @@ class RemoteValue:
     """A value that lives in a worker process (:mod:`.worker`): its ``repr`` and JSON form.
 
     ``repr()`` gives the worker's text; :func:`as_json` gives ``json`` (``None``
-    when the value is not JSON).
+    when the value is not JSON); ``shown`` is the text a result shows when it is not ``text``
+    (:func:`~..policy.written.shown_text`: a long container cut as IPython cuts it), else ``None``.
     """
 
-    __slots__ = ("json", "text")
+    __slots__ = ("json", "shown", "text")
 
-    def __init__(self, text: str, json: Any) -> None:
+    def __init__(self, text: str, json: Any, shown: str | None = None) -> None:
         self.text = text
         self.json = json
+        self.shown = shown
 
     def __repr__(self) -> str:
         return self.text

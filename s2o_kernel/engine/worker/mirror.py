@@ -35,10 +35,12 @@ class Mirror:
         self.cache = cache
         #: Sources the worker reported having compiled cold (none a forked worker found cached).
         self.reported = 0
+        #: Sources the worker reported having first used of the records this process loaded before the fork.
+        self.used = 0
         self._engine: Engine | None = None
         self._settings: Settings | None = None
         self._request: int | None = None  # the request whose report was served
-        self._written: set[int] = set()  # hashes of (source, fields) written or loaded by this process
+        self._written: set[int] = set()  # hashes of (source, fields) written, or written again as used, here
 
     def engine(self, settings: Settings) -> Engine | None:
         """This process's engine for ``settings`` (made on first use, the cache loaded into it), or ``None``."""
@@ -64,24 +66,37 @@ class Mirror:
     def compile(self, settings: Settings, sources: Sequence[tuple[str, Sequence[str] | None]],
                 request: int | None = None) -> int:
         """Compile each reported ``(source, command fields)`` here, within the budget, and write those that
-        compile; returns how many records were written. A second report for the same ``request`` is ignored."""
-        self.reported += len(sources)
+        compile; returns how many records were written. A source this process's engine has from the file
+        already (loaded before the fork) is the worker's first use of that record: its record, this
+        process's own, is written again as the most recently used (:meth:`.CodeCache.used`), once per
+        process. A second report for the same ``request`` is ignored."""
         if request is not None and request == self._request:
+            self.reported += len(sources)
             return 0
         self._request = request
         engine = self.engine(settings)
         if engine is None or self.cache is None or self.cache.problem is not None:
+            self.reported += len(sources)
             return 0
         done: list[tuple[frozenset[str] | None, Compiled]] = []
+        uses: list[tuple[frozenset[str] | None, Compiled]] = []
         stop = time.perf_counter() + MIRROR_BUDGET
+        self.reported += max(0, len(sources) - MAX_REPORTED)
         for source, names in sources[:MAX_REPORTED]:
-            if time.perf_counter() > stop:
-                break
-            fields = frozenset(names) if names is not None else None
-            if type(source) is not str or len(source) > MAX_CACHED_SOURCE or engine.has_compiled(source, fields):
+            if type(source) is not str or len(source) > MAX_CACHED_SOURCE:
+                self.reported += 1
                 continue
+            fields = frozenset(names) if names is not None else None
             mark = hash((source, fields))
-            if mark in self._written:
+            known = engine.cached_compiled(source, fields)
+            if known is not None:
+                self.used += 1
+                if mark not in self._written:
+                    uses.append((fields, known))
+                    self._remember(mark)
+                continue
+            self.reported += 1
+            if time.perf_counter() > stop or mark in self._written or engine.has_compiled(source, fields):
                 continue
             try:
                 compiled = engine.compile_uncached(source, fields)
@@ -90,10 +105,16 @@ class Mirror:
             if not isinstance(compiled, Compiled):
                 continue  # refused here: never written
             done.append((fields, compiled))
-            if len(self._written) >= 65_536:
-                self._written.clear()
-            self._written.add(mark)
+            self._remember(mark)
+        if uses:
+            self.cache.used(engine, uses)
         return self.cache.write(engine, done)
+
+    def _remember(self, mark: int) -> None:
+        """Keep ``mark`` (a hash of a source and its fields) as written or used by this process."""
+        if len(self._written) >= 65_536:
+            self._written.clear()
+        self._written.add(mark)
 
 
 def mirrors(settings: Settings) -> bool:

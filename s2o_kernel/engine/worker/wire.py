@@ -21,7 +21,7 @@ Messages (``ID`` is the request's id, an integer the parent never reuses)::
 
     ERROR     {"code", "message", "line", "col", "path", "stage", "source",
                "details", "python_type", "errors"?: [ERROR, …]}
-    DISPLAY   {"repr": TEXT, "json": JSON or null}               a value
+    DISPLAY   {"repr": TEXT, "json": JSON or null[, "shown": TEXT]}  a value
     STATE     {"locals": {NAME: JSON}, "agent": {…}, "conv": {…}}
     PART      {"type": "text" | "html" | "image", FIELD: TEXT, …}    an output part (text fields only)
     CALL      {"kind", "profile", "fields", "path", "timeout", "secrets_used"}   an
@@ -51,12 +51,21 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ...bounds import MAX_ERROR_DEPTH, MAX_MESSAGE, MAX_REPORTED, MAX_REPR, PRINT_CHUNK, QUOTE, WRITTEN_LIMIT
+from ...bounds import (
+    MAX_ERROR_DEPTH,
+    MAX_MESSAGE,
+    MAX_REPORTED,
+    MAX_REPR,
+    PRINT_CHUNK,
+    QUOTE,
+    SHOWN_ITEMS,
+    WRITTEN_LIMIT,
+)
 from ..codes import CODES, RESULT, STAGES
 from ..errors import ErrorGroup, S2OError
 from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
 from ..outside.call import OutsideCall
-from ..policy.written import too_large_text, written_size
+from ..policy.written import shown_text, too_large_text, written_size
 from ..run.engine import Validation
 from ..run.scopes import RemoteValue, as_json
 from ..run.session import RunResult
@@ -201,23 +210,33 @@ def encode_error(exc: S2OError) -> JSONDict:
     return out
 
 
+def _cut(text: str) -> str:
+    return text[:MAX_REPR] + " … (truncated)" if len(text) > MAX_REPR else text
+
+
 def encode_value(value: Any) -> JSONDict:
-    """``DISPLAY`` of a value, never raising: its ``repr`` (cut at :data:`MAX_REPR`) and JSON form; for a
-    value too large to write out (:func:`~..written.written_size`), a placeholder and no JSON."""
-    if written_size(value) > WRITTEN_LIMIT:
+    """``DISPLAY`` of a value, never raising: its ``repr`` (cut at :data:`MAX_REPR`) and JSON form, and
+    for a value with a container of more than :data:`SHOWN_ITEMS` items the text a result shows of it
+    (``shown``: :func:`~..written.shown_text`, cut as IPython cuts it); for a value too large to write
+    out (:func:`~..written.written_size`), a placeholder and no JSON."""
+    size = written_size(value)
+    if size > WRITTEN_LIMIT:
         return {"repr": too_large_text(value), "json": None}
     try:
         text = repr(value)
     except Exception as exc:  # e.g. an int too large to convert to text
         text = f"<{type(value).__name__} object: repr failed with {type(exc).__name__}>"
+    shown = shown_text(value) if size > SHOWN_ITEMS else text
     if len(text) > MAX_REPR:
-        return {"repr": text[:MAX_REPR] + " … (truncated)", "json": None}
+        return {"repr": _cut(text), "json": None, "shown": _cut(shown)}
     data = as_json(value)
     if data is not None:
         try:
             json.dumps(data)
         except (ValueError, TypeError, RecursionError):
             data = None
+    if shown != text:
+        return {"repr": text, "json": data, "shown": _cut(shown)}
     return {"repr": text, "json": data}
 
 
@@ -398,14 +417,14 @@ def decode_value(data: object) -> Any:
     if data is None:
         return None
     d = _object(data, "a value")
-    text, value = d.get("repr"), d.get("json")
-    if type(text) is not str:
+    text, value, shown = d.get("repr"), d.get("json"), d.get("shown")
+    if type(text) is not str or not (shown is None or type(shown) is str):
         raise fault("a value without its repr text")
     if value is not None and repr(value) == text:
         return value
     if text == "None":
         return None
-    return RemoteValue(text, value)
+    return RemoteValue(text, value, shown)
 
 
 def decode_state(data: object) -> JSONDict:

@@ -13,16 +13,44 @@ A handler takes one :class:`MagicCall` and shows what it produces through the ca
 from __future__ import annotations
 
 import argparse
+import difflib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from s2o_kernel.bounds import MAX_NEAR_MISSES
 from s2o_kernel.engine import RunResult, S2OError
 from s2o_kernel.kernel.cells import CELL_MAGIC, Cell, valid_magic_name
 from s2o_kernel.kernel.contract import Prompt, SessionLike
 from s2o_kernel.kernel.history import HistoryLike
 from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
+
+#: How alike (``difflib``'s ratio) an unknown magic's name and a magic's are for the magic to be named.
+CLOSE = 0.75
+
+#: IPython's magics a notebook person reaches for, and what does it here: the magics (named when they
+#: exist) and a note for what no magic does (a cell's ``;``, an error's own text).
+HABITS: dict[str, tuple[tuple[str, ...], str]] = {
+    "whos": (("vars", "who"), ""),
+    "hist": (("history",), ""),
+    "who_ls": (("vars", "who"), ""),
+    "debug": (("trace", "validate"), "an error shows its code, the expression with a caret under the column "
+                                      "and the JSON path of the command"),
+    "pdb": (("trace", "validate"), "an error shows its code, the expression with a caret and the command's path"),
+    "tb": (("trace",), "an error shows its code, the expression with a caret and the command's path"),
+    "xmode": (("trace",), "an error shows its code and position, never Python frames"),
+    "capture": ((), "a trailing ';' runs a cell and shows no result, as in IPython"),
+    "prun": (("timeit", "time"), ""),
+    "load": (("run",), ""),
+    "store": (("state",), ""),
+    "save": (("state", "history"), ""),
+    "env": (("sys", "config", "profiles"), ""),
+    "reset_selective": (("reset",), ""),
+    "pip": ((), "the kernel installs nothing: %%allowlist grants the functions cells may call"),
+    "conda": ((), "the kernel installs nothing: %%allowlist grants the functions cells may call"),
+    "matplotlib": ((), "an output command shows html or a png/jpeg image"),
+}
 
 Handler = Callable[["MagicCall"], None]
 """``handler(call)``: runs one magic cell."""
@@ -190,6 +218,19 @@ class Registry:
         names = ", ".join(f"%{n}" for n in sorted(self._magics))
         return f"Known magics: {names} (%lsmagic lists them)."
 
+    def closest(self, name: str) -> str:
+        """What to use here for the unknown magic ``name``: IPython's habits (:data:`HABITS`) and the
+        magics whose names are close to it (``difflib``), as one sentence (``Closest: %vars, %who.``);
+        ``""`` when there is none. A habit's magic that is not registered is not named."""
+        habit_names, habit_note = HABITS.get(name.lower(), ((), ""))
+        near = difflib.get_close_matches(name.lower(), list(self._magics), n=MAX_NEAR_MISSES, cutoff=CLOSE)
+        names = [f"%{n}" for n in dict.fromkeys([*habit_names, *near]) if n in self._magics][:MAX_NEAR_MISSES]
+        if not names and not habit_note:
+            return ""
+        listed = ", ".join(names) if names else habit_note
+        note = f" ({habit_note})" if names and habit_note else ""
+        return f"Closest: {listed}{note}."
+
     def lsmagic_text(self) -> str:
         """``%lsmagic``: the line magics, then the cell magics, each with its summary."""
         width = max(len(n) for n in self._magics) + 4
@@ -213,7 +254,9 @@ class Registry:
             raise S2OError("magic", f"{prefix}{name} is not a magic name. {self.known_hint()}", stage="validate")
         magic = self.get(name)
         if magic is None:
-            raise S2OError("magic", f"Unknown magic {prefix}{name}. {self.known_hint()}", stage="validate")
+            closest = self.closest(name)
+            raise S2OError("magic", f"Unknown magic {prefix}{name}.{' ' + closest if closest else ''} "
+                                    f"{self.known_hint()}", stage="validate")
         handler = magic.cell if is_cell else magic.line
         if handler is None and is_cell:
             raise S2OError("magic", f"%%{name} is not a cell magic; use %{name} on a line of its own.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from typing import Any
 
 from s2o_kernel.bounds import MAX_MAGIC_FILE
@@ -52,14 +53,42 @@ def read_json(path: str) -> Any:
 
 
 def write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` as UTF-8, all or nothing (a temporary file, then a rename)."""
+    """Write ``text`` to ``path`` as UTF-8, all or nothing; ``magic`` naming the file when it cannot.
+
+    The text goes to a new file beside ``path`` under a random name (:func:`private_file`), which is
+    then renamed over ``path``: a reader finds the old file or the whole new one, and no name another
+    local user could plant a link at in advance is ever opened. A link at ``path`` itself is replaced,
+    never followed (a rename does not follow links). The file is the user's only (mode 0600).
+    """
     target = resolve(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise S2OError("magic", f"cannot write {path}: the text holds a character UTF-8 cannot carry") from None
+    tmp = ""
+    try:
+        fd, tmp = private_file(target)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, target)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise cannot("write", path, exc) from None
+
+
+def private_file(target: str) -> tuple[int, str]:
+    """A new, empty file in the folder of ``target``, opened for writing: ``(descriptor, path)``.
+
+    Its name is ``target``'s with a random suffix (128 bits from :mod:`secrets`), so nobody can name it
+    in advance; it is made with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600, so a file or a link
+    already there (planted, or by a one-in-2**128 chance) is an error (``FileExistsError``), never
+    opened or followed. Raises ``OSError``.
+    """
+    folder, name = os.path.split(target)
+    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(16)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(tmp, flags, 0o600), tmp

@@ -22,6 +22,9 @@ Each cell is one of:
   %name / %%name          a magic (%lsmagic lists them, %help NAME or %NAME? explains one)
   name?                   help on a granted name or a variable
 
+A reference expression in a fragment's field starts with a dagger
+("†conv.city || †agent.home"): type \\dagger and press Tab to get it.
+
 Lines starting with # are comments in every kind of cell (not the lines of a
 triple-quoted string), so nbval markers such as # NBVAL_RAISES_EXCEPTION work. Errors show their code as the name
 (e.g. underscore, unknown-name, timedOut). Interrupt stops a running cell and

@@ -1,9 +1,10 @@
 """list the profiles of the outside world (api, db, llm, prompt), credentials as ***
 
 %profiles
-Each profile with its fields, as the settings hold them (s2o.toml, %config). A URL or
-key that reads a secret, every llm key, every header and query value, and a URL's
-password show as ***; the secrets' values never show. A fragment names a profile
+Each profile with its fields, as the settings hold them (s2o.toml, %config). Every
+credential shows as ***, whether it reads a secret or is written literally: every
+header and query value, every llm key, a URL's password and query values, and a URL
+written as an expression; the secrets' values never show. A fragment names a profile
 (for example {"db": {"profile": "demo", "sql": "SELECT * FROM customers"}}).
 """
 
