@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -68,16 +69,40 @@ class EchoTransport(httpx.AsyncBaseTransport):
             try:
                 body = decode_body(request.headers.get("content-type", ""), raw, budget, "the request body")
             except S2OError as exc:
-                return _json_response(400 if exc.code == "too-deep" else 413, {"error": exc.message})
+                return _json_response(400 if exc.code == "too-deep" else 413, [_json({"error": exc.message})])
         query = dict(request.url.params.multi_items())
-        return _json_response(200, {"method": request.method, "path": request.url.path, "query": query, "body": body})
+        head = _json({"method": request.method, "path": request.url.path, "query": query})[:-1] + ',"body":'
+        text = _json(body)
+        body = None  # its JSON text is the answer's: the body is not held a third time while that is encoded
+        return _json_response(200, [head, text, "}"])
 
 
-def _json_response(status: int, value: Any) -> httpx.Response:
-    """A response whose body is ``value`` as JSON, streamed as a server's is (not read ahead)."""
-    content = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return httpx.Response(status, headers={"content-type": "application/json", "content-length": str(len(content))},
-                          stream=httpx.ByteStream(content))
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Parts(httpx.AsyncByteStream):
+    """A body sent as the parts it was made in (never joined into one more copy)."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while self.parts:
+            yield self.parts.pop(0)  # read once, and held no more
+
+
+def _json_response(status: int, texts: list[str]) -> httpx.Response:
+    """A response whose body is the JSON ``texts`` make together, streamed as a server's is (not read ahead), each
+    text encoded apart and emptied from ``texts`` once it is."""
+    parts = []
+    for i, text in enumerate(texts):
+        parts.append(text.encode("utf-8"))
+        texts[i] = ""
+        del text
+    return httpx.Response(status, headers={"content-type": "application/json",
+                                           "content-length": str(sum(len(part) for part in parts))},
+                          stream=_Parts(parts))
 
 
 def make_client(creds: dict[str, Any], profile: ApiProfile) -> tuple[httpx.AsyncClient, Any]:
@@ -241,9 +266,11 @@ def decode_body(content_type: str, raw: bytes | bytearray, budget: Budget, what:
 async def _exchange(client: httpx.AsyncClient, args: dict[str, Any], timeout: float, limit: int, at: str
                     ) -> tuple[int, str, str, bytearray]:
     """Send the request of ``args`` and read its response's body (at most ``limit`` bytes): ``(status, reason,
-    content type, body)``. The request and the response are dropped on return, and with them the bytes they
-    hold (the echo application's answer), before the body is decoded."""
+    content type, body)``. ``args`` is emptied once the request is built, and the request and the response are
+    dropped on return, with the bytes they hold (the request's body, the echo application's answer), before
+    the body is decoded."""
     req = client.build_request(**args, timeout=timeout)
+    args.clear()
     try:
         _check_origin(client.base_url, req.url)
     except S2OError as exc:
@@ -253,6 +280,9 @@ async def _exchange(client: httpx.AsyncClient, args: dict[str, Any], timeout: fl
         body = await read_body(response, limit, "api")
     finally:
         await response.aclose()
+        # httpx's stream refers back to its response: a cycle only the garbage collector would free, holding
+        # the request and its body until then
+        response.stream = httpx.ByteStream(b"")
     return response.status_code, response.reason_phrase, response.headers.get("content-type", ""), body
 
 
