@@ -142,8 +142,27 @@ ASK_TRIES = 3
 
 #: Default ``timeout`` of an api profile, in seconds (SPEC 7.1).
 DEFAULT_API_TIMEOUT = 30
-#: Default ``max_response_bytes`` of an api profile: bytes of one response body (SPEC 7.1: 10 MiB).
+#: Default ``max_response_bytes`` of an api profile (bytes of one response body) and of an llm profile (bytes of
+#: one reply's text and tool-call arguments together); SPEC 7.1: 10 MiB.
 DEFAULT_MAX_RESPONSE = 10 << 20
+#: What one call may hold decoded, as a multiple of the bytes it may read (its ``max_response_bytes``): the
+#: text decoded from the bytes read and the JSON parsed from that text, together (SPEC 7.1, 12). With the bytes
+#: read themselves, the kernel's process holds at most about 3× what a call may read, under SPEC 12's 4×.
+DECODED_FACTOR = 2
+#: Bytes of memory one JSON item may take while it is parsed, as a JSON text is charged before it is parsed:
+#: each list, object, key and value counts (a value's characters are charged apart). The most per item of the
+#: shapes measured: an object of many distinct keys, about 75 bytes an item at its peak (the object's table
+#: doubles as it grows); an object of one key, 64 (192 bytes for three items); an empty list, 32 (56 bytes,
+#: and 8 for its place in its parent, for two items).
+JSON_ITEM_MEMORY = 80
+#: Bytes of a text decoded at once when the memory its characters take is measured before it is decoded
+#: whole (UTF-8 that holds characters outside the Basic Multilingual Plane, which take 4 bytes each).
+DECODE_STEP = 1 << 20
+#: Most tool calls one model turn may ask for (``llm-too-large`` past it; SPEC 7.1).
+MAX_TOOL_CALLS = 128
+#: Pieces of a streamed reply's text kept apart before they are joined into one (each piece costs its own
+#: object, about 50 bytes, however short it is).
+JOIN_EVERY = 4096
 #: How many rounds of percent-decoding a server may apply to a path (``%252e`` → ``%2e`` → ``.``): an api
 #: command's path is checked through that many (SPEC 7.1, 12).
 DECODING_ROUNDS = 3
@@ -151,6 +170,10 @@ DECODING_ROUNDS = 3
 CLOSE_GRACE = 5.0
 #: Seconds a cancelled outside call waits for the call to end.
 CALL_UNWIND = 2.0
+#: Seconds a thread waiting for an outside call on the gateway's loop waits past the call's own timeout, and
+#: then again for the cancelled call to end, before it stops waiting and gives the loop thread up: a step that
+#: holds the loop keeps no caller past the run's time limit plus SPEC 12's 2 s.
+CALL_GRACE = 0.5
 
 # -- time: the watchdog, the loop thread, unwinding (SPEC 6, 12) ---------------------------------------
 

@@ -98,11 +98,14 @@ CODES: dict[str, Code] = _table(
     ("api-status", "run", "7.1", "an api call answered with a status outside 200-299 (exc.status, exc.body)"),
     ("api-failed", "run", "7.1", "an api call could not connect or the connection failed"),
     ("api-timeout", "run", "7.1", "an api call took longer than its timeout"),
-    ("api-too-large", "run", "7.1", "an api response was larger than the profile's max_response_bytes"),
+    ("api-too-large", "run", "7.1", "an api response (or a call's fields) larger than the profile's "
+     "max_response_bytes allows, in bytes or decoded"),
     ("db-failed", "run", "7.1", "the database refused the statement or the connection (the driver's message)"),
     ("db-read-only", "run", "7.1", "a write statement through a read_only database profile"),
     ("db-too-large", "run", "7.1", "a db command's result, or one of its values, larger than the kernel holds"),
     ("llm-failed", "run", "7.1", "the model server refused or failed a call, or its answer broke the protocol"),
+    ("llm-too-large", "run", "7.1", "an llm reply (its text and tool-call arguments together) larger than the "
+     "profile's max_response_bytes allows, in bytes or decoded"),
     ("llm-turns", "run", "7.1", "an llm command's model asked for tools more times than an llm command allows"),
     ("ask-answer", "run", "7.1", "an answer to an ask input that does not fit its type or options"),
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------

@@ -9,17 +9,22 @@ profile's evaluated fields (:meth:`~.gateway.Gateway.credentials`). A call's fie
   The profile's own headers and query win over a command's of the same name. A path never leaves the
   profile's base URL (:func:`check_path`; the built URL is checked again): no scheme or host, no ``..``.
 * ``body``: a string is sent as text (``text/plain; charset=utf-8``), any other JSON value as JSON.
-* The response body is read as it streams and stops at ``max_response_bytes`` (``api-too-large``; a
-  ``Content-Length`` past it is refused before reading). ``result`` is the decoded JSON when the
-  response's ``Content-Type`` is JSON (``application/json`` or ``…+json``) and it parses as finite JSON,
-  else the text.
+* The response body is read as it streams, inflated here (``gzip``, ``deflate``; a step at a time) and
+  stops at ``max_response_bytes`` (``api-too-large``; a ``Content-Length`` past it is refused before
+  reading). Its text is decoded from the charset its ``Content-Type`` declares when SPEC 7.1 lists it,
+  else as UTF-8 (:func:`.bounded.decode_text`). ``result`` is the decoded JSON when the response's
+  ``Content-Type`` is JSON (``application/json`` or ``…+json``) and it parses as finite JSON, else the
+  text. What the text and its JSON take in memory is charged before they are built
+  (:class:`.bounded.Budget`: at most twice ``max_response_bytes``; past it ``api-too-large``), and JSON
+  deeper than the engine's depth bound is ``too-deep`` (:func:`.bounded.loads`).
 * A status outside 200–299 is ``api-status`` with ``details`` ``{"status": INT, "body": RESULT}``
   (``exc.status``, ``exc.body`` in ``onError``); a connection failure ``api-failed``; a timeout
   (``request.timeout``, the smaller of the command's, the profile's and what is left of the run's)
   ``api-timeout``.
 
 :data:`ECHO_URL` names the embedded ``echo`` profile's server: :class:`EchoTransport`, an in-process
-httpx transport (no socket) answering every request with its method, path, query and body.
+httpx transport (no socket) answering every request with its method, path, query and body, which it
+decodes within the profile's ``max_response_bytes`` as the handler decodes a response.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -34,6 +40,7 @@ import httpx
 
 from ...bounds import DECODING_ROUNDS
 from ..errors import S2OError
+from .bounded import ACCEPT_ENCODING, Budget, NotJson, decode_text, loads, read_body
 from .call import METHODS, OutsideCall, StreamFn
 
 if TYPE_CHECKING:
@@ -45,35 +52,73 @@ ECHO_URL = "s2o-echo:"
 
 
 class EchoTransport(httpx.AsyncBaseTransport):
-    """The echo application as an httpx transport: answers ``{"method", "path", "query", "body"}``
-    (the JSON body decoded, else its text, ``None`` when empty), status 200, no socket."""
+    """The echo application as an httpx transport: answers ``{"method", "path", "query", "body"}`` (the JSON body
+    decoded, else its text, ``None`` when empty), status 200, no socket. The body is decoded within a budget of
+    ``limit`` bytes as a response is (:func:`decode_body`); a body past it is answered with status 413 (400 for
+    JSON nested too deeply) and ``{"error": MESSAGE}``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Echo ``request``."""
         raw = await request.aread()
         body: Any = None
         if raw:
-            text = raw.decode("utf-8", errors="replace")
+            budget = Budget(self.limit, "api-too-large", f"max_response_bytes = {self.limit}")
             try:
-                body = json.loads(text) if "json" in request.headers.get("content-type", "") else text
-            except ValueError:
-                body = text
+                body = decode_body(request.headers.get("content-type", ""), raw, budget, "the request body")
+            except S2OError as exc:
+                return _json_response(400 if exc.code == "too-deep" else 413, [_json({"error": exc.message})])
         query = dict(request.url.params.multi_items())
-        return httpx.Response(200, json={"method": request.method, "path": request.url.path, "query": query,
-                                         "body": body})
+        head = _json({"method": request.method, "path": request.url.path, "query": query})[:-1] + ',"body":'
+        text = _json(body)
+        body = None  # its JSON text is the answer's: the body is not held a third time while that is encoded
+        return _json_response(200, [head, text, "}"])
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Parts(httpx.AsyncByteStream):
+    """A body sent as the parts it was made in (never joined into one more copy)."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while self.parts:
+            yield self.parts.pop(0)  # read once, and held no more
+
+
+def _json_response(status: int, texts: list[str]) -> httpx.Response:
+    """A response whose body is the JSON ``texts`` make together, streamed as a server's is (not read ahead), each
+    text encoded apart and emptied from ``texts`` once it is."""
+    parts = []
+    for i, text in enumerate(texts):
+        parts.append(text.encode("utf-8"))
+        texts[i] = ""
+        del text
+    return httpx.Response(status, headers={"content-type": "application/json",
+                                           "content-length": str(sum(len(part) for part in parts))},
+                          stream=_Parts(parts))
 
 
 def make_client(creds: dict[str, Any], profile: ApiProfile) -> tuple[httpx.AsyncClient, Any]:
-    """A pooled client for the evaluated ``creds`` (url, headers, query) and its async closer."""
+    """A pooled client for the evaluated ``creds`` (url, headers, query) and its async closer. It asks for the
+    content encodings :func:`.bounded.decoded_chunks` inflates, unless the profile's headers name their own."""
     url = creds["url"]
-    transport = EchoTransport() if url.strip() == ECHO_URL else None
+    transport = EchoTransport(profile.max_response_bytes) if url.strip() == ECHO_URL else None
     base = "http://echo.s2o" if transport is not None else url
+    headers = creds.get("headers") or {}
     try:
-        client = httpx.AsyncClient(base_url=base, headers=creds.get("headers") or {},
-                                   params=creds.get("query") or {}, timeout=float(profile.timeout),
-                                   transport=transport, follow_redirects=False)
+        client = httpx.AsyncClient(base_url=base, headers=headers, params=creds.get("query") or {},
+                                   timeout=float(profile.timeout), transport=transport, follow_redirects=False)
     except (ValueError, TypeError, httpx.InvalidURL) as exc:
         raise S2OError("api-failed", f"the profile's url cannot be used: {exc}") from None
+    if not any(name.lower() == "accept-encoding" for name in headers):
+        client.headers["Accept-Encoding"] = ACCEPT_ENCODING
     return client, client.aclose
 
 
@@ -197,35 +242,48 @@ def _merge_profile_wins(client: httpx.AsyncClient, args: dict[str, Any]) -> None
         args["params"] = {k: v for k, v in args["params"].items() if k not in client.params}
 
 
-def decode(response: httpx.Response, raw: bytes) -> Any:
-    """The decoded body: finite JSON when the content type says JSON, else the text."""
-    text = raw.decode(response.encoding or "utf-8", errors="replace")
-    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype == "application/json" or ctype.endswith("+json"):
+def is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` says JSON: ``application/json`` or ``…+json``."""
+    kind = content_type.split(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def decode_body(content_type: str, raw: bytes | bytearray, budget: Budget, what: str) -> Any:
+    """The body ``raw`` decoded (see the module doc): finite JSON when ``content_type`` says JSON, else the text.
+    A ``bytearray`` is emptied once its text is decoded, so its bytes and the JSON are never held together.
+    Raises ``budget``'s code, or ``too-deep``, as :mod:`.bounded` does."""
+    text = decode_text(raw, content_type, budget, what)
+    if isinstance(raw, bytearray):
+        raw.clear()
+    if is_json(content_type):
         try:
-            return json.loads(text, parse_constant=_no_constant)
-        except ValueError:
+            return loads(text, budget, what)
+        except NotJson:
             return text
     return text
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-async def _read(response: httpx.Response, limit: int) -> bytes:
-    length = response.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit:
-        raise S2OError("api-too-large", f"the response is {int(length)} bytes, over max_response_bytes = {limit}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise S2OError("api-too-large", f"the response is larger than max_response_bytes = {limit} bytes; "
-                           "it was not read further")
-        chunks.append(chunk)
-    return b"".join(chunks)
+async def _exchange(client: httpx.AsyncClient, args: dict[str, Any], timeout: float, limit: int, at: str
+                    ) -> tuple[int, str, str, bytearray]:
+    """Send the request of ``args`` and read its response's body (at most ``limit`` bytes): ``(status, reason,
+    content type, body)``. ``args`` is emptied once the request is built, and the request and the response are
+    dropped on return, with the bytes they hold (the request's body, the echo application's answer), before
+    the body is decoded."""
+    req = client.build_request(**args, timeout=timeout)
+    args.clear()
+    try:
+        _check_origin(client.base_url, req.url)
+    except S2OError as exc:
+        raise exc.with_context(path=f"{at}.path") from None
+    response = await client.send(req, stream=True)
+    try:
+        body = await read_body(response, limit, "api")
+    finally:
+        await response.aclose()
+        # httpx's stream refers back to its response: a cycle only the garbage collector would free, holding
+        # the request and its body until then
+        response.stream = httpx.ByteStream(b"")
+    return response.status_code, response.reason_phrase, response.headers.get("content-type", ""), body
 
 
 async def handle(gw: Gateway, profile: ApiProfile, request: OutsideCall, on_stream: StreamFn | None) -> Any:
@@ -238,23 +296,16 @@ async def handle(gw: Gateway, profile: ApiProfile, request: OutsideCall, on_stre
     if not args["url"]:  # the base URL as written (httpx would add a slash)
         args["url"] = str(client.base_url).rstrip("/") if creds["url"].strip() == ECHO_URL else creds["url"]
     shown = f"{args['method']} {request.fields.get('path') or '/'}"
+    limit = profile.max_response_bytes
     try:
-        req = client.build_request(**args, timeout=request.timeout)
-        try:
-            _check_origin(client.base_url, req.url)
-        except S2OError as exc:
-            raise exc.with_context(path=f"{request.path}.path") from None
-        response = await client.send(req, stream=True)
-        try:
-            raw = await _read(response, profile.max_response_bytes)
-        finally:
-            await response.aclose()
+        status, reason, content_type, raw = await _exchange(client, args, request.timeout, limit, request.path)
     except httpx.TimeoutException:
         raise S2OError("api-timeout", f"{shown} took longer than {request.timeout:g} s") from None
     except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
         raise S2OError("api-failed", f"{shown} failed: {type(exc).__name__}: {exc}") from None
-    body = decode(response, raw)
-    if not 200 <= response.status_code <= 299:
-        raise S2OError("api-status", f"{shown} answered {response.status_code} {response.reason_phrase}".rstrip(),
-                       details={"status": response.status_code, "body": body})
+    body = decode_body(content_type, raw, Budget(limit, "api-too-large", f"max_response_bytes = {limit}"),
+                       "the response")
+    if not 200 <= status <= 299:
+        raise S2OError("api-status", f"{shown} answered {status} {reason}".rstrip(),
+                       details={"status": status, "body": body})
     return body

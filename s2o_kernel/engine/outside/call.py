@@ -24,7 +24,7 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 #: Codes of a failed outside call: unhandled, they end the run with result code ``callFailed`` (SPEC 7.1).
 CALL_FAILED_CODES = frozenset({"unknown-profile", "api-status", "api-failed", "api-timeout", "api-too-large",
-                               "db-failed", "db-read-only", "db-too-large", "llm-failed"})
+                               "db-failed", "db-read-only", "db-too-large", "llm-failed", "llm-too-large"})
 
 #: One ``ask`` input as the fragment declared it, evaluated: ``{"name", "type", "label", "options",
 #: "default"}`` (SPEC 7.1; types ``text``, ``number``, ``bool``, ``password``, ``chooseOne``,
@@ -134,7 +134,8 @@ class Outside(Protocol):
     ``{"text", "tool_calls", "input_tokens", "output_tokens", "cost"}``, an ``ask``'s answers) with
     every secret value masked as ``***``. It raises ``S2OError`` with the call's own code
     (``api-status``, ``api-failed``, ``api-timeout``, ``api-too-large``, ``db-failed``, ``row-limit``,
-    ``unknown-profile``, …) and ``path`` set to the call's path; for ``ask`` with nobody to answer it
+    ``llm-failed``, ``llm-too-large``, ``too-deep``, ``unknown-profile``, …) and ``path`` set to the call's
+    path; for ``ask`` with nobody to answer it
     raises code ``ask`` with the questions in ``details``. ``on_stream`` receives streamed output
     parts while the call runs.
 

@@ -14,16 +14,27 @@ For each call it
    each as evaluated (:func:`.secrets.field_secrets`: a header or query value and a key whole, a URL's
    password and query values; and the whole of a field that read a secret), whether it read a secret or
    was written literally (SPEC 7.1);
-3. puts secrets back where the worker's fields hold their placeholders (:func:`.secrets.unplace`), in
+3. checks the call's fields before anything copies them (:func:`.bounded.check_value`): nested no deeper
+   than the engine's depth bound (``too-deep``), and of no more items than the profile's
+   ``max_response_bytes`` lets a call hold decoded (:data:`TOO_LARGE_CODES`); the worker that sent them is
+   not trusted (SPEC 7.1, 12);
+4. puts secrets back where the worker's fields hold their placeholders (:func:`.secrets.unplace`), in
    the fields of the kinds that may carry them (:data:`.call.SECRET_KINDS`) only;
-4. runs the handler of the call's kind from :data:`HANDLERS`, the one table of kinds (one module per
+5. runs the handler of the call's kind from :data:`HANDLERS`, the one table of kinds (one module per
    kind: :mod:`.api`, :mod:`.db`, imported at the kind's first call), under ``request.timeout``
    (``api-timeout`` for ``api``, ``timedOut`` otherwise);
-5. masks every secret value and credential as ``***`` in the result, and in the message and details of
-   any error, whose ``path`` becomes the command's (``request.path``). The masker starts with every text
-   the settings know to be secret (:meth:`~..settings.Settings.sensitive_texts`: the secrets, and the
-   credentials every profile writes literally), so a credential is masked even in a call through another
-   profile.
+6. masks every secret value and credential as ``***`` in the result (a result that holds none is handed on
+   as it is, not copied), and in the message and details of any error, whose ``path`` becomes the command's
+   (``request.path``). The masker starts with every text the settings know to be secret
+   (:meth:`~..settings.Settings.sensitive_texts`: the secrets, and the credentials every profile writes
+   literally), so a credential is masked even in a call through another profile.
+
+A thread that waits for a call (:meth:`Gateway.call_sync`, :meth:`Gateway.call`) waits at most the call's
+timeout plus :data:`~s2o_kernel.bounds.CALL_GRACE` seconds, then cancels it and waits that long again: a
+step that holds the gateway's loop (which no timeout on that loop can reach) keeps no caller past the run's
+time limit plus SPEC 12's 2 s. A call that has not ended by then has its loop thread given up
+(:meth:`Gateway._give_up`): the next call starts a new one, and the old one closes its pools and ends once
+the step is over.
 
 An exception a handler does not turn into a coded error becomes ``<kind>-failed`` (``unexpected`` for a
 kind without such a code), with its type and masked text. :meth:`Gateway.close` disposes every pool and
@@ -40,13 +51,14 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import importlib
+import itertools
 import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...bounds import CALL_UNWIND, CLOSE_GRACE
+from ...bounds import CALL_GRACE, CALL_UNWIND, CLOSE_GRACE, DEFAULT_MAX_RESPONSE, MAX_RESULT_BYTES
 from ..errors import S2OError
 from ..language.dynamic import expression_of
 from ..run.engine import Engine
@@ -55,6 +67,7 @@ from ..run.scopes import reveal
 from ..run.state import SessionState
 from ..settings import Settings
 from . import ask
+from .bounded import Budget, check_value
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
 from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, secret_reads, unplace
 
@@ -87,6 +100,27 @@ def handler_of(kind: str) -> Handler | None:
 TIMEOUT_CODES = {"api": "api-timeout"}
 #: The code of a call that failed in a way its handler did not code, per kind.
 FAILED_CODES = {"api": "api-failed", "db": "db-failed", "llm": "llm-failed"}
+#: The code of a call whose fields hold more than it may, per kind (:func:`request_budget`).
+TOO_LARGE_CODES = {"api": "api-too-large", "db": "db-too-large", "llm": "llm-too-large"}
+
+
+def request_budget(kind: str, profile: Any) -> Budget | None:
+    """What a call of ``kind`` through ``profile`` may hold decoded of its own fields: as much as of a response
+    (its ``max_response_bytes``; a ``db`` call as much as of a result), or ``None`` for a kind with no such
+    bound (``ask``: a person's questions), whose fields are checked for depth only."""
+    code = TOO_LARGE_CODES.get(kind)
+    if code is None:
+        return None
+    limit = getattr(profile, "max_response_bytes", MAX_RESULT_BYTES if kind == "db" else DEFAULT_MAX_RESPONSE)
+    return Budget(limit, code, f"max_response_bytes = {limit}" if kind != "db" else f"the result cap of {limit}")
+
+
+def check_fields(request: OutsideCall, profile: Any) -> None:
+    """Refuse ``request``'s fields before anything copies them (see the module doc): ``too-deep`` at the JSON
+    path of a container nested past the engine's depth bound, the kind's code (:data:`TOO_LARGE_CODES`) past
+    the items :func:`request_budget` allows."""
+    check_value(request.fields, request_budget(request.kind, profile), f"the {request.kind} call's fields",
+                request.path)
 
 Closer = Callable[[], Awaitable[None]]
 
@@ -101,6 +135,31 @@ def _wait_uninterrupted(ended: threading.Event, seconds: float) -> None:
                 return
         except KeyboardInterrupt:
             pass
+
+
+def _holds_masked(masker: Masker, value: Any) -> bool:
+    """Whether a text of ``value`` (a JSON value, keys included) holds something ``masker`` masks; walked with a
+    stack of iterators, without copying it (masking copies the whole value)."""
+    if not masker.texts:
+        return False
+    if isinstance(value, str):
+        return masker.text(value) is not value
+    stack: list[Any] = [iter((value,))]
+    while stack:
+        item = next(stack[-1], _DONE)
+        if item is _DONE:
+            stack.pop()
+        elif isinstance(item, str):
+            if masker.text(item) is not item:
+                return True
+        elif isinstance(item, list):
+            stack.append(iter(item))
+        elif isinstance(item, dict):
+            stack.append(itertools.chain(item.keys(), item.values()))
+    return False
+
+
+_DONE = object()
 
 
 def _release(loop: LoopThread, pools: dict[tuple[str, str], tuple[Any, Closer]]) -> None:
@@ -214,12 +273,20 @@ class Gateway:
 
         When the caller is cancelled (its run stopped or timed out), so is the call, and the caller's
         ``CancelledError`` comes once the call has ended (at most :data:`CALL_UNWIND` seconds): a query,
-        a prompt or a request never outlives the run that made it (SPEC 12).
+        a prompt or a request never outlives the run that made it (SPEC 12). A call still running
+        :data:`CALL_GRACE` seconds past its timeout is cancelled the same way and ends with its kind's timeout
+        code (:meth:`_timed_out`).
         """
         call = Submitted(self._ensure_loop()).start(self._serve(request, on_stream))
         done = asyncio.wrap_future(call.future)
         try:
-            return await asyncio.shield(done)
+            return await asyncio.wait_for(asyncio.shield(done), request.timeout + CALL_GRACE)
+        except TimeoutError:
+            if done.done():  # the call's own outcome, not the wait's
+                raise
+            call.cancel()
+            await asyncio.wait({done}, timeout=CALL_GRACE)
+            raise self._timed_out(request, call) from None
         except asyncio.CancelledError:
             if done.cancelled():  # the gateway's loop ended the call itself (close)
                 raise
@@ -228,7 +295,9 @@ class Gateway:
             raise
 
     def call_sync(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
-        """Serve ``request`` and wait for it here (the kernel process, for a worker's call).
+        """Serve ``request`` and wait for it here (the kernel process, for a worker's call), at most its timeout
+        plus :data:`CALL_GRACE` seconds; then it is cancelled and, once it has ended or :data:`CALL_GRACE` more
+        seconds have passed, ends with its kind's timeout code (:meth:`_timed_out`).
 
         An interrupt (``KeyboardInterrupt``) cancels the call and is raised again. An ``ask`` is answered in
         this thread (:func:`.ask.answer_here`), so an interrupt reaches the person's prompt itself and no
@@ -236,6 +305,7 @@ class Gateway:
         """
         if request.kind == "ask":
             try:
+                check_fields(request, None)
                 return self.masker.value(ask.answer_here(self, dataclasses.replace(
                     request, fields=unplace(request.fields, dict(self.settings.secrets)))))
             except S2OError as exc:
@@ -243,11 +313,40 @@ class Gateway:
                 raise self.masker.error(exc.with_context(path=request.path)) from None
         call = Submitted(self._ensure_loop()).start(self._serve(request, on_stream))
         try:
-            return call.future.result()
+            return call.future.result(request.timeout + CALL_GRACE)
+        except concurrent.futures.TimeoutError:
+            if call.future.done():  # the call's own outcome, not the wait's
+                raise
+            call.cancel()
+            call.ended.wait(CALL_GRACE)
+            raise self._timed_out(request, call) from None
         except BaseException:
             call.cancel()
             _wait_uninterrupted(call.ended, CALL_UNWIND)  # the call ends before the interrupt goes on
             raise
+
+    def _timed_out(self, request: OutsideCall, call: Submitted) -> S2OError:
+        """The error of a call its caller stopped waiting for (see :meth:`call_sync`); a call that has not ended
+        even so holds the loop thread, which is given up (:meth:`_give_up`)."""
+        if not call.ended.is_set():
+            self._give_up(call.loop)
+        code = TIMEOUT_CODES.get(request.kind, "timedOut")
+        return self.masker.error(S2OError(code, f"the {request.kind} call took longer than {request.timeout:g} s",
+                                          path=request.path))
+
+    def _give_up(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop using the loop thread of ``loop``, which a step of a call holds: the next call starts a new one
+        with new pools, and this one closes its pools and ends once the step is over (:func:`_release`)."""
+        with self._lock:
+            held = self._loop
+            if held is None or held.loop is not loop:
+                return
+            self._loop = None
+            if self._finalizer is not None:
+                self._finalizer.detach()
+                self._finalizer = None
+            pools, self._pools = self._pools, {}
+        _release(held, pools)
 
     async def _serve(self, request: OutsideCall, on_stream: StreamFn | None) -> Any:
         try:
@@ -255,6 +354,7 @@ class Gateway:
             if handler is None:
                 raise S2OError("unexpected", f"no handler serves {request.kind} calls")
             profile = self.profile(request.kind, request.profile, request.path) if request.kind != "ask" else None
+            check_fields(request, profile)
             fields = unplace(request.fields, dict(self.settings.secrets)) if request.kind in SECRET_KINDS \
                 else request.fields  # a placeholder a worker forged elsewhere stays text (call.SECRET_KINDS)
             call = OutsideCall(request.kind, request.profile, fields, request.path, request.timeout,
@@ -272,7 +372,7 @@ class Gateway:
         except Exception as exc:  # a driver's own exception type: coded, masked, never raw
             code = FAILED_CODES.get(request.kind, "unexpected")
             raise self.masker.error(S2OError(code, f"{type(exc).__name__}: {exc}", path=request.path)) from None
-        return self.masker.value(result)
+        return self.masker.value(result) if _holds_masked(self.masker, result) else result
 
     def close(self) -> None:
         """Dispose every pooled client and engine and end the loop thread; the next call starts anew."""

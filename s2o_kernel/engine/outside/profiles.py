@@ -56,7 +56,8 @@ class ScriptTurn(_Profile):
 class LlmProfile(_Profile):
     """``profiles.llm.NAME``: ``adapter`` (``scripted`` or ``openai``), ``model``, ``url`` and ``key``
     (dynamic; for ``openai``), ``price_input`` / ``price_output`` (US dollars per million tokens),
-    ``max_tokens``, and ``script`` (the ``scripted`` adapter's turns)."""
+    ``max_tokens``, ``max_response_bytes`` (bytes of one reply's text and tool-call arguments together, default
+    10 MiB; ``llm-too-large`` past it), and ``script`` (the ``scripted`` adapter's turns)."""
 
     adapter: Literal["scripted", "openai"] = "scripted"
     model: str = "scripted"
@@ -65,6 +66,7 @@ class LlmProfile(_Profile):
     price_input: float = Field(default=0.0, ge=0)
     price_output: float = Field(default=0.0, ge=0)
     max_tokens: int | None = Field(default=None, ge=1)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE, ge=1)
     script: list[ScriptTurn] = Field(default_factory=list)
 
 
