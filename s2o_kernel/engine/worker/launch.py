@@ -36,7 +36,7 @@ import sys
 import time
 import warnings
 from asyncio.events import _set_running_loop  # in asyncio.events.__all__: public despite its name
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 from ...bounds import FORK_POLL
@@ -68,10 +68,16 @@ _held_credentials = False
 _std: list[io.TextIOWrapper] = []
 
 
-def exec_worker(scratch: str) -> subprocess.Popen[bytes]:
-    """A new interpreter running the worker, its stdin and stdout pipes to this process.
+#: The command line of a worker that is a new interpreter (after ``sys.executable``).
+WORKER_ARGS = ("-m", "s2o_kernel.engine.worker")
 
-    ``scratch`` is the worker's scratch folder (:data:`.confine.SCRATCH_ENV`). Raises ``OSError``
+
+def exec_worker(scratch: str, program: Sequence[str] | None = None) -> subprocess.Popen[bytes]:
+    """A new process running the worker, its stdin and stdout pipes to this process.
+
+    ``scratch`` is the worker's scratch folder (:data:`.confine.SCRATCH_ENV`). ``program`` is the command
+    line to run instead of this interpreter with :data:`WORKER_ARGS` (a program that speaks the protocol in its
+    place: the tests' hostile worker); it starts the same way, with the same environment. Raises ``OSError``
     when the process cannot be started.
     """
     # no credential crosses into the worker, not even in its environment (SPEC 7.1)
@@ -79,8 +85,8 @@ def exec_worker(scratch: str) -> subprocess.Popen[bytes]:
     env.setdefault("MALLOC_ARENA_MAX", "2")
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     env[confine.SCRATCH_ENV] = scratch
-    return subprocess.Popen([sys.executable, "-m", "s2o_kernel.engine.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True)
+    args = list(program) if program is not None else [sys.executable, *WORKER_ARGS]
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True)
 
 
 #: Environment variables a worker keeps (by name, or by a prefix of its name): what Python, locales and
