@@ -222,6 +222,10 @@ MEMORY_MARGIN = 64 << 20
 KILL_GRACE = 1.0
 #: Seconds an interrupted worker has to answer before it is killed and restarted.
 WORKER_INTERRUPT_GRACE = 1.0
+#: Seconds past ``limits.time`` + :data:`KILL_GRACE` that an interrupted run which said ``stopping`` may still
+#: unwind (and that an interrupted worker may take to answer) before it is killed: the kill and the restart take
+#: the rest of :data:`TIME_GRACE`, so the call ends within the limit + 2 s (SPEC 12) whatever the worker says.
+STOPPING_GRACE = 0.5
 #: Seconds a new worker has to start and load the settings.
 WORKER_START_TIMEOUT = 30.0
 #: Seconds between two looks at a forked worker that is asked to end.

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from s2o_kernel.bounds import MAX_OUTPUT_PART
 from s2o_kernel.engine import (
     IsolatedSession,
     RunResult,
@@ -332,6 +333,17 @@ def test_a_reply_over_the_cap_becomes_a_coded_error_reply(monkeypatch: pytest.Mo
     with pytest.raises(S2OError) as exc:
         wire.encode_output(2, {"type": "text", "text": "x" * 5000}, 1 << 20)
     _fault(exc)
+
+
+def test_the_lines_of_output_start_as_their_parent_looks_for() -> None:
+    """The parent lets an ``output`` event's line, and a run's reply, grow past the cap of other messages when it
+    starts so (:meth:`.framing.LineReader.read_line`): the encoders write exactly those prefixes."""
+    part = {"type": "text", "text": "x"}
+    assert wire.encode_output(12, part, 1 << 20).startswith(wire.output_prefix(12))
+    assert wire.encode_result(12, {"result": None, "state": {}}).startswith(wire.reply_prefix(12))
+    assert not wire.encode_error_reply(12, S2OError("runtime", "boom")).startswith(wire.reply_prefix(12))
+    assert wire.output_cap(1 << 20) == wire.MAX_CONTROL_MESSAGE
+    assert wire.output_cap(MAX_OUTPUT_PART) <= wire.MAX_MESSAGE
 
 
 def test_printed_text_is_cut_into_events() -> None:

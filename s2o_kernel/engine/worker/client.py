@@ -33,10 +33,10 @@ import functools
 import itertools
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...bounds import KILL_GRACE, TIME_GRACE, UNWIND_WAIT, WORKER_INTERRUPT_GRACE, WORKER_START_TIMEOUT
+from ...bounds import KILL_GRACE, STOPPING_GRACE, UNWIND_WAIT, WORKER_INTERRUPT_GRACE, WORKER_START_TIMEOUT
 from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
 from ..fragments.definition_bounds import requested_cost, requested_time
@@ -80,18 +80,19 @@ class IsolatedSession:
     process instead of a new interpreter (:mod:`.launch`): it shares this process's pages and starts faster;
     the kernel uses it. ``code_cache``: a :class:`~..codecache.CodeCache` this process loads into each forked
     worker and writes what the worker compiled into, compiled again here (:class:`~.mirror.Mirror`).
-    ``program``: the command line every worker runs instead of ``python -m s2o_kernel.engine.worker``
-    (:func:`.launch.exec_worker`; never forked), for a program that speaks the protocol in the worker's place
-    (``tests/support/hostile_worker.py``, which lies); only a caller of this constructor can give one.
+    ``worker_main``: the function every worker runs instead of :func:`.server.main`, each worker then a fork
+    of this process (:func:`.launch.fork_worker`; ``OSError`` where this process may not fork, having held a
+    credential): a program that speaks the protocol in the worker's place, such as the tests' hostile worker
+    (``tests/support/hostile_worker.py``, which lies). Only a caller of this constructor can give one.
     The public methods are those of ``Session``; each call is one round trip to the worker. Not
     thread-safe: one call at a time (``interrupt`` excepted).
     """
 
     def __init__(self, settings: Settings | None = None, *, fork: bool = False, code_cache: CodeCache | None = None,
-                 program: Sequence[str] | None = None) -> None:
+                 worker_main: Callable[[], int] | None = None) -> None:
         self._settings = settings if settings is not None else Settings()
-        self._fork = fork and program is None
-        self._program = tuple(program) if program is not None else None
+        self._fork = fork
+        self._worker_main = worker_main
         self.mirror = Mirror(code_cache if fork else None)  #: keeps what the worker compiled (``.reported``: how many)
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
         self._channel: Channel | None = None
@@ -108,7 +109,8 @@ class IsolatedSession:
         #: An interrupt reached the worker during the exchange under way (:meth:`interrupt`, or SIGINT to the
         #: process group): only then may it say its run is ``stopping``.
         self._interrupted = False
-        #: The latest the exchange under way may end (monotonic): its time limit plus ``TIME_GRACE`` (SPEC 12).
+        #: The latest the exchange under way may wait for its worker (monotonic): its deadline plus
+        #: ``STOPPING_GRACE``, whatever the worker says (it ends within its time limit + 2 s, SPEC 12).
         self._hard_end = 0.0
         #: The operation under way carries its run's log lines in its reply (its row's ``logs``).
         self._logs = False
@@ -135,11 +137,13 @@ class IsolatedSession:
     def _spawn(self) -> Channel:
         folder = scratch.make()
         try:
-            fork = self._fork and launch.may_fork(self._settings)
+            fork = (self._fork or self._worker_main is not None) and launch.may_fork(self._settings)
+            if self._worker_main is not None and not fork:
+                raise OSError("a worker_main runs in a fork, and this process may not fork a worker")
             if fork:  # the child inherits the records loaded here
                 self.mirror.prepare(self._settings)
-            return Channel(launch.fork_worker(folder.path) if fork else launch.exec_worker(folder.path, self._program),
-                           folder)
+            proc = launch.fork_worker(folder.path, self._worker_main) if fork else launch.exec_worker(folder.path)
+            return Channel(proc, folder)
         except OSError:
             folder.remove()
             raise
@@ -252,7 +256,7 @@ class IsolatedSession:
         """Send ``request`` and read up to its reply (``logs``: the reply carries a run's log lines). On any fault
         the worker is restarted from the last good state and a coded error is raised (see :meth:`_fault_error`)."""
         self._unwinding, self._interrupted, self._logs = 0.0, False, logs
-        self._hard_end = deadline - KILL_GRACE + TIME_GRACE
+        self._hard_end = deadline + STOPPING_GRACE
         try:
             channel.send(request, deadline)
             sent = True
@@ -283,7 +287,8 @@ class IsolatedSession:
             self._interrupted = True
         # the worker got the same SIGINT; give it a moment to answer 'stopped' (more once it says 'stopping')
         try:
-            return self._read_until_reply(channel, request_id, time.monotonic() + WORKER_INTERRUPT_GRACE, on_event)
+            grace = min(time.monotonic() + WORKER_INTERRUPT_GRACE, self._hard_end)
+            return self._read_until_reply(channel, request_id, grace, on_event)
         except (TimeoutError, EOFError, KeyboardInterrupt):
             raise _Interrupted from None
 
@@ -292,7 +297,7 @@ class IsolatedSession:
         """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives;
         printed text past ``limits.output_bytes`` is a fault (the worker stops a run there, SPEC 12), and so is a
         ``stopping`` event when no interrupt reached the worker. The first ``stopping`` after an interrupt gives
-        the run ``UNWIND_WAIT`` more, never past the exchange's time limit plus ``TIME_GRACE``."""
+        the run ``UNWIND_WAIT`` more, never past the exchange's deadline plus ``STOPPING_GRACE``."""
         limits = self._settings.limits
         wide = [(wire.output_prefix(request_id), wire.output_cap(limits.output_part_bytes))]
         if self._logs:

@@ -20,7 +20,9 @@ end of a line resumes where the last search stopped, and the consumed prefix
 is dropped (the rest copied to a new buffer, so its memory is given back) only
 when it is at least half of the buffer. A line is copied out once. It raises
 
-* :class:`TimeoutError` when the deadline passes before a whole line arrived;
+* :class:`TimeoutError` when the deadline passes before a whole line arrived, or
+  before the line is asked for (a worker that sends line after line, each of
+  them costly to read, holds its reader no longer than the deadline either);
 * :class:`EOFError` when the worker closed its end (it died);
   :attr:`LineReader.partial` then says whether a message was cut short;
 * :class:`Oversized` as soon as a line grows past its cap, without reading the
@@ -85,6 +87,8 @@ class LineReader:
         instead of :attr:`limit` (an ``output`` event, a run's reply). Raises :class:`TimeoutError`,
         :class:`EOFError` or :class:`Oversized` (see the module docstring).
         """
+        if time.monotonic() >= deadline:  # even with lines waiting: reading each one costs the reader time
+            raise TimeoutError
         while True:
             end = self._buffer.find(b"\n", self._scanned)
             if end >= 0:

@@ -151,7 +151,8 @@ def _worker_line(message: JSONDict, what: str, cap: int | None = None) -> bytes:
     opened = line.count(b"[") + line.count(b"{")
     if opened > MAX_MESSAGE_DEPTH or 1 + line.count(b",") + opened > MAX_MESSAGE_ITEMS:  # else within both
         try:
-            _loads(line)
+            bounded_json.loads(line.decode("ascii"), items=MAX_MESSAGE_ITEMS, depth=MAX_MESSAGE_DEPTH,
+                               code=FAULT_CODE, what="it")
         except S2OError as exc:
             raise S2OError(FAULT_CODE, f"{what} is too large to send: {exc.message}") from None
     return line
