@@ -222,7 +222,8 @@ def test_a_line_that_is_not_json_is_a_coded_error(line: bytes) -> None:
     _fault(exc)
 
 
-@pytest.mark.parametrize("line", [b"[" * 100_000, b"[" * 300 + b"]" * 300, b'{"id": 1, "x": ' + b"[" * 300])
+@pytest.mark.parametrize("line", [b"[" * 100_000, b"[" * 300 + b"]" * 300,
+                                  b'{"id": 1, "x": "]", "y": ' + b"[" * 300 + b"]" * 300 + b"}"])
 def test_a_line_nested_past_the_bound_is_too_deep_whether_json_or_not(line: bytes) -> None:
     with pytest.raises(S2OError) as exc:
         wire.decode_message(line, 1)
