@@ -10,17 +10,19 @@ lists, 1.6 GB of the process that reads it, and JSON a few thousand levels deep 
 * ``depth``: the deepest nesting of lists and objects (``[]`` is 1 level, ``[[]]`` 2); past it, ``too-deep``
   (SPEC 12), never a ``RecursionError``.
 
-How it reads, from cheapest to dearest. Every value but the first starts after a comma or an opening bracket,
-so a text holds at most ``1 + commas + opening brackets`` values and nests at most ``opening brackets`` deep,
-counting those inside strings too. A text within both budgets by that count (every message of an honest sender
-that is small or flat) is read by ``json.loads`` whole, at C speed. In a text without a string every comma and
-bracket is structure: its exact counts, found at C speed too, refuse it or hand it to ``json.loads``. Any other
-text is read by an iterative scanner that counts as it goes and stops at the first value or level past a budget,
-having built no more than the budget allows; every :data:`~s2o_kernel.bounds.JSON_CHECK_SPAN` characters it
-counts what is left, and from where the rest fits both budgets (past a long string full of commas: a printed
-table, a repr) hands each value to ``json``'s C scanner. Strings and numbers are decoded by ``json``'s own
-functions, so every path gives the values ``json.loads`` gives for the same text (``NaN`` and ``Infinity``
-included).
+How it reads, from cheapest to dearest (:func:`_counts`). Every value but the first starts after a comma or
+after an opening bracket that is not closed at once, so a text holds at most ``1 + commas + opening brackets -
+empty containers`` values, counting those inside strings too, and nests at most ``opening brackets`` deep. A text
+within the values' budget by that count (every message of an honest sender but the largest) is read by
+``json.loads`` whole, at C speed, and its depth walked after when its brackets could pass the depth's (a value
+too deep for ``json`` itself is ``too-deep`` too). In a text without a string every comma and bracket is
+structure: its exact counts, found at C speed too, refuse it or hand it to ``json.loads``. Any other text is read
+by an iterative scanner that counts as it goes and stops at the first value or level past a budget, having built
+no more than the budget allows; every :data:`~s2o_kernel.bounds.JSON_CHECK_SPAN` characters it counts what is
+left, refuses at once a rest without strings that has more commas than values left, and from where the rest fits
+the values' budget (past a long string full of commas: a printed table, a repr) hands each value to ``json``'s C
+scanner. Strings and numbers are decoded by ``json``'s own functions, so every path gives the values
+``json.loads`` gives for the same text (``NaN`` and ``Infinity`` included).
 """
 
 from __future__ import annotations

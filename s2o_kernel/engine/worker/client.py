@@ -13,12 +13,17 @@ Some work cannot be stopped from inside the interpreter: a C-level loop (``max(i
 An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`) reaches the child, which ends the run with
 ``stopped``; a child that does not answer within :data:`~s2o_kernel.bounds.WORKER_INTERRUPT_GRACE` seconds (C code
 the interrupt cannot reach), or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and restarted.
+The worker is not trusted (SPEC 7.1, 12): a ``stopping`` counts only after an interrupt, and no wait goes past the
+request's deadline plus :data:`~s2o_kernel.bounds.STOPPING_GRACE`, so a call ends within its limit + 2 s.
 
 The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an id that every reply and event must echo,
-and every message has a size cap. Any fault while reading (a timeout, a dead worker, a message cut short, over the
-cap, not JSON, of the wrong shape or for another request) kills the worker, restarts it from the last good state and
-ends the call with a coded error whose ``details["restarted"]`` says so (``worker-protocol`` for the protocol's own
-faults; see :meth:`IsolatedSession._fault_error`). A worker that has sent anything since its last reply is restarted
+every message has a size cap, and a message of the worker is decoded within budgets of values and depth. Writes to
+the worker have the request's deadline too. An outside call the worker asks for is checked before any work is done
+for it (:mod:`.calls`). Any fault while reading (a timeout, a dead worker, a message cut short, over the cap or past
+the budgets, not JSON, of the wrong shape or for another request, a call the worker could not have made) kills the
+worker, restarts it from the last good state and ends the call with a coded error whose ``details["restarted"]``
+says so (``worker-protocol`` for the protocol's own faults, ``too-deep`` for a message nested past its bound; see
+:meth:`IsolatedSession._fault_error`). A worker that has sent anything since its last reply is restarted
 before the next request, so no call ever reads an earlier call's reply.
 
 Each call is a row of the table of :mod:`.operations` (arguments, result codec); every message is type-checked
