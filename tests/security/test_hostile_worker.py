@@ -34,6 +34,7 @@ import pytest
 
 from s2o_kernel.bounds import (
     DEFAULT_MAX_RESPONSE,
+    DEFAULT_OUTPUT_BYTES,
     MAX_CALL_ITEMS,
     MAX_CONTROL_MESSAGE,
     MAX_REPR,
@@ -42,6 +43,7 @@ from s2o_kernel.bounds import (
     TIME_GRACE,
 )
 from s2o_kernel.engine import IsolatedSession, make_settings
+from s2o_kernel.engine.worker import wire
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -52,8 +54,9 @@ WAIT_LIMIT = 1.0
 #: What a restart costs the parent whatever the worker sent: a new worker's pipes and handle, and one read of its
 #: pipe (a buffer of READ_CHUNK bytes).
 RESTART = READ_CHUNK + (1 << 20)
-#: What the parent lets in for one message of its worker.
+#: What the parent lets in for one message of its worker, and for a run's reply (its log lines: output).
 MESSAGE = MAX_CONTROL_MESSAGE
+RUN_REPLY = wire.output_cap(DEFAULT_OUTPUT_BYTES)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Row:
 ROWS = (
     # lines too long, JSON that amplifies, JSON too deep
     Row("huge-reply", "worker-protocol"),  # issue 30: 60 MiB of [[],…], 1.6 GB and 22 s
+    Row("run-huge-reply", "worker-protocol", allowed=RUN_REPLY),  # a run's reply may be longer: its log lines
     Row("amplifying-reply", "worker-protocol"),  # under the cap, 5 million lists
     Row("amplifying-with-strings", "worker-protocol"),  # the same with strings between: the slow path
     Row("dense-within-budget", "value", "dense"),  # 128,000 values: within the budget, read (a RemoteValue)

@@ -4,8 +4,9 @@
 (``IsolatedSession(worker_main=main)``, :func:`s2o_kernel.engine.worker.launch.fork_worker`) that speaks the
 protocol as the real worker does: one request per line read as :func:`~s2o_kernel.engine.worker.forward.read_request`
 reads it, every request served by the real :class:`~s2o_kernel.engine.worker.server.Worker`, one line per message.
-Its language rules have failed, so it sends what it likes: a request ``evaluate`` of ``"attack: NAME"`` is
-answered by the forgery :data:`FORGERIES` ``[NAME]`` instead (huge lines, amplifying and deep JSON, forged
+Its language rules have failed, so it sends what it likes: a request ``evaluate`` of ``"attack: NAME"`` (or
+``run_fragment`` of ``{"attack": NAME}``, for a row whose name starts ``run-``) is answered by the forgery
+:data:`FORGERIES` ``[NAME]`` instead (huge lines, amplifying and deep JSON, forged
 ``outside`` calls, an unsolicited ``stopping``, replies for other requests, bytes that are not the protocol, a pipe
 it never reads), written as the real worker writes (``json.dumps`` lines) or as raw bytes where the row is about
 bytes. A restarted worker is forked again and serves honestly until the next attack.
@@ -141,6 +142,7 @@ def _closes_its_end(forger: Forger) -> None:
 FORGERIES: dict[str, Callable[[Forger], None]] = {
     # -- lines too long, JSON that amplifies, JSON too deep ------------------------------------------------------
     "huge-reply": lambda f: f.long_line(b'{"id": %d, "ok": true, "result": [' % f.id, b"[],", 60 * MIB, b"[]]}"),
+    "run-huge-reply": lambda f: f.long_line(b'{"id": %d, "ok": true, "result": [' % f.id, b"[],", 60 * MIB, b"[]]}"),
     "amplifying-reply": lambda f: f.long_line(b'{"id": %d, "ok": true, "result": [' % f.id, b"[],", 15 * MIB,
                                               b"[]]}"),
     "amplifying-with-strings": lambda f: f.long_line(b'{"id": %d, "ok": true, "result": [' % f.id, b'[],"",',
@@ -197,10 +199,14 @@ FORGERIES: dict[str, Callable[[Forger], None]] = {
 
 
 def _attack(line: bytes) -> str | None:
-    """The row a request line attacks with, or ``None`` for a request to serve."""
-    if b'"' + ATTACK.encode() not in line:
+    """The row a request line attacks with, or ``None`` for a request to serve: an ``evaluate`` of
+    ``"attack: NAME"``, or a ``run_fragment`` of ``{"attack": NAME}`` (a row whose name starts ``run-``)."""
+    if ATTACK.strip(": ").encode() not in line:
         return None
     request = json.loads(line)
+    if request.get("op") == "run_fragment" and isinstance(request.get("fragment"), dict):
+        name = request["fragment"].get("attack")
+        return name if isinstance(name, str) else None
     expr = request.get("expr") if request.get("op") == "evaluate" else None
     return expr[len(ATTACK):] if isinstance(expr, str) and expr.startswith(ATTACK) else None
 
@@ -245,7 +251,13 @@ def _run(session: IsolatedSession, name: str) -> dict[str, Any]:
     if timer is not None:
         timer.start()
     try:
-        value = session.evaluate(ATTACK + name)
+        if name.startswith("run-"):
+            run = session.run_fragment({"attack": name})
+            if run.error is not None:
+                raise run.error
+            value = run.value
+        else:
+            value = session.evaluate(ATTACK + name)
     except S2OError as exc:
         return {"code": exc.code, "message": exc.message, "restarted": "restarted" in (exc.details or {})}
     finally:
