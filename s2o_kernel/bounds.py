@@ -166,6 +166,15 @@ JOIN_EVERY = 4096
 #: How many rounds of percent-decoding a server may apply to a path (``%252e`` → ``%2e`` → ``.``): an api
 #: command's path is checked through that many (SPEC 7.1, 12).
 DECODING_ROUNDS = 3
+#: Most JSON values in the fields of one outside call a contained run makes (SPEC 7.1, 12): the kernel's process
+#: walks a call's fields several times before and after its handler runs (secrets put back, the result masked,
+#: JSON written and read again), at up to ~60 µs a value on a loaded machine, so a call it is asked for costs
+#: it at most about a second. The worker refuses a larger call itself (``worker-protocol``); its parent, which
+#: does not trust it, checks again before any work.
+MAX_CALL_ITEMS = 16_384
+#: Longest JSON path of an outside call's command (``commands[2].api``), in characters: it is written into
+#: every error of the call. Far more than a definition of any sensible length makes.
+MAX_CALL_PATH = 65_536
 #: Seconds :meth:`.engine.outside.gateway.Gateway.close` waits for the pools to close.
 CLOSE_GRACE = 5.0
 #: Seconds a cancelled outside call waits for the call to end.
@@ -192,9 +201,35 @@ INTERRUPT_GRACE = 0.05
 
 # -- the evaluation worker and its pipe (SPEC 12) ------------------------------------------------------
 
-#: Longest message on the worker's pipe, in bytes, without its ending newline: the kernel's process never
-#: holds more than one such line of a misbehaving worker.
+#: Longest message on the worker's pipe, in bytes, without its ending newline: a request of the parent (a
+#: fragment, a saved state), and the ceiling of an ``output`` event (a part of :data:`MAX_OUTPUT_PART` bytes
+#: written as JSON fits it).
 MAX_MESSAGE = 64 << 20
+#: Longest message the kernel's process reads from its worker other than an ``output`` event, in bytes: replies
+#: and every other event (SPEC 7.1, 12). The worker is not trusted (its language rules may have failed), so the
+#: parent reads and decodes no more than this per message (one 60 MiB reply line once cost it 1.6 GB and 22 s).
+#: An honest worker's messages fit: a value's text is at most :data:`MAX_REPR` characters and printed text goes in
+#: chunks of :data:`PRINT_CHUNK` characters, at most 12 bytes each as JSON (an astral character's escapes).
+MAX_CONTROL_MESSAGE = 16 << 20
+#: Most JSON values one message of the worker may hold (strings, numbers, lists and objects; an object's keys
+#: do not count): decoded, a value costs the parent up to ~200 bytes (a one-key object in a list) for as few as
+#: 2 bytes of text, so a message at this many comes to ~1.6 times :data:`MAX_CONTROL_MESSAGE` of objects, and
+#: with its text within 4 times the bytes the parent let in (SPEC 7.1: at most 4x). Past it: ``worker-protocol``.
+MAX_MESSAGE_ITEMS = MAX_CONTROL_MESSAGE // 128
+#: Deepest nesting of lists and objects in a message of the worker, in levels: a JSON value at the engine's
+#: bound (:data:`MAX_JSON_DEPTH`) inside the message's own levels (a reply, its result, the state, a scope,
+#: a value's display; 8 leaves room). Past it: ``too-deep`` (SPEC 12).
+MAX_MESSAGE_DEPTH = MAX_JSON_DEPTH + 8
+#: Bytes one byte of an output part's text may take written as JSON (``\u0000``, six for one): an ``output``
+#: event's line is at most this many times ``limits.output_part_bytes``, plus :data:`MESSAGE_SLACK`.
+JSON_ESCAPE = 6
+#: Bytes of an ``output`` event besides its part's content: the envelope, the part's type and mime, its keys.
+MESSAGE_SLACK = 64 << 10
+#: Characters :mod:`.engine.run.bounded_json` reads in its slow path between two counts of what is left of the
+#: text (three ``str.count`` passes over what was read since the last; once the rest fits the budgets it is read
+#: at C speed): looked at this often, the counts cost no more than the reading, and a long string full of commas
+#: (a printed table, a repr) is followed by C-speed reading after at most this many more characters.
+JSON_CHECK_SPAN = 4096
 #: Bytes asked of the pipe per read.
 READ_CHUNK = 1 << 20
 #: Longest wait in one ``select`` call on the pipe, in seconds (so a deadline is checked at least this often).
@@ -216,6 +251,10 @@ MEMORY_MARGIN = 64 << 20
 KILL_GRACE = 1.0
 #: Seconds an interrupted worker has to answer before it is killed and restarted.
 WORKER_INTERRUPT_GRACE = 1.0
+#: Seconds past ``limits.time`` + :data:`KILL_GRACE` that an interrupted run which said ``stopping`` may still
+#: unwind (and that an interrupted worker may take to answer) before it is killed: the kill and the restart take
+#: the rest of :data:`TIME_GRACE`, so the call ends within the limit + 2 s (SPEC 12) whatever the worker says.
+STOPPING_GRACE = 0.5
 #: Seconds a new worker has to start and load the settings.
 WORKER_START_TIMEOUT = 30.0
 #: Seconds between two looks at a forked worker that is asked to end.

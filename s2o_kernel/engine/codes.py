@@ -70,7 +70,8 @@ CODES: dict[str, Code] = _table(
     ("missing-secret", "validate", "3", "sys.secret['NAME'] where no secret NAME is available"),
     ("attribute", "validate run", "3.1", "an attribute that leads to frames, code, globals or imports"),
     ("too-long", "validate run", "6", "an expression or fragment longer than the definition-length limit"),
-    ("too-deep", "validate run", "12", "nesting deeper than the validator or runner accepts"),
+    ("too-deep", "validate run", "12",
+     "nesting deeper than the validator or runner accepts (or a worker's message, or an outside call it asks for)"),
     ("not-awaited", "validate run", "6", "an async call inside a larger expression without await"),
     ("node", "validate", "3", "a Python syntax node that no compile rule admits (default deny)"),
     # -- fragments (SPEC 7) -------------------------------------------------------------------
@@ -119,8 +120,8 @@ CODES: dict[str, Code] = _table(
     ("callFailed", "result", "7", "an outside call failed and nothing handled it"),
     ("unexpected", "run result", "7", "a fault of the engine or its worker, not of the expression"),
     ("worker-protocol", "run", "12",
-     "a message to or from the worker broke the framed protocol (wrong id or shape, not JSON, cut short) "
-     "or its size cap"),
+     "a message to or from the worker broke the framed protocol (wrong id or shape, not JSON, cut short, an "
+     "outside call it cannot make, stopping unasked) or its bounds (bytes, values)"),
     # -- reference expressions (SPEC 8) ----------------------------------------------------------
     ("ref-text", "validate", "8",
      "text beside a reference: a field that starts with \u2020 holds references joined by || or && only"),

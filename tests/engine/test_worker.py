@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from s2o_kernel.bounds import MAX_OUTPUT_PART
 from s2o_kernel.engine import (
     IsolatedSession,
     RunResult,
@@ -177,7 +178,7 @@ def test_reply_and_events_round_trip() -> None:
     assert isinstance(reply, wire.Reply) and reply.error is not None
     assert (reply.error.code, reply.error.message, reply.error.line, reply.error.col) == ("runtime", "boom", 1, 2)
     part = {"type": "text", "text": "hello"}
-    assert wire.decode_message(wire.encode_output(3, part), 3) == wire.Event("output", part)
+    assert wire.decode_message(wire.encode_output(3, part, 1 << 20), 3) == wire.Event("output", part)
     assert wire.decode_message(wire.encode_print(3, "hi\n"), 3) == wire.Event("print", "hi\n")
     progress = {"elapsed": 2.5, "time_limit": 30.0, "passes": 7, "longest": 3, "loop_limit": 10000}
     assert wire.decode_message(wire.encode_progress(3, progress), 3) == wire.Event("progress", progress)
@@ -214,11 +215,19 @@ def test_a_message_that_breaks_the_protocol_is_a_coded_error(message: Any) -> No
     _fault(exc)
 
 
-@pytest.mark.parametrize("line", [b"garbage", b"\xff\xfe", b"[" * 100_000, b'{"id": 1, "ok": tr', b""])
+@pytest.mark.parametrize("line", [b"garbage", b"\xff\xfe", b'{"id": 1, "ok": tr', b""])
 def test_a_line_that_is_not_json_is_a_coded_error(line: bytes) -> None:
     with pytest.raises(S2OError) as exc:
         wire.decode_message(line, 1)
     _fault(exc)
+
+
+@pytest.mark.parametrize("line", [b"[" * 100_000, b"[" * 300 + b"]" * 300,
+                                  b'{"id": 1, "x": "]", "y": ' + b"[" * 300 + b"]" * 300 + b"}"])
+def test_a_line_nested_past_the_bound_is_too_deep_whether_json_or_not(line: bytes) -> None:
+    with pytest.raises(S2OError) as exc:
+        wire.decode_message(line, 1)
+    assert exc.value.code == "too-deep" and "broke the protocol" in exc.value.message
 
 
 def _error(**fields: Any) -> dict[str, Any]:
@@ -327,20 +336,32 @@ def test_validations_round_trip() -> None:
 
 
 def test_a_reply_over_the_cap_becomes_a_coded_error_reply(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wire, "MAX_MESSAGE", 1000)
+    monkeypatch.setattr(wire, "MAX_CONTROL_MESSAGE", 1000)
+    monkeypatch.setattr(wire, "MAX_MESSAGE", 4000)
     reply = wire.decode_message(wire.encode_result(2, "x" * 2000), 2)
     assert isinstance(reply, wire.Reply) and reply.error is not None
     assert reply.error.code == "worker-protocol" and "too large" in reply.error.message
     with pytest.raises(S2OError) as exc:
-        wire.encode_output(2, {"type": "text", "text": "x" * 2000})
+        wire.encode_output(2, {"type": "text", "text": "x" * 5000}, 1 << 20)
     _fault(exc)
+
+
+def test_the_lines_of_output_start_as_their_parent_looks_for() -> None:
+    """The parent lets an ``output`` event's line, and a run's reply, grow past the cap of other messages when it
+    starts so (:meth:`.framing.LineReader.read_line`): the encoders write exactly those prefixes."""
+    part = {"type": "text", "text": "x"}
+    assert wire.encode_output(12, part, 1 << 20).startswith(wire.output_prefix(12))
+    assert wire.encode_result(12, {"result": None, "state": {}}).startswith(wire.reply_prefix(12))
+    assert not wire.encode_error_reply(12, S2OError("runtime", "boom")).startswith(wire.reply_prefix(12))
+    assert wire.output_cap(1 << 20) == wire.MAX_CONTROL_MESSAGE
+    assert wire.output_cap(MAX_OUTPUT_PART) <= wire.MAX_MESSAGE
 
 
 def test_printed_text_is_cut_into_events() -> None:
     text = "é" * (2 * wire.PRINT_CHUNK + 10)
     lines = wire.encode_print(1, text).splitlines()
     assert len(lines) == 3
-    assert all(len(line) <= framing.MAX_MESSAGE for line in lines)
+    assert all(len(line) <= wire.MAX_CONTROL_MESSAGE for line in lines)
     events = [wire.decode_message(line, 1) for line in lines]
     assert "".join(e.payload for e in events if isinstance(e, wire.Event)) == text
 
@@ -469,7 +490,7 @@ def test_a_worker_that_breaks_the_protocol_is_restarted(unsafe: IsolatedSession,
     pid, restarts = unsafe.pid, unsafe.restarts
     with pytest.raises(S2OError) as exc:
         unsafe.evaluate(forged)
-    assert exc.value.code == "worker-protocol", exc.value
+    assert exc.value.code == ("too-deep" if "b'['" in forged else "worker-protocol"), exc.value
     assert exc.value.details is not None and "restarted" in exc.value.details
     assert unsafe.restarts == restarts + 1 and unsafe.pid != pid
     _answers_for_itself(unsafe)
@@ -570,7 +591,8 @@ def test_a_reply_over_the_cap_is_a_coded_error_and_keeps_the_worker() -> None:
 
 def test_only_the_first_stopping_event_of_a_request_extends_the_wait() -> None:
     """A worker whose interrupted run is unwinding says ``stopping`` and gets ``UNWIND_WAIT`` more; a
-    compromised worker that keeps saying it gets no more than that, so the parent's kill still comes."""
+    compromised worker that keeps saying it gets no more than that, so the parent's kill still comes (an
+    unsolicited ``stopping``: ``tests/security/test_hostile_worker.py``)."""
     from s2o_kernel.engine.run.loop import UNWIND_WAIT
 
     class Channel:
@@ -578,15 +600,18 @@ def test_only_the_first_stopping_event_of_a_request_extends_the_wait() -> None:
             self.deadlines: list[float] = []
             self.messages = [wire.Event("stopping", None)] * 3 + [wire.Reply(1, None)]
 
-        def receive(self, request_id: int, deadline: float) -> Any:
+        def receive(self, request_id: int, deadline: float, wide: Any) -> Any:
             self.deadlines.append(deadline)
             time.sleep(0.05)
             return self.messages.pop(0)
 
     session = IsolatedSession.__new__(IsolatedSession)
-    session._unwinding = 0.0
+    session._settings = make_settings({})
+    session._unwinding, session._logs = 0.0, False
+    session._interrupted = True  # the parent sent an interrupt
     channel = Channel()
     start = time.monotonic()
+    session._hard_end = start + 60
     assert session._read_until_reply(channel, 1, start + 0.5, None) == wire.Reply(1, None)  # type: ignore[arg-type]
     first, *later = channel.deadlines
     assert first == start + 0.5

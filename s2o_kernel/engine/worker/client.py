@@ -13,12 +13,17 @@ Some work cannot be stopped from inside the interpreter: a C-level loop (``max(i
 An interrupt (SIGINT to the kernel's process group, or :meth:`interrupt`) reaches the child, which ends the run with
 ``stopped``; a child that does not answer within :data:`~s2o_kernel.bounds.WORKER_INTERRUPT_GRACE` seconds (C code
 the interrupt cannot reach), or ``UNWIND_WAIT`` more once it has said its run is ``stopping``, is killed and restarted.
+The worker is not trusted (SPEC 7.1, 12): a ``stopping`` counts only after an interrupt, and no wait goes past the
+request's deadline plus :data:`~s2o_kernel.bounds.STOPPING_GRACE`, so a call ends within its limit + 2 s.
 
 The protocol is framed (:mod:`.framing`, :mod:`.wire`): every request has an id that every reply and event must echo,
-and every message has a size cap. Any fault while reading (a timeout, a dead worker, a message cut short, over the
-cap, not JSON, of the wrong shape or for another request) kills the worker, restarts it from the last good state and
-ends the call with a coded error whose ``details["restarted"]`` says so (``worker-protocol`` for the protocol's own
-faults; see :meth:`IsolatedSession._fault_error`). A worker that has sent anything since its last reply is restarted
+every message has a size cap, and a message of the worker is decoded within budgets of values and depth. Writes to
+the worker have the request's deadline too. An outside call the worker asks for is checked before any work is done
+for it (:mod:`.calls`). Any fault while reading (a timeout, a dead worker, a message cut short, over the cap or past
+the budgets, not JSON, of the wrong shape or for another request, a call the worker could not have made) kills the
+worker, restarts it from the last good state and ends the call with a coded error whose ``details["restarted"]``
+says so (``worker-protocol`` for the protocol's own faults, ``too-deep`` for a message nested past its bound; see
+:meth:`IsolatedSession._fault_error`). A worker that has sent anything since its last reply is restarted
 before the next request, so no call ever reads an earlier call's reply.
 
 Each call is a row of the table of :mod:`.operations` (arguments, result codec); every message is type-checked
@@ -36,7 +41,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...bounds import KILL_GRACE, UNWIND_WAIT, WORKER_INTERRUPT_GRACE, WORKER_START_TIMEOUT
+from ...bounds import KILL_GRACE, STOPPING_GRACE, UNWIND_WAIT, WORKER_INTERRUPT_GRACE, WORKER_START_TIMEOUT
 from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
 from ..fragments.definition_bounds import requested_cost, requested_time
@@ -53,6 +58,7 @@ from ..run.session import RunResult
 from ..settings import Settings, bare_settings, merge
 from . import launch, scratch, wire
 from . import operations as ops
+from .calls import check_call
 from .channel import Channel, death
 from .mirror import Mirror
 
@@ -79,14 +85,19 @@ class IsolatedSession:
     process instead of a new interpreter (:mod:`.launch`): it shares this process's pages and starts faster;
     the kernel uses it. ``code_cache``: a :class:`~..codecache.CodeCache` this process loads into each forked
     worker and writes what the worker compiled into, compiled again here (:class:`~.mirror.Mirror`).
+    ``worker_main``: the function every worker runs instead of :func:`.server.main`, each worker then a fork
+    of this process (:func:`.launch.fork_worker`; ``OSError`` where this process may not fork, having held a
+    credential): a program that speaks the protocol in the worker's place, such as the tests' hostile worker
+    (``tests/support/hostile_worker.py``, which lies). Only a caller of this constructor can give one.
     The public methods are those of ``Session``; each call is one round trip to the worker. Not
     thread-safe: one call at a time (``interrupt`` excepted).
     """
 
-    def __init__(self, settings: Settings | None = None, *, fork: bool = False, code_cache: CodeCache | None = None
-                 ) -> None:
+    def __init__(self, settings: Settings | None = None, *, fork: bool = False, code_cache: CodeCache | None = None,
+                 worker_main: Callable[[], int] | None = None) -> None:
         self._settings = settings if settings is not None else Settings()
         self._fork = fork
+        self._worker_main = worker_main
         self.mirror = Mirror(code_cache if fork else None)  #: keeps what the worker compiled (``.reported``: how many)
         self._state: dict[str, Any] = {"locals": {}, "agent": {}, "conv": {}}
         self._channel: Channel | None = None
@@ -100,6 +111,14 @@ class IsolatedSession:
         #: The running run's time limit, ``(name, seconds)``: ``bounds.time`` of a definition that sets it.
         self._time_limit: tuple[str, float] | None = None
         self._unwinding = 0.0  # until when the worker's interrupted run may still be unwinding (monotonic)
+        #: An interrupt reached the worker during the exchange under way (:meth:`interrupt`, or SIGINT to the
+        #: process group): only then may it say its run is ``stopping``.
+        self._interrupted = False
+        #: The latest the exchange under way may wait for its worker (monotonic): its deadline plus
+        #: ``STOPPING_GRACE``, whatever the worker says (it ends within its time limit + 2 s, SPEC 12).
+        self._hard_end = 0.0
+        #: The operation under way carries its run's log lines in its reply (its row's ``logs``).
+        self._logs = False
         self._printed = (0, 0)  # (request id, UTF-8 bytes it printed)
         #: ``on_print(text)``: called in the caller's thread with text that evaluated code printed,
         #: in order with the run's output parts; ``None`` drops it.
@@ -123,10 +142,13 @@ class IsolatedSession:
     def _spawn(self) -> Channel:
         folder = scratch.make()
         try:
-            fork = self._fork and launch.may_fork(self._settings)
+            fork = (self._fork or self._worker_main is not None) and launch.may_fork(self._settings)
+            if self._worker_main is not None and not fork:
+                raise OSError("a worker_main runs in a fork, and this process may not fork a worker")
             if fork:  # the child inherits the records loaded here
                 self.mirror.prepare(self._settings)
-            return Channel(launch.fork_worker(folder.path) if fork else launch.exec_worker(folder.path), folder)
+            proc = launch.fork_worker(folder.path, self._worker_main) if fork else launch.exec_worker(folder.path)
+            return Channel(proc, folder)
         except OSError:
             folder.remove()
             raise
@@ -158,13 +180,13 @@ class IsolatedSession:
         self.restarts += 1
         channel = self._channel = self._spawn()
         request_id = next(self._ids)
-        channel.send(self._init_request(request_id))
+        channel.send(self._init_request(request_id), time.monotonic() + WORKER_START_TIMEOUT)
         self._init_pending = request_id
 
     def _restart_quietly(self) -> None:
         try:
             self._restart()
-        except OSError:
+        except OSError:  # TimeoutError included: a new worker that does not read its init
             self._kill()
 
     def _finish_init(self) -> None:
@@ -174,6 +196,7 @@ class IsolatedSession:
             return
         try:
             deadline = time.monotonic() + WORKER_START_TIMEOUT
+            self._unwinding, self._interrupted, self._logs = 0.0, False, False
             reply: wire.Reply | None = self._read_until_reply(channel, request_id, deadline)
         except (TimeoutError, EOFError, S2OError):
             reply = None
@@ -219,7 +242,8 @@ class IsolatedSession:
         request_id = next(self._ids)
         request = wire.encode_request(request_id, op.name, fields)
         wait = timeout or op.timeout or self._settings.limits.time + KILL_GRACE
-        value, state = op.decode(self._exchange(channel, request_id, request, time.monotonic() + wait, on_event))
+        value, state = op.decode(self._exchange(channel, request_id, request, time.monotonic() + wait, on_event,
+                                                op.logs))
         if state is not None:
             self._state = state
         return value
@@ -233,17 +257,23 @@ class IsolatedSession:
             return functools.partial(self._call, op)
 
     def _exchange(self, channel: Channel, request_id: int, request: bytes, deadline: float,
-                  on_event: OnEvent | None) -> Any:
-        """Send ``request`` and read up to its reply. On any fault the worker is restarted from the
-        last good state and a coded error is raised (see :meth:`_fault_error`)."""
-        self._unwinding = 0.0
+                  on_event: OnEvent | None, logs: bool = False) -> Any:
+        """Send ``request`` and read up to its reply (``logs``: the reply carries a run's log lines). On any fault
+        the worker is restarted from the last good state and a coded error is raised (see :meth:`_fault_error`)."""
+        self._unwinding, self._interrupted, self._logs = 0.0, False, logs
+        self._hard_end = deadline + STOPPING_GRACE
         try:
-            channel.send(request)
+            channel.send(request, deadline)
+            sent = True
+        except TimeoutError:  # a worker that does not read its requests: as one that does not answer (below)
+            sent = False
         except OSError:
             self._restart_quietly()
             raise S2OError("unexpected",
                            "the evaluation worker stopped; it was restarted with the last good state") from None
         try:
+            if not sent:
+                raise TimeoutError
             reply = self._receive_reply(channel, request_id, deadline, on_event)
         except BaseException as exc:
             error = self._fault_error(channel, exc)
@@ -259,23 +289,33 @@ class IsolatedSession:
         try:
             return self._read_until_reply(channel, request_id, deadline, on_event)
         except KeyboardInterrupt:
-            pass
+            self._interrupted = True
         # the worker got the same SIGINT; give it a moment to answer 'stopped' (more once it says 'stopping')
         try:
-            return self._read_until_reply(channel, request_id, time.monotonic() + WORKER_INTERRUPT_GRACE, on_event)
+            grace = min(time.monotonic() + WORKER_INTERRUPT_GRACE, self._hard_end)
+            return self._read_until_reply(channel, request_id, grace, on_event)
         except (TimeoutError, EOFError, KeyboardInterrupt):
             raise _Interrupted from None
 
     def _read_until_reply(self, channel: Channel, request_id: int, deadline: float,
                           on_event: OnEvent | None = None) -> wire.Reply:
         """Hand each event to :attr:`on_print`, :attr:`on_progress` or ``on_event`` until the reply arrives;
-        printed text past ``limits.output_bytes`` is a fault (the worker stops a run there, SPEC 12)."""
+        printed text past ``limits.output_bytes`` is a fault (the worker stops a run there, SPEC 12), and so is a
+        ``stopping`` event when no interrupt reached the worker. The first ``stopping`` after an interrupt gives
+        the run ``UNWIND_WAIT`` more, never past the exchange's deadline plus ``STOPPING_GRACE``."""
+        limits = self._settings.limits
+        wide = [(wire.output_prefix(request_id), wire.output_cap(limits.output_part_bytes))]
+        if self._logs:
+            wide.append((wire.reply_prefix(request_id), wire.output_cap(limits.output_bytes)))
         while True:
-            message = channel.receive(request_id, max(deadline, self._unwinding))
+            message = channel.receive(request_id, max(deadline, self._unwinding), wide)
             if isinstance(message, wire.Reply):
                 return message
             if message.kind == "stopping":  # its run is unwinding: it answers within UNWIND_WAIT (once)
-                self._unwinding = self._unwinding or time.monotonic() + UNWIND_WAIT + WORKER_INTERRUPT_GRACE
+                if not self._interrupted:
+                    raise wire.fault("a stopping event, though no interrupt was sent")
+                self._unwinding = self._unwinding or min(time.monotonic() + UNWIND_WAIT + WORKER_INTERRUPT_GRACE,
+                                                         self._hard_end)
                 continue
             if message.kind == "print":
                 self._printed = (request_id, self._printed[1] * (self._printed[0] == request_id)
@@ -296,9 +336,12 @@ class IsolatedSession:
     def _serve_outside(self, channel: Channel, request_id: int, call: OutsideCall, deadline: float,
                        on_event: OnEvent | None) -> None:
         """Make the worker's outside ``call`` with :attr:`outside` here, where the secrets are, and write the answer
-        back (:meth:`.Channel.answer`). The call may use what is left until ``deadline`` and read no more than
-        ``limits.db_rows`` rows; an ``llm`` call after the run's spend passed its cost bound is refused
-        (``cost-limit``): the worker that should have stopped the run is not trusted (SPEC 7.1, 12)."""
+        back by ``deadline`` (:meth:`.Channel.answer`). The call is checked first, before any work is done for it
+        (:func:`.calls.check_call`: its profile, fields and sizes; a call that fails is a fault of the worker).
+        It may use what is left until ``deadline`` and read no more than ``limits.db_rows`` rows; an ``llm`` call
+        after the run's spend passed its cost bound is refused (``cost-limit``): the worker that should have
+        stopped the run is not trusted (SPEC 7.1, 12)."""
+        check_call(call, self._settings)
         call = dataclasses.replace(call, timeout=max(min(call.timeout, deadline - time.monotonic()), 0.001))
         if call.kind == "db" and type(call.fields.get("max_rows")) is int:  # never more than the settings allow
             call = dataclasses.replace(call, fields={
@@ -313,7 +356,7 @@ class IsolatedSession:
                 self._spend += result["cost"]  # the gateway's own price of the turn
             return result
 
-        channel.answer(request_id, make)
+        channel.answer(request_id, make, deadline)
 
     @property
     def outside(self) -> Gateway:
@@ -331,7 +374,8 @@ class IsolatedSession:
     def _fault_error(self, channel: Channel, exc: BaseException) -> S2OError | None:
         """Restart the worker after ``exc`` broke an exchange; the coded error that ends the call,
         or ``None`` to re-raise ``exc`` (an exception of a callback, not of the worker)."""
-        status = channel.exit_status() if isinstance(exc, EOFError) else None
+        status = channel.exit_status(min(1.0, max(self._hard_end - time.monotonic(), 0.05))) \
+            if isinstance(exc, EOFError) else None
         partial = channel.reader.partial
         self._restart_quietly()
         if isinstance(exc, _Interrupted):
@@ -341,7 +385,7 @@ class IsolatedSession:
             message = time_limit_text(*(self._time_limit or ("limits.time", self._settings.limits.time)))
         elif isinstance(exc, EOFError):
             code, message = death(status, partial, memory_limit_setting(self._settings.limits.memory))
-        elif isinstance(exc, S2OError) and exc.code == wire.FAULT_CODE:
+        elif isinstance(exc, S2OError) and exc.code in (wire.FAULT_CODE, "too-deep"):  # a message past its bounds
             code, message = exc.code, exc.message
         else:
             return None
@@ -488,5 +532,6 @@ class IsolatedSession:
         """Stop the run in progress (from another thread): SIGINT to the worker."""
         channel = self._channel
         if channel is not None and channel.proc.poll() is None:
+            self._interrupted = True  # before the signal: the worker's 'stopping' may come at once
             with contextlib.suppress(OSError):
                 channel.proc.send_signal(signal.SIGINT)

@@ -3,7 +3,8 @@
 The confined worker holds no credential and may not open a socket, so its session's
 :class:`~..outside.call.Outside` is a :class:`Forwarder`: ``call`` sends the call as an ``outside``
 event of the running request and waits, on the session's loop, for the parent's answer line
-(``{"op": "outside_reply", …}``, :mod:`.wire`).
+(``{"op": "outside_reply", …}``, :mod:`.wire`). A call larger than its parent accepts
+(:func:`.calls.check_size`) is refused here, with the code the parent would give it.
 
 Reading stdin (:class:`StdinReader`): the worker's main thread reads its own request lines between
 requests, so a request wakes the one thread that serves it (a separate reader thread handing each line
@@ -32,6 +33,7 @@ from ...bounds import MAX_MESSAGE, READ_CHUNK
 from ..errors import S2OError
 from ..outside.call import OutsideCall, StreamFn
 from . import wire
+from .calls import check_size
 
 Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[bytes]"]
 
@@ -64,6 +66,11 @@ class Forwarder:
         request_id = self.worker.request_id
         if request_id is None:
             raise S2OError("unexpected", "an outside call outside a request")
+        try:
+            check_size(request)  # as the parent checks it: a larger call would be taken for a lie
+        except S2OError as exc:
+            raise S2OError(exc.code, f"the outside call is too large to send ({exc.message})",
+                           path=request.path) from None
         with self._owed:  # the event goes out in the order of the waiters
             self._waiting.append((loop, future))
             self.worker.send_line(wire.encode_outside(request_id, request))

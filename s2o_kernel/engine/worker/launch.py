@@ -36,7 +36,7 @@ import sys
 import time
 import warnings
 from asyncio.events import _set_running_loop  # in asyncio.events.__all__: public despite its name
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO
 
 from ...bounds import FORK_POLL
@@ -202,11 +202,13 @@ def _prepare_once() -> None:
     _frozen = True
 
 
-def fork_worker(scratch: str) -> ForkedWorker:
+def fork_worker(scratch: str, main: Callable[[], int] | None = None) -> ForkedWorker:
     """Fork this process into a worker (see the module docstring); returns the parent's handle on it.
 
     The worker gets its settings in its ``init`` request and builds its own engine from them, confined.
-    Raises ``OSError`` when the pipes or the fork fail.
+    ``main`` is what the child runs once it is set up, instead of :func:`.server.main` (a program that speaks
+    the protocol in the worker's place: the tests' hostile worker); it returns the exit status. Raises
+    ``OSError`` when the pipes or the fork fail.
     """
     _prepare_once()
     request_r, request_w = os.pipe()
@@ -220,14 +222,16 @@ def fork_worker(scratch: str) -> ForkedWorker:
             os.close(fd)
         raise
     if pid == 0:  # pragma: no cover - the child; its behaviour is tested through the client
-        _child(request_r, reply_w, scratch)
+        _child(request_r, reply_w, scratch, main)
     os.close(request_r)
     os.close(reply_w)
     return ForkedWorker(pid, os.fdopen(request_w, "wb"), os.fdopen(reply_r, "rb", buffering=0))
 
 
-def _child(request_r: int, reply_w: int, scratch: str) -> None:  # pragma: no cover - runs in the child
-    """The forked child: become a worker on the two pipes and never return."""
+def _child(request_r: int, reply_w: int, scratch: str, main: Callable[[], int] | None
+           ) -> None:  # pragma: no cover - runs in the child
+    """The forked child: become a worker on the two pipes (running ``main``, by default :func:`.server.main`)
+    and never return."""
     status = 1
     try:
         from ..confine.syscalls import libc
@@ -249,9 +253,9 @@ def _child(request_r: int, reply_w: int, scratch: str) -> None:  # pragma: no co
                                       errors="backslashreplace", line_buffering=True)))
         sys.stdin, sys.stdout, sys.stderr = _std
         os.environ[confine.SCRATCH_ENV] = scratch
-        from .server import main
+        from .server import main as serve
 
-        status = main()
+        status = (main or serve)()
     except BaseException:
         with contextlib.suppress(BaseException):
             import traceback

@@ -19,8 +19,11 @@ Flags of a row: ``special`` (the worker calls it through a handler of its own, :
 ``init``, ``ping``, ``run_fragment`` with its ``output`` events, ``vars``), ``run`` (an interruptible run with
 ``progress`` reports), ``state`` (the result travels as ``{"result": RESULT, "state": STATE}``, and the parent
 keeps ``STATE`` as its last good state for a restart), ``needs_session`` (refused before ``init``),
-``timeout`` (seconds the parent waits; ``None``: ``limits.time`` + the kill grace) and ``members`` (the
-``SessionLike`` members it serves: by default its name). :data:`PARENT_ONLY` lists the members the parent
+``timeout`` (seconds the parent waits; ``None``: ``limits.time`` + the kill grace), ``logs`` (its reply carries
+the run's log lines, output that ``limits.output_bytes`` caps: the reply's line may be as long as that much output
+written as JSON, :func:`.wire.output_cap`, where any other reply is capped at
+:data:`~s2o_kernel.bounds.MAX_CONTROL_MESSAGE`) and ``members`` (the ``SessionLike`` members it serves: by default
+its name). :data:`PARENT_ONLY` lists the members the parent
 answers alone. Result shapes (``DISPLAY``, ``STATE``, ``ERROR``) are those of :mod:`.wire`.
 """
 
@@ -119,6 +122,7 @@ class Operation(Generic[T]):
     state: bool = False
     needs_session: bool = True
     timeout: float | None = None
+    logs: bool = False
     members: tuple[str, ...] | None = None
 
     @property
@@ -181,7 +185,7 @@ PING = register(Operation("ping", {}, AS_TEXT, special=True, needs_session=False
 EVALUATE = register(Operation("evaluate", {"expr": JSON}, AS_VALUE, run=True))
 EVALUATE_DYNAMIC = register(Operation("evaluate_dynamic", {"text": JSON}, AS_VALUE, run=True))
 RUN_FRAGMENT = register(Operation("run_fragment", {"fragment": JSON, "inputs": OBJECT_OR_NULL, "function": (str, NULL)},
-                                  AS_RUN, special=True, run=True, state=True))  # its parts: ``output`` events
+                                  AS_RUN, special=True, run=True, state=True, logs=True))  # parts: ``output`` events
 VALIDATE = register(Operation("validate", {"expr": JSON}, AS_VALIDATION))
 DATAFLOW = register(Operation("dataflow", {"fragment": JSON}, AS_DATAFLOW))
 UPDATE_SETTINGS = register(Operation("update_settings", {"patch": (dict,)}, AS_STRINGS))  # the new warnings

@@ -50,7 +50,7 @@ from ..run.engine import Engine
 from ..run.progress import RunProgress
 from ..run.scopes import as_json
 from ..run.session import Session
-from ..settings import bare_settings
+from ..settings import Limits, bare_settings
 from . import wire
 from .forward import Forwarder, StdinReader
 from .operations import OPERATIONS, STATE_FIELDS, check_fields
@@ -122,12 +122,13 @@ class Worker:
 
         Printed text waiting for its end of line goes first, so the parent sees
         everything in the order it happened. Raises ``worker-protocol`` for a
-        part over the message cap, which ends the run.
+        part over its message's cap (:func:`.wire.output_cap`), which ends the run.
         """
         with self.write_lock:
             if self.request_id is None:
                 return
-            line = wire.encode_output(self.request_id, part)
+            limits = self.session.settings.limits if self.session is not None else Limits()
+            line = wire.encode_output(self.request_id, part, limits.output_part_bytes)
             self._flush_printed()
             self.stdout.write(line)
             self.stdout.flush()
@@ -328,7 +329,10 @@ def answer(worker: Worker, line: bytes) -> bytes:
         return wire.encode_error_reply(None, exc)
     worker.begin(request_id)
     try:
-        return wire.encode_result(request_id, worker.handle(op, req))
+        result = worker.handle(op, req)
+        operation = OPERATIONS[op]  # handle raised for an op not in the table
+        cap = wire.output_cap(worker.session.settings.limits.output_bytes) if operation.logs else None
+        return wire.encode_result(request_id, result, cap)
     except S2OError as exc:
         return wire.encode_error_reply(request_id, exc)
     except MemoryError:

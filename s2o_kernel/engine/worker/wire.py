@@ -1,8 +1,9 @@
 """The worker's wire format: the one place that knows the JSON shapes crossing the pipe (SPEC 12).
 
 Only JSON crosses between :class:`~.client.IsolatedSession` (the parent) and :class:`~.server.Worker` (the child),
-never pickles, so a compromised worker cannot make the parent run code. Every message is one line of at most
-:data:`~.framing.MAX_MESSAGE` bytes (see :mod:`.framing`).
+never pickles, so a compromised worker cannot make the parent run code. Every message is one line of ASCII JSON,
+capped in bytes (see :mod:`.framing`): a request at :data:`~s2o_kernel.bounds.MAX_MESSAGE`, a message of the worker at
+:data:`~s2o_kernel.bounds.MAX_CONTROL_MESSAGE`, an ``output`` event at :func:`output_cap`.
 
 Messages (``ID`` is the request's id, an integer the parent never reuses)::
 
@@ -35,14 +36,18 @@ The operations, their arguments and their ``RESULT`` shapes are the table of :mo
 that changes the variables answers ``{"result": RESULT, "state": STATE}``). Printed text is cut into events of
 at most :data:`PRINT_CHUNK` characters.
 
-Decoding trusts nothing: every field of every message is checked for its exact JSON type, a message must carry the id
-of the request being answered, and a message that does not fit raises :func:`fault`, an :class:`~..errors.S2OError`
-with code ``worker-protocol``. An error's ``code`` goes through the code registry (:mod:`..codes`): a code the
-registry does not know becomes ``unexpected``, so a compromised worker can neither crash the parent nor make it show a
-code that does not exist.
+Decoding trusts nothing. A message of the worker is read as ASCII (what ``json.dumps`` writes) by
+:func:`~..run.bounded_json.loads`, within :data:`~s2o_kernel.bounds.MAX_MESSAGE_ITEMS` values and
+:data:`~s2o_kernel.bounds.MAX_MESSAGE_DEPTH` levels (past them ``worker-protocol`` and ``too-deep``), so no line
+makes the parent build more than a few times its bytes; every field of every message is checked for its exact JSON
+type, a message must carry the id of the request being answered, and a message that does not fit raises
+:func:`fault`, an :class:`~..errors.S2OError` with code ``worker-protocol``. An error's ``code`` goes through the
+code registry (:mod:`..codes`): a code the registry does not know becomes ``unexpected``, so a compromised worker
+can neither crash the parent nor make it show a code that does not exist.
 
-Encoding never writes a line over the cap: :func:`encode_result` turns a reply that is too large into a
-``worker-protocol`` error reply, and :func:`encode_output` raises that error for an output part that is.
+Encoding never writes a line the other side would refuse: over its cap, or (the worker's) past the budgets of values
+and levels. :func:`encode_result` turns such a reply into a ``worker-protocol`` error reply, and :func:`encode_output`
+and :func:`encode_outside` raise that error for an output part or an outside call.
 """
 
 from __future__ import annotations
@@ -52,10 +57,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...bounds import (
+    JSON_ESCAPE,
+    MAX_CACHED_SOURCE,
+    MAX_CONTROL_MESSAGE,
     MAX_ERROR_DEPTH,
     MAX_MESSAGE,
+    MAX_MESSAGE_DEPTH,
+    MAX_MESSAGE_ITEMS,
     MAX_REPORTED,
     MAX_REPR,
+    MESSAGE_SLACK,
     PRINT_CHUNK,
     QUOTE,
     SHOWN_ITEMS,
@@ -66,6 +77,7 @@ from ..errors import ErrorGroup, S2OError
 from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
 from ..outside.call import OutsideCall
 from ..policy.written import shown_text, too_large_text, written_size
+from ..run import bounded_json
 from ..run.engine import Validation
 from ..run.scopes import RemoteValue, as_json
 from ..run.session import RunResult
@@ -88,26 +100,63 @@ def fault(reason: str, sender: str = WORKER) -> S2OError:
     return S2OError(FAULT_CODE, f"{sender} broke the protocol: {reason}")
 
 
-def too_large(what: str, size: int) -> S2OError:
-    """The coded error for a message that would be over :data:`~.framing.MAX_MESSAGE` (``size`` bytes)."""
+def too_large(what: str, size: int, cap: int = MAX_MESSAGE) -> S2OError:
+    """The coded error for a message that would be over its cap of ``cap`` bytes (``size`` bytes)."""
     return S2OError(FAULT_CODE, f"{what} is too large to send: {size / 2**20:.1f} MiB, over the worker's "
-                                f"message cap of {MAX_MESSAGE / 2**20:g} MiB")
+                                f"message cap of {cap / 2**20:g} MiB")
 
 
 def quote(value: object) -> str:
-    """``repr(value)``, cut at :data:`QUOTE` characters: a faulty message quoted in an error."""
+    """``repr(value)``, cut at :data:`QUOTE` characters: a faulty message quoted in an error (a long text is cut
+    before its ``repr`` is made, so quoting a capped line costs nothing)."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > QUOTE:
+        return repr(value[:QUOTE]) + "…"
     text = repr(value)
     return text if len(text) <= QUOTE else text[:QUOTE] + "…"
+
+
+def output_prefix(request_id: int) -> bytes:
+    """How the line of an ``output`` event of request ``request_id`` starts (:func:`encode_output` writes it so):
+    the parent lets such a line grow to :func:`output_cap` of ``limits.output_part_bytes``
+    (:meth:`.framing.LineReader.read_line`)."""
+    return b'{"id": %d, "event": "output", "part": ' % request_id
+
+
+def reply_prefix(request_id: int) -> bytes:
+    """How a successful reply to request ``request_id`` starts (:func:`encode_result` writes it so): the reply of
+    an operation whose row says ``logs`` may grow to :func:`output_cap` of ``limits.output_bytes``."""
+    return b'{"id": %d, "ok": true, "result": ' % request_id
+
+
+def output_cap(output_bytes: int) -> int:
+    """The cap, in bytes, of a line that carries up to ``output_bytes`` bytes of a run's output (an output part,
+    a run's log lines) written as JSON; never less than any other message's, never more than a request's."""
+    return min(MAX_MESSAGE, max(MAX_CONTROL_MESSAGE, JSON_ESCAPE * output_bytes + MESSAGE_SLACK))
 
 
 # -- encoding (either side) -----------------------------------------------------------------
 
 
-def _line(message: JSONDict, what: str) -> bytes:
+def _line(message: JSONDict, what: str, cap: int = MAX_MESSAGE) -> bytes:
     data = json.dumps(message).encode()  # ASCII: json.dumps escapes newlines and non-ASCII characters
-    if len(data) > MAX_MESSAGE:
-        raise too_large(what, len(data))
+    if len(data) > cap:
+        raise too_large(what, len(data), cap)
     return data + b"\n"
+
+
+def _worker_line(message: JSONDict, what: str, cap: int | None = None) -> bytes:
+    """A line of the worker: :func:`_line` at ``cap`` (default :data:`~s2o_kernel.bounds.MAX_CONTROL_MESSAGE`), and
+    within the budgets its parent reads it with (a line past them is ``worker-protocol`` here, never a line the
+    parent refuses and restarts the worker for)."""
+    line = _line(message, what, MAX_CONTROL_MESSAGE if cap is None else cap)
+    opened = line.count(b"[") + line.count(b"{")
+    if opened > MAX_MESSAGE_DEPTH or 1 + line.count(b",") + opened > MAX_MESSAGE_ITEMS:  # else within both
+        try:
+            bounded_json.loads(line.decode("ascii"), items=MAX_MESSAGE_ITEMS, depth=MAX_MESSAGE_DEPTH,
+                               code=FAULT_CODE, what="it")
+        except S2OError as exc:
+            raise S2OError(FAULT_CODE, f"{what} is too large to send: {exc.message}") from None
+    return line
 
 
 def encode_request(request_id: int, op: str, fields: JSONDict) -> bytes:
@@ -119,10 +168,12 @@ def encode_request(request_id: int, op: str, fields: JSONDict) -> bytes:
         raise S2OError("not-json", f"the request is not JSON: {str(exc)[:200]}") from None
 
 
-def encode_result(request_id: int | None, result: Any) -> bytes:
-    """A successful reply line; a result not JSON is an ``unexpected`` error reply, too large ``worker-protocol``."""
+def encode_result(request_id: int | None, result: Any, cap: int | None = None) -> bytes:
+    """A successful reply line (it starts with :func:`reply_prefix`), at most ``cap`` bytes (default
+    :data:`~s2o_kernel.bounds.MAX_CONTROL_MESSAGE`); a result not JSON is an ``unexpected`` error reply, one too
+    large or past the budgets ``worker-protocol``."""
     try:
-        return _line({"id": request_id, "ok": True, "result": result}, "the reply")
+        return _worker_line({"id": request_id, "ok": True, "result": result}, "the reply", cap)
     except S2OError as exc:
         return encode_error_reply(request_id, exc)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -132,32 +183,33 @@ def encode_result(request_id: int | None, result: Any) -> bytes:
 def encode_error_reply(request_id: int | None, exc: S2OError) -> bytes:
     """A failed reply line carrying ``exc`` (an error too large to send is cut to its code and message)."""
     try:
-        return _line({"id": request_id, "ok": False, "error": encode_error(exc)}, "the error")
+        return _worker_line({"id": request_id, "ok": False, "error": encode_error(exc)}, "the error")
     except (S2OError, TypeError, ValueError, RecursionError):
         short = S2OError(exc.code, exc.message[:PRINT_CHUNK], stage=exc.stage)
-        return _line({"id": request_id, "ok": False, "error": encode_error(short)}, "the error")
+        return _worker_line({"id": request_id, "ok": False, "error": encode_error(short)}, "the error")
 
 
 def encode_print(request_id: int | None, text: str) -> bytes:
     """``print`` event lines for text printed by evaluated code, :data:`PRINT_CHUNK` characters each."""
-    return b"".join(_line({"id": request_id, "event": "print", "text": text[i:i + PRINT_CHUNK]}, "printed text")
-                    for i in range(0, len(text), PRINT_CHUNK))
+    return b"".join(_worker_line({"id": request_id, "event": "print", "text": text[i:i + PRINT_CHUNK]},
+                                 "printed text") for i in range(0, len(text), PRINT_CHUNK))
 
 
-def encode_output(request_id: int | None, part: JSONDict) -> bytes:
-    """An ``output`` event line: one output part of a running fragment; raises ``worker-protocol``
-    when the part is over the cap."""
-    return _line({"id": request_id, "event": "output", "part": part}, "an output part")
+def encode_output(request_id: int | None, part: JSONDict, part_bytes: int) -> bytes:
+    """An ``output`` event line (it starts with :func:`output_prefix`): one output part of a running fragment
+    whose parts may hold ``part_bytes`` bytes (``limits.output_part_bytes``); raises ``worker-protocol`` when the
+    line is over :func:`output_cap` of it."""
+    return _worker_line({"id": request_id, "event": "output", "part": part}, "an output part", output_cap(part_bytes))
 
 
 def encode_compiled(request_id: int | None, sources: list[tuple[str, list[str] | None]]) -> bytes:
     """A ``compiled`` event line: ``(source, command fields or None)`` its engine compiled cold."""
-    return _line({"id": request_id, "event": "compiled", "sources": sources}, "compiled sources")
+    return _worker_line({"id": request_id, "event": "compiled", "sources": sources}, "compiled sources")
 
 
 def encode_outside(request_id: int | None, call: OutsideCall) -> bytes:
     """An ``outside`` event line: the run of request ``request_id`` asks the parent to make ``call``."""
-    return _line({"id": request_id, "event": "outside", "call": call.to_json()}, "an outside call")
+    return _worker_line({"id": request_id, "event": "outside", "call": call.to_json()}, "an outside call")
 
 
 def encode_outside_reply(request_id: int, result: Any = None, error: S2OError | None = None) -> bytes:
@@ -191,12 +243,12 @@ def decode_outside_reply(line: bytes, request_id: int) -> Reply:
 
 def encode_progress(request_id: int | None, progress: JSONDict) -> bytes:
     """A ``progress`` event line: how far the running request has got (:meth:`..progress.RunProgress.report`)."""
-    return _line({"id": request_id, "event": "progress", "progress": progress}, "progress")
+    return _worker_line({"id": request_id, "event": "progress", "progress": progress}, "progress")
 
 
 def encode_stopping(request_id: int | None) -> bytes:
     """A ``stopping`` event line: an interrupt reached the running request's run, which is unwinding."""
-    return _line({"id": request_id, "event": "stopping"}, "stopping")
+    return _worker_line({"id": request_id, "event": "stopping"}, "stopping")
 
 
 def encode_error(exc: S2OError) -> JSONDict:
@@ -218,7 +270,9 @@ def encode_value(value: Any) -> JSONDict:
     """``DISPLAY`` of a value, never raising: its ``repr`` (cut at :data:`MAX_REPR`) and JSON form, and
     for a value with a container of more than :data:`SHOWN_ITEMS` items the text a result shows of it
     (``shown``: :func:`~..written.shown_text`, cut as IPython cuts it); for a value too large to write
-    out (:func:`~..written.written_size`), a placeholder and no JSON."""
+    out (:func:`~..written.written_size`), a placeholder and no JSON. The JSON form goes only when it fits a
+    reply beside the ``repr`` (half the values and a quarter of the bytes a message of the worker may hold);
+    otherwise the parent gets the ``repr`` alone (a :class:`~..scopes.RemoteValue`)."""
     size = written_size(value)
     if size > WRITTEN_LIMIT:
         return {"repr": too_large_text(value), "json": None}
@@ -229,10 +283,11 @@ def encode_value(value: Any) -> JSONDict:
     shown = shown_text(value) if size > SHOWN_ITEMS else text
     if len(text) > MAX_REPR:
         return {"repr": _cut(text), "json": None, "shown": _cut(shown)}
-    data = as_json(value)
+    data = as_json(value) if size <= MAX_MESSAGE_ITEMS // 2 else None
     if data is not None:
         try:
-            json.dumps(data)
+            if len(json.dumps(data)) > MAX_CONTROL_MESSAGE // 4:
+                data = None
         except (ValueError, TypeError, RecursionError):
             data = None
     if shown != text:
@@ -293,17 +348,26 @@ class Reply:
     error: S2OError | None
 
 
-def _loads(line: bytes, sender: str = WORKER) -> JSONDict:
+def _loads(line: bytes | str, sender: str = WORKER) -> JSONDict:
+    """The JSON object of one line. The parent's lines are read as they are; the worker's (``sender`` is
+    :data:`WORKER`) as ASCII within the budgets of values and levels (see the module doc)."""
     try:
-        message = json.loads(line)
+        if sender != WORKER:
+            message = json.loads(line)
+        else:
+            text = line if isinstance(line, str) else line.decode("ascii")
+            message = bounded_json.loads(text, items=MAX_MESSAGE_ITEMS, depth=MAX_MESSAGE_DEPTH, code=FAULT_CODE,
+                                         what="a message")
+    except S2OError as exc:
+        raise S2OError(exc.code, f"{sender} broke the protocol: {exc.message}") from None
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        raise fault(f"a line that is not JSON: {quote(line)}", sender) from None
+        raise fault(f"a line that is not ASCII JSON: {quote(line)}", sender) from None
     if type(message) is not dict:
         raise fault(f"a message that is not a JSON object: {quote(message)}", sender)
     return message
 
 
-def decode_message(line: bytes, request_id: int) -> Event | Reply:
+def decode_message(line: bytes | str, request_id: int) -> Event | Reply:
     """An :class:`Event` or :class:`Reply` for request ``request_id`` from one line; raises
     :func:`fault` for anything else, a message for another request included."""
     message = _loads(line)
@@ -348,9 +412,10 @@ def _is_progress(data: object) -> bool:
 
 
 def _is_sources(data: object) -> bool:
-    """``data`` is a ``compiled`` event's ``sources``: at most ``MAX_REPORTED`` [text, null or [text, …]]."""
+    """``data`` is a ``compiled`` event's ``sources``: at most ``MAX_REPORTED`` [text, null or [text, …]], each
+    text at most ``MAX_CACHED_SOURCE`` characters (a longer one is never reported)."""
     return type(data) is list and len(data) <= MAX_REPORTED and all(
-        type(pair) is list and len(pair) == 2 and type(pair[0]) is str
+        type(pair) is list and len(pair) == 2 and type(pair[0]) is str and len(pair[0]) <= MAX_CACHED_SOURCE
         and (pair[1] is None or (type(pair[1]) is list and all(type(f) is str for f in pair[1]))) for pair in data)
 
 
