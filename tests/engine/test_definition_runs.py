@@ -82,3 +82,22 @@ def test_the_users_frames_are_the_innermost_ones_and_none_of_ours(where: str) ->
     assert len(frames) == MAX_USER_FRAMES
     assert all(f["file"].endswith("s2o_user_code.py") and f["function"] == "deep" for f in frames)
     assert frames[-1]["text"] == "return 1 // n"  # the innermost, where it raised
+
+
+def test_the_run_and_the_session_give_result_without_reading_locals(session: Any) -> None:
+    """Issue 31 item 12: ``RunResult.result`` and ``Session.result`` (``result`` is a runtime name, not a local)."""
+    assert session.result is None
+    run = session.run_fragment({"functions": {"main": {"commands": [{"return": "{ [{'n': 7}] }"}]}}})
+    assert (run.code, run.result) == ("success", [{"n": 7}])
+    later = session.run_fragment([{"var": {"x": 1}}, {"return": "{ x }"}])  # produces no result: result stays
+    assert (later.value, later.result) == (1, [{"n": 7}])
+    assert session.result == [{"n": 7}]
+    assert "result" not in session.locals
+
+
+def test_an_isolated_session_is_a_context_manager() -> None:
+    with IsolatedSession(bare_settings({})) as session:
+        assert session.evaluate("1 + 1") == 2
+        channel = session._channel
+        assert channel is not None and channel.proc.poll() is None
+    assert channel.proc.poll() is not None  # the worker stopped when the block ended

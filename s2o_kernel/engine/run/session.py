@@ -42,6 +42,9 @@ class RunResult:
             ``on_output`` sink, which alone gets them (nothing keeps a run's output, SPEC 12).
         logs: ``log`` lines.
         error: the :class:`S2OError` that ended the run, or ``None``.
+        result: ``result`` when the run ended: the value of the last command that produces one (``db``, ``api``,
+            ``llm``, ``ask``, ``call``, a definition run; SPEC 7), as the session's :attr:`Session.result` then
+            holds it; ``None`` when none has.
     """
 
     code: str = "success"
@@ -49,6 +52,7 @@ class RunResult:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     error: S2OError | None = None
+    result: Any = None
 
 
 class Session(SessionState):
@@ -90,8 +94,23 @@ class Session(SessionState):
         return introspection.describe(self, dotted)
 
     # -- fragments -------------------------------------------------------------------------------
+    @property
+    def result(self) -> Any:
+        """``result`` of the notebook's function: what the last command that produces one set (SPEC 7), the
+        last definition run's return value included; ``None`` when none has. Read without going through
+        :attr:`locals` (``result`` is a runtime name, not a variable)."""
+        return self.globals.get("result")
+
     def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
                      inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
+        """Check then run a fragment as one run (SPEC 7); never raises for bad input. See :meth:`_run_fragment`;
+        the :class:`RunResult` also carries ``result`` as the run left it."""
+        run = self._run_fragment(fragment, on_output=on_output, inputs=inputs, function=function)
+        run.result = self.result
+        return run
+
+    def _run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
+                      inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
         """Check then run a fragment as one run (SPEC 7); never raises for bad input.
 
         ``fragment`` is parsed JSON: a command object, a list of commands, a function object or an

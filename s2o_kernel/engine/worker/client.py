@@ -223,6 +223,23 @@ class IsolatedSession:
         self._kill()
         self._close_outside()
 
+    def __enter__(self) -> IsolatedSession:
+        """``with IsolatedSession(settings) as session:``: the session, closed (:meth:`close`) when the block ends."""
+        return self
+
+    def __exit__(self, *_exc_info: object) -> None:
+        self.close()
+
+    @property
+    def result(self) -> Any:
+        """See :attr:`Session.result` (a value that is not JSON comes back as :class:`~..scopes.RemoteValue`)."""
+        try:
+            return self.evaluate("result")
+        except S2OError as exc:
+            if exc.code == "not-set":
+                return None
+            raise
+
     def __del__(self) -> None:  # pragma: no cover - best effort
         with contextlib.suppress(Exception):
             self._kill()

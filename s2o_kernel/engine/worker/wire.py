@@ -308,7 +308,8 @@ def encode_run(run: RunResult) -> JSONDict:
     reply never carries them again (SPEC 12: a run may output up to ``limits.output_bytes``).
     """
     return {"code": run.code, "value": encode_optional_value(run.value), "logs": run.logs,
-            "error": encode_error(run.error) if run.error is not None else None}
+            "error": encode_error(run.error) if run.error is not None else None,
+            "result": encode_optional_value(run.result)}
 
 
 def encode_validation(v: Validation) -> JSONDict:
@@ -509,7 +510,8 @@ def decode_run(data: object) -> RunResult:
         code = "unexpected"
     logs = _strings(d.get("logs"), "a run's logs")
     error = decode_error(d["error"]) if d.get("error") is not None else None
-    return RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error)
+    return RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error,
+                     result=decode_value(d.get("result")))
 
 
 def decode_validation(data: object) -> Validation:
