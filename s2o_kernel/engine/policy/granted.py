@@ -138,8 +138,12 @@ def walk(value: Any, judge: Callable[[Any], str | None]) -> str | None:
     it is opened (:func:`opened`). Each container is opened once (shared and cyclic values cost their size);
     past :data:`SCAN_LIMIT` values the answer is :data:`TOO_MANY`.
     """
-    if type(value) in PLAIN:
+    t = type(value)
+    if t in PLAIN:
         return None
+    if t in CONTAINERS and set(map(type, value)) <= PLAIN and (
+            t is not dict or set(map(type, value.values())) <= PLAIN):
+        return None  # the common case (a row, a list of numbers), without the walk's own state
     stack = [value]
     seen: dict[int, Any] = {}  # id -> value: kept alive, so no id is reused during the walk
     visited = 0

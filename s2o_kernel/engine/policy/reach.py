@@ -34,10 +34,10 @@ compiled code received (checked), an iterator (its items checked as they are pul
 
 Guarding costs a Python call per operation, so the engine applies it only where a host object can
 be reached: when the allowlist grants anything but plain text and numbers from outside the audited
-standard library and this project (``allow_unsafe_entries`` turns guarding off), or a session is given a
-host object as a local, or a container holding one (:func:`is_host_object` looks through containers). The teaching
-configuration grants only audited modules and the project's own examples, and runs unguarded
-(see ``docs/security.md`` and ``docs/performance.md``).
+standard library and this project (``allow_unsafe_entries`` turns guarding off), or a session is
+given a host object as a local, or a container holding one (:func:`is_host_object` looks through
+containers). The teaching configuration grants only audited modules and the project's own examples,
+and runs unguarded (see ``docs/security.md`` and ``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -130,6 +130,8 @@ def reach(value: Any) -> Any:
     if t is types.GeneratorType:
         return SafeIterator(_checked_items(value), "generator")
     check(value)
+    if t in CONTAINERS:  # by exact type: not an iterator
+        return value
     if t is not SafeIterator and _is_iterator(t):
         return SafeIterator(_checked_items(value), type_name(value))
     return value
