@@ -83,10 +83,9 @@ WRITTEN_LIMIT = 2_000_000
 MAX_TEXT = 2_000
 #: Bits of the largest ``int`` a message shows in full (about :data:`MAX_TEXT` decimal digits).
 INT_TEXT_BITS = int(MAX_TEXT * 3.32)
-#: Most items one values check visits before it refuses the value as too large to check (SPEC 6, 12).
+#: Most items one values check visits before it refuses the value as too large to check (SPEC 6, 12): the
+#: result and locals check, and the check of what a granted or reached value holds (``policy/granted.py``).
 SCAN_LIMIT = 10_000_000
-#: Most values one deep check of a value reached through a granted host object visits (SPEC 12).
-REACH_SCAN_LIMIT = 100_000
 #: An integer of more bits is not JSON: past CPython's conversion to text (4,300 digits), ``json.dumps``
 #: raises for it (SPEC 5).
 JSON_INT_BITS = 14_000

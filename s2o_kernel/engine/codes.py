@@ -112,7 +112,7 @@ CODES: dict[str, Code] = _table(
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------
     ("settings", "load", "10", "a setting that cannot be used"),
     ("allowlist", "load", "4", "an allowlist line that cannot be loaded"),
-    ("refused-entry", "load", "12", "an allowlist entry refused as dangerous in itself"),
+    ("refused-entry", "load", "12", "an allowlist entry refused as dangerous in itself, or holding such a value"),
     # -- results of a run (SPEC 7) -------------------------------------------------------------
     ("success", "result", "7", "the run ended normally"),
     ("errorInAgent", "result", "7", "an error in the agent ended the run"),

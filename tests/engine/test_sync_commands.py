@@ -568,8 +568,8 @@ def test_a_host_object_stored_in_a_loop_turns_the_session_guarded_mid_loop(where
     """Storing a host object mid-loop turns the session's engine guarded (here a ``Fraction`` counts as
     one): the steps built for the old engine give way to the general path, and the run's scopes stay."""
     either_way(way, monkeypatch)
-    host = reach.is_host_object
-    monkeypatch.setattr(reach, "is_host_object", lambda value: type(value) is Fraction or host(value))
+    host = reach.is_host_itself
+    monkeypatch.setattr(reach, "is_host_itself", lambda value: type(value) is Fraction or host(value))
     general: list[str] = []
     command_sync = Interpreter.command_sync
 
@@ -709,8 +709,8 @@ def test_a_host_object_stored_in_a_while_loop_turns_its_condition_guarded(body, 
     here): the condition read by a plain call for the old engine gives way to ``truth``, which runs the
     guarded engine's code, and the loop goes on reading the run's scopes."""
     either_way(way, monkeypatch)
-    host = reach.is_host_object
-    monkeypatch.setattr(reach, "is_host_object", lambda value: type(value) is Fraction or host(value))
+    host = reach.is_host_itself
+    monkeypatch.setattr(reach, "is_host_itself", lambda value: type(value) is Fraction or host(value))
     paths = counting_truth(monkeypatch)
     s = Session(Engine(bare_settings({"allowlist": "fractions.Fraction as Fraction\nlen\nasyncio.sleep"})))
     step = "{ await asyncio.sleep(0, len(ks) + 1) }" if body == "awaiting" else "{ len(ks) + 1 }"

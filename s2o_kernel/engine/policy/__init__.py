@@ -39,8 +39,10 @@ POLICY: tuple[Rule, ...] = (
          "C code) are checked: no metaclass call, no hidden attribute", "run", "guards", "3.1, 12"),
     Rule("callables and iterators handed to untrusted code stand in wrapped, their results checked",
          "run", "wrappers", "3.1, 12"),
-    Rule("values reached through a granted host object are checked by class at every read, call and item",
-         "run", "reach", "12"),
+    Rule("a granted value is checked through whatever holds it (dicts, lists, sets, subclasses, mapping "
+         "proxies, iterators): a refused value inside is refused-entry", "load", "granted", "4, 12"),
+    Rule("values reached through a granted host object, and granted containers, are checked by class at every "
+         "read, call and item", "run", "reach", "12"),
     Rule("calls that may keep a value the expression made in something the session holds are found at "
          "compile time", "compile", "stores", "12"),
     Rule("those calls check the values they would keep first (the store guard at run time)", "run", "kept", "12"),

@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import S2OError
 from . import stdlib_audit as audit
 from .denylist import is_metaclass
+from .granted import host_module, refused_part
 from .guards import GUARDED_REPLACEMENTS
 from .wrappers import wrap_generator_function
 
@@ -178,11 +179,14 @@ class Allowlist:
             :class:`Namespace` views of modules and partly granted types).
         warnings: one message per entry granted with a warning.
         text: the allowlist text it was loaded from.
+        host: the names bound to something of host code (an entry of a module outside the standard
+            library and this project): the engine guards what is reached through them (SPEC 12).
     """
 
     names: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     text: str = ""
+    host: set[str] = field(default_factory=set)
 
     def grants(self, dotted: str) -> bool:
         """Whether ``dotted`` (``"json"``, ``"math.sqrt"``) is granted (``sys.exists('allowlist', …)``)."""
@@ -223,7 +227,7 @@ def _own_members(module: types.ModuleType, left_out: dict[str, str], unsafe_ok: 
     """Public non-module members of one of your own modules, without refused objects (SPEC 12)."""
     members = {}
     for name, obj in audit.public_members(module).items():
-        why = None if unsafe_ok else audit.object_refusal(obj)
+        why = None if unsafe_ok else value_refusal(name, obj)
         if why is not None:
             left_out[name] = why
             continue
@@ -281,10 +285,27 @@ def entry_refusal(path: str, found: Located) -> str | None:
     elif found.kind == "module":
         why = None
     else:
-        why = audit.object_refusal(found.obj)
+        why = value_refusal(path, found.obj)
     if why is None and is_metaclass(found.obj):
         why = audit.CLASSES
     return why
+
+
+def value_refusal(path: str, value: Any) -> str | None:
+    """Why the value of your own code granted as ``path`` is refused, or ``None`` (SPEC 4, 12): it, or
+    anything it holds at any depth (a ``dict``, list, set, their subclasses, a mapping proxy, an iterator
+    over them: :func:`.granted.refused_part`), is refused by class, and the reason says where
+    (``"it holds a refused value at mymodule.bag['m']: a module …"``)."""
+    found = refused_part(value)
+    if found is None:
+        return None
+    where, why = found
+    return why if not where else f"it holds a refused value at {path}{where}: {why}"
+
+
+def _from_host(found: Located) -> bool:
+    """Whether an entry found at ``found`` is host code's: its module is neither standard library nor ours."""
+    return found.module is not None and host_module(found.module)
 
 
 def granted_object(found: Located) -> Any:
@@ -380,12 +401,17 @@ def _apply_entry(out: Allowlist, parsed: tuple[str, str | None, bool], found: Lo
             out.warnings.append(f"{what} {', '.join(sorted(left_out))} (refused entries)")
         if star:
             out.names.update(members)
+            if _from_host(found):
+                out.host.update(members)
             return
         value = Namespace(path, members)
         for bname, reason in BLOCKING_ENTRIES.items():
             mod, _, member = bname.rpartition(".")
             if mod == path and member in members:
                 out.warnings.append(f"{path}: {bname} {reason}")
+    name = alias if alias is not None else path.split(".")[0]
+    if _from_host(found):
+        out.host.add(name)
     if alias is not None:
         out.names[alias] = value
     else:

@@ -6,20 +6,25 @@ return value, an item, an operator or an awaited result: ``thing.p.os.popen('id'
 holds ``os.path``, ``c.get_os()``, ``c.evil('...')`` where ``c.evil`` is ``exec``. This module decides,
 by class, what must never reach an expression, and guards every such path:
 
-* :func:`refusal` is the one classifier, the audited table's own (:mod:`.stdlib_audit`): a module
-  that is not an allowlist namespace, a refused built-in (``exec``, ``eval``, ``open``, the real
+* :func:`.granted.refusal` is the one classifier, the audited table's own (:mod:`.stdlib_audit`): a
+  module that is not an allowlist namespace, a refused built-in (``exec``, ``eval``, ``open``, the real
   ``getattr`` …), a function, class or instance whose home is a standard-library module the table
   does not grant (``os``, ``subprocess``, ``socket``, ``io``, ``threading``, ``logging`` …), a member
   the table leaves out (``string.Formatter``, ``operator.attrgetter`` …), a metaclass, or a method or
-  ``partial`` bound to any of those. An object that holds a function to call later (a ``map``,
-  ``filter``, ``iter(f, sentinel)``, ``itertools`` or ``functools`` wrapper, a ``staticmethod``, a
-  closure made by the standard library) is judged by everything it holds. Plain built-in values,
-  containers of them and host objects pass; every other iterator is handed on as an opaque
-  :class:`~.wrappers.SafeIterator` whose items are checked one by one.
+  ``partial`` bound to any of those; :func:`check` applies it to a value and everything the value
+  holds (:func:`.granted.first_refusal`: containers of every kind, their subclasses, mapping proxies,
+  lazy iterators). Plain built-in values, containers of allowed values and host objects pass; every
+  other iterator is handed on as an opaque :class:`~.wrappers.SafeIterator` whose items are checked
+  one by one.
 * :class:`ReachRewriter` rewrites a compiled expression so that every attribute read, call result,
-  item, operator result and awaited value passes :func:`reach` (attribute reads through
-  :func:`reach_attribute`, which lets allowlist namespaces answer for themselves), and every
-  iteration (comprehensions, ``*args``) and ``**kwargs`` mapping is checked item by item.
+  item, operator result, awaited value and ``{**m}`` display passes :func:`reach` (attribute reads
+  through :func:`reach_attribute`, which lets allowlist namespaces answer for their functions and
+  classes), and every iteration (comprehensions, ``*args``) and ``**kwargs`` mapping is checked item
+  by item. A granted value that is not a function, class or namespace (a host module's ``dict``, a
+  list, an iterator, an instance: :func:`read_through_reach`) is read through :func:`reach` wherever
+  its name or its namespace member is read, so what it holds is checked as an attribute's value is,
+  however it changed since the allowlist loaded; and the result of guarded code is always checked
+  (``Execution.finish``).
 
 The checks sit where compiled code receives a value, and that is enough even for values C code passes
 to C code (``list(map(list, map(map, it, args)))``, where the inner ``map`` objects are built and
@@ -28,32 +33,28 @@ compiled code received (checked), an iterator (its items checked as they are pul
 (judged by what it holds); a lazy caller C code builds from items is itself such an item.
 
 Guarding costs a Python call per operation, so the engine applies it only where a host object can
-be reached: when the allowlist grants an entry from outside the audited standard library (or
-``allow_unsafe_entries`` is on), or a session is given a host object as a local. The teaching
-configuration grants only audited modules and the project's own examples, and runs unguarded
-(see ``docs/security.md`` and ``docs/performance.md``).
+be reached: when the allowlist grants anything but plain text and numbers from outside the audited
+standard library and this project (``allow_unsafe_entries`` turns guarding off), or a session is
+given a host object as a local, or a container holding one (:func:`is_host_object` looks through
+containers). The teaching configuration grants only audited modules and the project's own examples,
+and runs unguarded (see ``docs/security.md`` and ``docs/performance.md``).
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import gc
-import itertools
-import sys
 import types
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from ...bounds import REACH_SCAN_LIMIT
 from ..errors import S2OError
 from ..run.scopes import check_json
 from .allowlist import Namespace, namespace_path
 from .bounded import SIZED_METHODS, sized_attribute
 from .denylist import type_name
+from .granted import CONTAINERS, PLAIN, first_refusal, from_host_code, host_module, refusal, walk
 from .guards import guard_kwargs
 from .parts import PLAIN_TYPES
-from .stdlib_audit import object_refusal
 from .values import check_value
 from .wrappers import SafeIterator
 
@@ -64,85 +65,10 @@ ITERATE = "__s2o_iter"
 AITERATE = "__s2o_aiter"
 MAPPING = "__s2o_mapping"
 
-_PLAIN = frozenset({str, int, float, bool, type(None), bytes, complex, bytearray, range, slice})
-_CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
-_PLAIN_OWNERS = _PLAIN | _CONTAINERS
+#: Exact types whose values hold nothing and whose attributes are their own methods and numbers.
+_PLAIN = PLAIN
+_PLAIN_OWNERS = _PLAIN | CONTAINERS
 _VIEWS = frozenset({type({}.keys()), type({}.values()), type({}.items())})
-#: Types of the granted standard library whose objects hold a function they call later, from C code
-#: (SPEC 12): judged by everything they hold, read with ``gc.get_referents`` (their own traversal, which
-#: neither calls nor consumes anything).
-_LAZY_CALLERS = frozenset({
-    map, filter, type(iter(int, 0)), functools.partial, staticmethod, classmethod,
-    type(functools.cmp_to_key(int)), type(functools.lru_cache(int)),
-    itertools.starmap, itertools.accumulate, itertools.takewhile, itertools.dropwhile, itertools.filterfalse,
-    itertools.groupby,
-})
-
-
-def refusal(value: Any) -> str | None:
-    """Why ``value`` may not reach an expression (see the module doc), or ``None`` when it may.
-
-    Plain values pass at once; a module is refused (allowlist namespaces are not modules); a
-    ``functools.partial`` is judged by what it wraps; everything else by the audited table's
-    :func:`~.stdlib_audit.object_refusal` (refused built-ins and members by identity, metaclasses,
-    instances of refused classes, objects whose home is a standard-library module it does not grant).
-    """
-    t = type(value)
-    if t in _PLAIN:
-        return None
-    if t is types.ModuleType:
-        return "a module can only be reached through the allowlist"
-    if t is types.MethodType:
-        return refusal(value.__func__) or refusal(value.__self__)
-    if t in _LAZY_CALLERS:
-        return _held_refusal(value)
-    if t is types.FunctionType and value.__closure__ and not is_host_object(value):
-        return _held_refusal(value) or object_refusal(value)
-    return object_refusal(value)
-
-
-def _held_refusal(value: Any) -> str | None:
-    """Why something ``value`` holds (a lazy caller's function and arguments, a closure's cells) is refused."""
-    if type(value) is types.FunctionType:
-        held = [cell.cell_contents for cell in value.__closure__ or () if cell_filled(cell)]
-    else:
-        held = [r for r in gc.get_referents(value) if type(r) is not type]
-    why = first_refusal(held)
-    if why is None or why.startswith("it holds"):
-        return why
-    return f"it holds a value that is refused: {why}"
-
-
-def cell_filled(cell: types.CellType) -> bool:
-    """Whether a closure cell holds a value (an empty cell raises ``ValueError`` when read)."""
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:
-        return False
-    return True
-
-
-def first_refusal(value: Any) -> str | None:
-    """Why ``value``, or anything a container of it holds, is refused (:func:`refusal`), or ``None``."""
-    stack = [value]
-    seen = 0
-    while stack and seen < REACH_SCAN_LIMIT:
-        v = stack.pop()
-        seen += 1
-        t = type(v)
-        if t in _PLAIN:
-            continue
-        if t in _CONTAINERS or t in _VIEWS:
-            if t is dict:
-                stack.extend(v.keys())
-                stack.extend(v.values())
-            else:
-                stack.extend(v)
-            continue
-        why = refusal(v)
-        if why is not None:
-            return why
-    return None
 
 
 def check(value: Any, what: str = "a value reached through a granted object") -> None:
@@ -157,10 +83,31 @@ def check_kept(value: Any, holder: str) -> None:
     (:mod:`.kept`) — with both checks a local gets: :func:`.values.check_value` (SPEC 6, 12: no generator,
     module, frame …) and :func:`check` (nothing refused by class: an unaudited module's object, a refused
     built-in). Raises ``S2OError`` (``not-allowed``, ``not-awaited``)."""
-    if type(value) in PLAIN_TYPES:  # nothing inside (unlike a slice, which reach's own _PLAIN passes)
+    if type(value) in PLAIN_TYPES:  # nothing inside
         return
     check_value(value, holder)
     check(value, holder)
+
+
+def check_given(value: Any, holder: str) -> bool:
+    """:func:`check_kept` of a value the host gives a session (``Session.set_local``), in the same two walks;
+    returns whether ``value`` is, or holds at any depth, a host object (:func:`is_host_object`): the session
+    must then guard what it reaches. Raises as :func:`check_kept` does."""
+    if type(value) in PLAIN_TYPES:
+        return False
+    check_value(value, holder)
+    host: list[bool] = []
+
+    def judge(v: Any) -> str | None:
+        why = refusal(v)
+        if why is None and not host and is_host_itself(v):
+            host.append(True)
+        return why
+
+    why = walk(value, judge)
+    if why is not None:
+        raise S2OError("not-allowed", f"{holder} is not allowed: {why}")
+    return any(host)
 
 
 def check_item(scope: str, name: str, value: Any) -> None:
@@ -183,6 +130,8 @@ def reach(value: Any) -> Any:
     if t is types.GeneratorType:
         return SafeIterator(_checked_items(value), "generator")
     check(value)
+    if t in CONTAINERS:  # by exact type: not an iterator
+        return value
     if t is not SafeIterator and _is_iterator(t):
         return SafeIterator(_checked_items(value), type_name(value))
     return value
@@ -201,16 +150,31 @@ _CLASS_DICT = type.__dict__["__dict__"]
 def reach_attribute(obj: Any, name: str) -> Any:
     """``obj.<name>`` (``name`` is a literal the compile rules passed), its value checked by :func:`reach`.
 
-    Allowlist namespaces answer for themselves: they hand out granted members only; the attributes
-    of plain built-in values and containers are their own methods and numbers, so they pass
-    unchecked. Sized methods are bounded as in unguarded code.
+    Allowlist namespaces answer for themselves: they hand out granted members only, and a member that
+    is not called as such (a container, an iterator: :func:`read_through_reach`) is reached like any
+    value; the attributes of plain built-in values and containers are their own methods and numbers
+    (what calling a method returns is reached), so they pass unchecked. Sized methods are bounded as
+    in unguarded code.
     """
     if name in SIZED_METHODS:
         return reach(sized_attribute(obj, name))
     t = type(obj)
-    if t in _PLAIN or t in _CONTAINERS or t is Namespace:
+    if t in _PLAIN or t in CONTAINERS:
         return getattr(obj, name)
+    if t is Namespace:
+        member = getattr(obj, name)
+        return reach(member) if read_through_reach(member) else member
     return reach(getattr(obj, name))
+
+
+def read_through_reach(value: Any) -> bool:
+    """Whether a granted value (an allowlist name's, a namespace's member) is read through :func:`reach`: all
+    but plain values, namespaces and callables (functions, classes, a callable object), which the allowlist
+    judged when it loaded and which are used as such (what calling one returns is reached). A container, an
+    iterator or another instance is checked through everything it holds at every read, whoever changed it
+    since the allowlist loaded. ``callable`` reads the type's call slot; no code of ``value`` runs."""
+    t = type(value)
+    return not (t in _PLAIN or t is Namespace or callable(value))
 
 
 def _checked_items(items: Iterable[Any]) -> Iterator[Any]:
@@ -221,7 +185,7 @@ def _checked_items(items: Iterable[Any]) -> Iterator[Any]:
 def reach_iter(iterable: Any) -> Any:
     """What a comprehension or ``*args`` iterates: plain containers as they are, anything else item by item."""
     t = type(iterable)
-    if t in _PLAIN or t in _CONTAINERS or t in _VIEWS:
+    if t in _PLAIN or t in CONTAINERS or t in _VIEWS:
         return iterable
     return _checked_items(iterable)
 
@@ -257,8 +221,12 @@ class ReachRewriter(ast.NodeTransformer):
     """Rewrites a checked expression so every value reached at run time passes the reach guard.
 
     Applied after the compile rules' own rewrites (operators, f-strings, sized methods); calls of
-    the engine's hidden helpers that cannot hand out host objects are left as they are.
+    the engine's hidden helpers that cannot hand out host objects are left as they are. ``granted``:
+    the allowlist names whose values are read through the guard (:func:`read_through_reach`).
     """
+
+    def __init__(self, granted: Collection[str] = ()) -> None:
+        self.granted = granted
 
     _SAFE_HELPERS = frozenset({"__s2o_fstring", "__s2o_type", "__s2o_kwargs", "__s2o_sized",
                                REACH, ATTRIBUTE, ITERATE, AITERATE, MAPPING})
@@ -287,6 +255,17 @@ class ReachRewriter(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id in self._SAFE_HELPERS:
             return node
         return self._wrap(REACH, node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        """``bag`` → ``__s2o_reach(bag)`` for a granted container, iterator or instance."""
+        if isinstance(node.ctx, ast.Load) and node.id in self.granted:
+            return self._wrap(REACH, node)
+        return node
+
+    def visit_Dict(self, node: ast.Dict) -> ast.AST:
+        """``{**m}`` → ``__s2o_reach({**m})``: C code read ``m``'s keys and items into the new dict."""
+        self.generic_visit(node)
+        return self._wrap(REACH, node) if None in node.keys else node
 
     def visit_Starred(self, node: ast.Starred) -> ast.AST:
         """``*s`` in a call or a display iterates ``s`` item by item."""
@@ -317,28 +296,29 @@ class ReachRewriter(ast.NodeTransformer):
     visit_Await = _value
 
 
-def guard_tree(tree: ast.Expression) -> ast.Expression:
-    """``tree`` rewritten by :class:`ReachRewriter` (in place), locations filled."""
-    ReachRewriter().visit(tree)
+def guard_tree(tree: ast.Expression, granted: Collection[str] = ()) -> ast.Expression:
+    """``tree`` rewritten by :class:`ReachRewriter` (in place; ``granted``: the allowlist names read through
+    the guard), locations filled."""
+    ReachRewriter(granted).visit(tree)
     ast.fix_missing_locations(tree)
     return tree
 
 
 def is_host_object(obj: Any) -> bool:
-    """Whether ``obj`` comes from outside the standard library and this project: a host object whose
-    attributes and results must be guarded. Allowlist namespaces of host packages count."""
-    t = type(obj)
-    if t in _PLAIN or t in _CONTAINERS:
-        return False
-    if t is Namespace:
-        home: Any = namespace_path(obj)
-    else:
-        owner = obj if isinstance(obj, type) or callable(obj) else t
-        home = getattr(owner, "__module__", None)
-        if type(home) is not str:
-            bound = getattr(owner, "__self__", None)
-            home = bound.__name__ if type(bound) is types.ModuleType else type(bound).__module__
-    if type(home) is not str:
-        return True
-    top = home.split(".")[0]
-    return not (top in sys.stdlib_module_names or top in ("s2o_kernel", "builtins"))
+    """Whether ``obj`` is, or holds at any depth, an object from outside the standard library and this
+    project: a host object whose attributes and results must be guarded. Allowlist namespaces of host
+    packages count; a container counts by what it holds (:func:`.granted.walk`), and one too large to
+    look through counts too."""
+    return walk(obj, _host_reason) is not None
+
+
+def is_host_itself(v: Any) -> bool:
+    """Whether ``v`` itself (what it holds aside) comes from host code: a namespace of a host package, or
+    an object :func:`.granted.from_host_code` places outside the standard library and this project."""
+    if type(v) is Namespace:
+        return host_module(namespace_path(v))
+    return from_host_code(v)
+
+
+def _host_reason(v: Any) -> str | None:
+    return "a host object" if is_host_itself(v) else None

@@ -24,6 +24,7 @@ from ..policy.allowlist import Allowlist, load_allowlist
 from ..policy.bounded import BOUNDED_OPERATORS, sized_attribute
 from ..policy.guards import format_string, guard_kwargs, guarded_call, guarded_import
 from ..policy.kept import guarded_store
+from ..policy.parts import PLAIN_TYPES
 from ..settings import Settings
 from .codestore import CodeStore
 from .limits import memory_limit_text, time_limit_text
@@ -89,9 +90,11 @@ class Engine:
 
     ``guarded`` says whether compiled code checks every value it reaches at run time
     (:mod:`.reach`): on when the allowlist grants a host object (an entry from outside the
-    standard library and this project) or ``guard=True`` is given (a session holding a host
-    object as a local asks for it); off with ``allow_unsafe_entries``, where only the worker's OS
-    confinement stands (SPEC 12).
+    standard library and this project, anything but plain text and numbers, or a value holding a
+    host object) or ``guard=True`` is given (a session holding a host object as a local asks for
+    it); off with ``allow_unsafe_entries``, where only the worker's OS confinement stands (SPEC 12).
+    Guarded code reads the granted names of :attr:`read_through_reach` through the guard and checks
+    every result.
 
     ``code_cache``: a :class:`~.codestore.CodeStore`: a :class:`.codecache.CodeCache` whose records of this
     engine's fingerprint are loaded now and to which every expression it compiles is written (a notebook
@@ -105,9 +108,16 @@ class Engine:
         self.code_cache = code_cache
         unsafe_ok = self.settings.allow_unsafe_entries
         self.allowlist: Allowlist = load_allowlist(self.settings.allowlist, allow_unsafe_entries=unsafe_ok)
-        #: The allowlist grants a host object (from outside the standard library and this project).
-        self.host_entries = any(reach.is_host_object(o) for o in self.allowlist.names.values())
+        names = self.allowlist.names
+        #: The allowlist grants a host object (from outside the standard library and this project): anything
+        #: but plain text and numbers of host code (a container of it may change after loading), or a value
+        #: that is or holds a host object.
+        self.host_entries = any((name in self.allowlist.host and type(value) not in PLAIN_TYPES)
+                                or reach.is_host_object(value) for name, value in names.items())
         self.guarded = not unsafe_ok and (guard or self.host_entries)
+        #: Allowlist names whose values guarded code reads through the reach guard (containers, iterators,
+        #: instances: :func:`.reach.read_through_reach`).
+        self.read_through_reach = frozenset(name for name, value in names.items() if reach.read_through_reach(value))
         self.warnings: list[str] = list(self.allowlist.warnings)
         self.builtins = self._make_builtins()
         limits = self.settings.limits
@@ -155,7 +165,8 @@ class Engine:
         Every field of the :class:`~.rules.RuleContext` (allowlist names, sys members, secret names,
         operator rewrites, comprehension limits, ``definition_length``…; its async-name test stands
         for the allowlist text it was loaded from), the allowlist text and ``allow_unsafe_entries``
-        (what each name is bound to), and whether code is guarded. Code compiled under other rules or
+        (what each name is bound to), whether code is guarded and which granted names it reads through the
+        guard (a module's value may change kind between processes). Code compiled under other rules or
         another allowlist is never served (SPEC 3, 12; tested in ``tests/security``).
         """
         parts: list[Any] = []
@@ -166,7 +177,8 @@ class Engine:
             elif isinstance(value, dict):
                 value = tuple(sorted(value.items()))
             parts.append((f.name, value))
-        return (tuple(parts), self.settings.allowlist, self.settings.allow_unsafe_entries, self.guarded)
+        return (tuple(parts), self.settings.allowlist, self.settings.allow_unsafe_entries, self.guarded,
+                tuple(sorted(self.read_through_reach)))
 
     def with_guard(self) -> Engine:
         """This engine, or a twin with the same settings whose code guards every value it reaches."""
@@ -353,7 +365,7 @@ class Engine:
             local_names=frozenset(checked.local_names),
             name_positions=checked.name_positions,
             may_run_long=checked.may_run_long or checked.is_async,
-            may_hold_objects=checked.may_hold_objects or checked.is_async,
+            may_hold_objects=checked.may_hold_objects or checked.is_async or self.guarded,
             is_coroutine_code=is_coroutine(code),
             top_call=checked.top_call,
             call_at=checked.call_at if checked.top_call else None,
@@ -367,5 +379,5 @@ class Engine:
         if checked.tree is None:  # pragma: no cover - a tree without errors is always there
             raise S2OError("unexpected", "the compile rules returned no tree", stage="validate", source=source)
         if self.guarded:
-            reach.guard_tree(checked.tree)
+            reach.guard_tree(checked.tree, self.read_through_reach)
         return checked

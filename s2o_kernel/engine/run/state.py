@@ -210,9 +210,8 @@ class SessionState(Execution):
         ``not-allowed`` for a value holding a generator, coroutine, frame, code object or module."""
         check_target_name(name)
         if type(value) not in PLAIN_TYPES:  # a str, a number, None…: nothing to refuse, never a host object
-            holder = f"the local '{name}'"
-            reach.check_kept(value, holder)
-            if not self.engine.guarded and reach.is_host_object(value):
+            host = reach.check_given(value, f"the local '{name}'")  # a host object, or a container holding one
+            if host and not self.engine.guarded:
                 self.use_engine(self.engine.with_guard())  # the same settings: the scopes stay (a run's
                 self.globals["__builtins__"] = self.engine.builtins  # own sys among them), not the builtins
         self.namespace()[name] = value
