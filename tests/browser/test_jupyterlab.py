@@ -2,7 +2,7 @@
 
 A throwaway JupyterLab (``tests/support/lab_harness.py``: 127.0.0.1, a free port, a token, every
 Jupyter folder in the test's temp dir, this checkout's kernel as ``s2o-browser``) serves a notebook of
-four cells; Debian's headless Chromium, driven by Playwright for Python, opens it, waits for the
+five cells; Debian's headless Chromium, driven by Playwright for Python, opens it, waits for the
 kernel, runs all cells from the Run menu and reads the page:
 
 1. ``1 + 1`` shows as the plain text ``2``: a ``text/plain`` rendering, and no JSON tree viewer
@@ -12,8 +12,9 @@ kernel, runs all cells from the Run menu and reads the page:
    renderer: the bundle holds no Mermaid source, docs/design.md ``%dataflow``). The notebook is then
    saved (Ctrl+S): the saved ``image/svg+xml`` is the kernel's, byte for byte; and the kernel's SVG,
    shown alone in the browser as an image, draws at its own size (``build/artefacts/dataflow-svg.png``);
-4. ``price.__class__`` shows the error: its ename (``underscore``) and the source line with a caret
-   under it.
+4. ``list(range(3000))`` shows its first 1,000 items, then ``...``, as IPython does (issue 31);
+5. an agent definition failing two calls deep shows the error: its ename (``runtime``), the source line
+   with a caret under it, and the calls that led to it, outermost first (issue 31).
 
 A second test runs a cell past 2 s, sees its progress line while it runs, then a ``%dataflow`` cell,
 saves the notebook from JupyterLab (Ctrl+S) and runs ``pytest --nbval`` on the saved file: what
@@ -70,7 +71,10 @@ CELLS = [
     "1 + 1",
     "[{'item': 'tea', 'price': 3}, {'item': 'cake', 'price': 5}]",
     '%dataflow {"var": {"x": "\u2020conv.userInput || \u2020agent.default", "agent.seen": "{ x }"}}',
-    "price.__class__",  # last: Run All Cells stops at an error
+    "list(range(3000))",  # elided at 1,000 items, as IPython does (issue 31)
+    # last: Run All Cells stops at an error; this one two calls deep (issue 31: the way back to it)
+    '{"functions": {"main": {"commands": [{"call": {"function": "a"}}]}, '
+    '"a": {"commands": [{"call": {"function": "b"}}]}, "b": {"commands": [{"return": "{ 7 // 0 }"}]}}}',
 ]
 #: True in the page once every code cell shows an execution count (``[N]:``, not ``[*]:`` or ``[ ]:``).
 ALL_CELLS_RAN = """(count) => {
@@ -82,6 +86,8 @@ ALL_CELLS_RAN = """(count) => {
 #: The notebook of the progress test: a cell that runs past 2 s, then a quick one.
 PROGRESS_NOTEBOOK = "progress-test.ipynb"
 PROGRESS_CELLS = ["await slow_answer(3.5)", "1 + 1", CELLS[2]]  # the last: %dataflow
+#: The expression of the error cell (the source line its error shows, with a caret).
+FAILING = "7 // 0"
 #: Seconds to wait for JupyterLab's save to reach the disk.
 SAVE_TIMEOUT = 30.0
 
@@ -225,7 +231,7 @@ def _check_page(page: Page) -> None:
     cells = page.locator(".jp-Notebook .jp-CodeCell")
     assert cells.count() == len(CELLS)
     outputs = [cells.nth(i).locator(".jp-OutputArea-output") for i in range(len(CELLS))]
-    assert [o.count() for o in outputs] == [1, 1, 2, 1]
+    assert [o.count() for o in outputs] == [1, 1, 2, 1, 1]
 
     # No JSON tree viewer anywhere: results are text/plain (and html for rows) unless %display json.
     assert page.locator(".jp-Notebook .jp-RenderedJSON").count() == 0
@@ -252,14 +258,24 @@ def _check_page(page: Page) -> None:
     assert "jp-RenderedSVG" in (diagram.get_attribute("class") or "").split()
     diagram.locator("img").wait_for()  # JupyterLab shows an SVG as an image
 
-    # (4) the error: ename and message, the source line, a caret under it; no engine frames.
-    error = outputs[3]
+    # (4) a long result: its first 1,000 items, then "...", as IPython shows it.
+    long = cells.nth(3).locator(".jp-OutputArea-executeResult .jp-OutputArea-output")
+    assert long.get_attribute("data-mime-type") == "text/plain"
+    shown = long.inner_text().strip().splitlines()
+    assert shown[0] == "[0," and shown[-2:] == [" 999,", " ...]"] and len(shown) == 1001, shown[-3:]
+
+    # (5) the error: ename and message, the source line, a caret under it, the calls that led to it,
+    # outermost first; no engine frames.
+    error = outputs[4]
     assert error.get_attribute("data-mime-type") == "application/vnd.jupyter.stderr"
     lines = error.inner_text().splitlines()
-    assert lines[0].startswith("underscore: "), lines
-    source = next(i for i, line in enumerate(lines) if line.strip() == CELLS[3])
+    assert lines[0] == "runtime: ZeroDivisionError: integer division or modulo by zero", lines
+    source = next(i for i, line in enumerate(lines) if line.strip() == FAILING)
     assert re.fullmatch(r" *\^+ *", lines[source + 1]), lines
-    assert "Traceback" not in error.inner_text()
+    chain = lines.index("  called from (outermost first):")
+    assert lines[chain + 1:chain + 3] == ["    functions.main.commands[0].call (a)",
+                                          "    functions.a.commands[0].call (b)"], lines
+    assert "Traceback" not in error.inner_text() and "s2o_kernel" not in error.inner_text()
 
 
 def _saved(path: Path, count: int) -> dict[str, object]:

@@ -101,3 +101,18 @@ def test_an_isolated_session_is_a_context_manager() -> None:
         channel = session._channel
         assert channel is not None and channel.proc.poll() is None
     assert channel.proc.poll() is not None  # the worker stopped when the block ended
+
+
+@pytest.mark.parametrize("where", ["in-process", "isolated"])
+def test_the_standard_library_and_installed_packages_are_not_your_code(where: str) -> None:
+    """``json.loads`` granted and raising shows no frame of ``json`` (not the user's code; SPEC 9: no host frames)."""
+    settings = bare_settings({"allowlist": "json"})
+    session = Session(Engine(settings)) if where == "in-process" else IsolatedSession(settings)
+    try:
+        with pytest.raises(S2OError) as caught:
+            session.evaluate("json.loads('[' * 10 + '}')")
+    finally:
+        if where == "isolated":
+            session.close()
+    assert caught.value.code == "runtime" and caught.value.message.startswith("JSONDecodeError")
+    assert "frames" not in (caught.value.details or {})

@@ -53,7 +53,9 @@ STOPPED = [
     ("long-concatenations", 0.1, "plain", {"s": "a" * 2_000_000, "t": "x"}, " + ".join(["s"] * 40) + " == t.upper()",
      False),
     ("many-splits", 0.5, "plain", {"s": "a " * 5_000_000}, "[" + ", ".join(["s.split()"] * 24) + "][0][0]", True),
-    ("backward-searches", 0.5, "plain", {"s": "a" * 200_000, "p": "ab" + "a" * 20_000}, " + ".join(["s.rfind(p)"] * 8),
+    # one search takes about 0.25 s on this machine: the exception lands at the next one, within the 2 s grace
+    # even when a busy machine makes a search three times slower (a 0.7 s search once went past it)
+    ("backward-searches", 0.5, "plain", {"s": "a" * 100_000, "p": "ab" + "a" * 10_000}, " + ".join(["s.rfind(p)"] * 8),
      True),
     ("percent-format-check", 0.3, "default", {"s": "%%" * 2_500_000}, " and ".join(["s % () == s % ()"] * 40), False),
     ("c-method-chain", 0.3, "default", {"s": "a" * 20_000_000}, " and ".join(["s.count('b') == 0"] * 900), False),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import linecache
 import os
+import sysconfig
 import time
 import types
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,11 @@ if TYPE_CHECKING:
 
 #: The folder of this package (``…/s2o_kernel/``): its frames are never the user's code.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+#: Where frames are not the user's own code (:func:`user_frames`): no file (``<s2o>``), this package, the standard
+#: library and the installed packages (``sysconfig``'s ``stdlib``, ``platstdlib``, ``purelib``, ``platlib``).
+_NOT_YOURS: tuple[str, ...] = ("<", _PACKAGE, *sorted({
+    os.path.join(form(path), "") for key, path in sysconfig.get_paths().items()
+    if key in ("stdlib", "platstdlib", "purelib", "platlib") for form in (os.path.abspath, os.path.realpath)}))
 #: The ``stopped`` message of an interrupted run.
 INTERRUPTED = "the run was interrupted; the session keeps its variables"
 
@@ -51,15 +57,17 @@ def user_frames(tb: types.TracebackType | None) -> list[dict[str, Any]]:
     """The frames of the host's own code in ``tb`` below the compiled expression's frame: what an allowlisted
     function (the user's ``fetch_weather``) ran when it raised, as Python's traceback shows it, outermost first:
     ``[{"file", "line", "function", "text"}]``, at most :data:`MAX_USER_FRAMES` (the innermost), ``text`` the
-    stripped source line (``""`` when unknown, at most :data:`QUOTE` characters). No frame of this package
-    (its guards and wrappers) and none of a code object with no file (``<s2o>``, ``<frozen …>``) is shown."""
+    stripped source line (``""`` when unknown, at most :data:`QUOTE` characters). The user's own code is any file
+    outside this package (its guards and wrappers), Python's standard library and the installed packages
+    (:data:`_NOT_YOURS`): an allowlisted ``json.loads`` that raises shows no frame of ``json``, as an engine
+    frame is never shown (SPEC 9); nor does a code object with no file (``<s2o>``, ``<frozen …>``)."""
     frames: list[dict[str, Any]] = []
     below = False
     while tb is not None:
         code = tb.tb_frame.f_code
         if code.co_filename == FILENAME:
             below, frames = True, []  # only what the innermost expression's call ran
-        elif below and not code.co_filename.startswith(("<", _PACKAGE)):
+        elif below and not code.co_filename.startswith(_NOT_YOURS):
             line = tb.tb_lineno
             text = linecache.getline(code.co_filename, line).strip() if line else ""
             frames.append({"file": code.co_filename, "line": line or 0, "function": code.co_name,
