@@ -39,14 +39,12 @@ from typing import Any
 
 from ...bounds import SCAN_LIMIT
 from ..errors import S2OError
-from .parts import PLAIN_TYPES, held_parts
+from .parts import CONTAINERS, PLAIN_TYPES, held_parts, walk_held
 from .stdlib_audit import object_refusal
 from .values import safe_repr
 
 #: Exact types that hold nothing a walk must look at.
 PLAIN = PLAIN_TYPES | {bytearray}
-#: Exact built-in containers, read by their own C iteration (the common case of the walk).
-CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 #: A deque's own C iteration (a subclass's ``__iter__`` never runs).
 deque_iter: Any = collections.deque.__iter__
 #: What the walk answers for a value it cannot finish.
@@ -138,46 +136,24 @@ def walk(value: Any, judge: Callable[[Any], str | None]) -> str | None:
     it is opened (:func:`opened`). Each container is opened once (shared and cyclic values cost their size);
     past :data:`SCAN_LIMIT` values the answer is :data:`TOO_MANY`.
     """
-    t = type(value)
-    if t in PLAIN:
-        return None
-    if t in CONTAINERS and set(map(type, value)) <= PLAIN and (
-            t is not dict or set(map(type, value.values())) <= PLAIN):
-        return None  # the common case (a row, a list of numbers), without the walk's own state
-    stack = [value]
-    seen: dict[int, Any] = {}  # id -> value: kept alive, so no id is reused during the walk
-    visited = 0
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        visited += 1
-        if t in PLAIN:
-            continue
-        if visited > SCAN_LIMIT:
-            return TOO_MANY
-        if id(v) in seen:
-            continue
-        if t in CONTAINERS:  # by exact type: nothing of theirs can be overridden
-            seen[id(v)] = v
-            if t is dict:
-                if set(map(type, v)) <= PLAIN and set(map(type, v.values())) <= PLAIN:
-                    visited += 2 * len(v)
-                else:
-                    stack.extend(v)
-                    stack.extend(v.values())
-            elif set(map(type, v)) <= PLAIN:
-                visited += len(v)
-            else:
-                stack.extend(v)
-            continue
-        seen[id(v)] = v  # judged once, however often it is held
+    def visit(v: Any, t: type) -> Iterable[Any] | None:
         why = judge(v)
         if why is not None:
-            return why
-        parts = opened(v, t)
-        if parts is not None:
-            stack.extend(parts)
-    return None
+            raise _Found(why)
+        return opened(v, t)
+
+    try:
+        return None if walk_held(value, visit, PLAIN, SCAN_LIMIT) else TOO_MANY
+    except _Found as found:
+        return found.why
+
+
+class _Found(Exception):
+    """The answer of :func:`walk`'s ``judge``, carried out of the walk."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 def first_refusal(value: Any) -> str | None:

@@ -4,7 +4,9 @@
 value by what it holds) and :func:`parts_of` for :func:`.written.written_size` (which counts what a value
 writes out). Containers are read through the C-level accessors of the built-in base type, so a subclass's
 overridden ``__iter__``, ``keys`` or ``args`` hides nothing; see :mod:`.values` for the list of what is opened.
-This module sits below both: it imports only :mod:`.errors`, :mod:`.iterators` and :mod:`.wrappers`.
+This module sits below both: it imports only the bounds, :mod:`.errors`, :mod:`.iterators` and
+:mod:`.wrappers`. Its
+:func:`walk_held` is the one walk of a value and what it holds, which both checks drive.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import functools
 import operator
 import sys
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from ...bounds import SCAN_LIMIT
 from ..errors import S2OError
 from .iterators import LAZY_ITERATOR_TYPES, calls_a_function, is_c_iterator, type_dict, type_mro
 from .wrappers import GuardedCallable
@@ -218,3 +221,55 @@ def _slot_values(v: Any, t: type) -> list[Any]:
 
 #: Standard-library modules whose instances are never opened (see :func:`_stdlib_instance_parts`).
 _NOT_OPENED_MODULES = frozenset({"builtins", "asyncio", "_asyncio", "concurrent", "threading", "types"})
+
+
+#: Built-in containers the walk opens by exact type: nothing of theirs can be overridden.
+CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
+
+
+def walk_held(value: Any, visit: Callable[[Any, type], Iterable[Any] | None], plain: frozenset[Any] = PLAIN_TYPES,
+              limit: int = SCAN_LIMIT) -> bool:
+    """Walk ``value`` and everything it holds, at any depth; ``False`` when that is more than ``limit`` items (the
+    caller refuses it: too many to check), else ``True``. The one walk of the values check and the granted check.
+
+    Values of ``plain`` types are passed; exact :data:`CONTAINERS` are opened here (a container of plain values
+    without walking its items one by one); every other value is handed once to ``visit(v, type(v))``, which
+    returns its parts to walk on (``None``: nothing) or raises to stop the walk. Each value is opened once
+    (shared and cyclic values cost their size); everything seen is kept alive, so no ``id`` is reused.
+    """
+    t = type(value)
+    if t in plain:
+        return True
+    if t in CONTAINERS and set(map(type, value)) <= plain and (
+            t is not dict or set(map(type, value.values())) <= plain):
+        return True  # the common case (a row, a list of numbers), without the walk's own state
+    stack = [value]
+    seen: dict[int, Any] = {}
+    visited = 0
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        visited += 1
+        if t in plain:
+            continue
+        if visited > limit:
+            return False
+        if id(v) in seen:
+            continue
+        seen[id(v)] = v
+        if t in CONTAINERS:
+            if t is dict:
+                if set(map(type, v)) <= plain and set(map(type, v.values())) <= plain:
+                    visited += 2 * len(v)
+                else:
+                    stack.extend(v)
+                    stack.extend(v.values())
+            elif set(map(type, v)) <= plain:
+                visited += len(v)
+            else:
+                stack.extend(v)
+            continue
+        parts = visit(v, t)
+        if parts is not None:
+            stack.extend(parts)
+    return True

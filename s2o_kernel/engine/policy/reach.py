@@ -52,9 +52,9 @@ from ..run.scopes import check_json
 from .allowlist import Namespace, namespace_path
 from .bounded import SIZED_METHODS, sized_attribute
 from .denylist import type_name
-from .granted import CONTAINERS, PLAIN, first_refusal, from_host_code, host_module, refusal, walk
+from .granted import PLAIN, first_refusal, from_host_code, host_module, refusal, walk
 from .guards import guard_kwargs
-from .parts import PLAIN_TYPES
+from .parts import CONTAINERS, PLAIN_TYPES
 from .values import check_value
 from .wrappers import SafeIterator
 

@@ -38,17 +38,16 @@ from __future__ import annotations
 import functools
 import reprlib
 import types
+from collections.abc import Iterable
 from typing import Any
 
 from ...bounds import INT_TEXT_BITS, MAX_TEXT, SCAN_LIMIT
 from ..errors import S2OError
 from .denylist import is_metaclass
-from .parts import PLAIN_TYPES, held_parts, refused
+from .parts import PLAIN_TYPES, held_parts, refused, walk_held
 from .wrappers import SafeAsyncIterator, SafeIterator
 from .written import too_large_text, too_large_to_write
 
-#: Exact built-in containers, read by their own C iteration (nothing of theirs can be overridden).
-_PLAIN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 #: ``BaseException.args``, read through its C-level descriptor (a subclass's property never runs).
 _ARGS: Any = vars(BaseException)["args"]
 
@@ -109,43 +108,15 @@ def check_value(value: Any, what_holds: str) -> None:
     and for a value with more than :data:`SCAN_LIMIT` items (too large to check). See the module doc
     for what is opened.
     """
-    t = type(value)
-    if t in PLAIN_TYPES:
+    if type(value) in PLAIN_TYPES:  # before the walk's closure: most results hold nothing
         return
-    stack = [value]
-    seen: dict[int, Any] = {}  # id -> object: kept alive, so no id is reused during the walk
-    visited = 0
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        visited += 1
-        if t in PLAIN_TYPES:
-            continue
-        if visited > SCAN_LIMIT:
-            raise S2OError("not-allowed", f"{what_holds} holds more than {SCAN_LIMIT:,} items: too many to check")
-        if t in _PLAIN_CONTAINERS:  # the common case, by exact type: no module, metaclass or reduce to ask about
-            if id(v) in seen:
-                continue
-            seen[id(v)] = v
-            if t is dict:
-                if set(map(type, v)) <= PLAIN_TYPES and set(map(type, v.values())) <= PLAIN_TYPES:
-                    visited += 2 * len(v)
-                    continue
-                stack.extend(v)
-                stack.extend(v.values())
-            elif set(map(type, v)) <= PLAIN_TYPES:
-                visited += len(v)
-            else:
-                stack.extend(v)
-            continue
+
+    def visit(v: Any, t: type) -> Iterable[Any] | None:
         _forbidden(v, t, what_holds)
-        if id(v) in seen:
-            continue
-        parts = held_parts(v, t, what_holds)
-        if parts is None:
-            continue
-        seen[id(v)] = v
-        stack.extend(parts)
+        return held_parts(v, t, what_holds)
+
+    if not walk_held(value, visit, limit=SCAN_LIMIT):  # read here: a test lowers it
+        raise S2OError("not-allowed", f"{what_holds} holds more than {SCAN_LIMIT:,} items: too many to check")
 
 
 # -- text of any value ----------------------------------------------------------------------------
