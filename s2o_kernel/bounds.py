@@ -206,7 +206,8 @@ INTERRUPT_GRACE = 0.05
 MAX_MESSAGE = 64 << 20
 #: Longest message the kernel's process reads from its worker other than an ``output`` event, in bytes: replies
 #: and every other event (SPEC 7.1, 12). The worker is not trusted (its language rules may have failed), so the
-#: parent reads and decodes no more than this per message (one 60 MiB reply line once cost it 1.6 GB and 22 s).
+#: parent reads and decodes no more than this per message: JSON amplifies, so a reply of one long line of
+#: ``[[],…]`` would take about 26 times its bytes once decoded.
 #: An honest worker's messages fit: a value's text is at most :data:`MAX_REPR` characters and printed text goes in
 #: chunks of :data:`PRINT_CHUNK` characters, at most 12 bytes each as JSON (an astral character's escapes).
 MAX_CONTROL_MESSAGE = 16 << 20
