@@ -36,6 +36,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet."""
 
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """The status line, and ``Connection: close``: the server closes every connection after one answer, so a
+        client must not keep it for the next call (else it may reuse one the server has just closed, and a row
+        fails with "Server disconnected without sending a response" for no reason of its own)."""
+        super().send_response(code, message)
+        self.send_header("Connection", "close")
+
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.body = self.rfile.read(length) if length else b""
