@@ -103,7 +103,8 @@ class Execution:
         may arrive anywhere up to the disarm, even inside the ``finally``, so the outer handler settles again
         (idempotent) and maps it, and it never escapes raw. A deadline that fired while the expression ran C
         work the exception could not land in (no call or backward jump) ends the run as if it had landed:
-        ``timedOut`` (or ``stopped``), never a value computed past the limit. A value of
+        ``timedOut`` (or ``stopped``), never a value computed past the limit; so does one that passed while C work
+        kept the interpreter lock and the watchdog's thread never ran (read once more at the end). A value of
         :data:`PLAIN_RESULTS` holds nothing to check; any other is settled (:meth:`_settled`: awaited, or
         checked).
         """
@@ -126,6 +127,8 @@ class Execution:
                 fired = armed.pop(entry.key, None) is None and WATCHDOG.settle(entry)
             if fired:  # its exception fired but never landed: C work with no call or jump to check at
                 raise entry.kind
+            if monotonic() > entry.deadline:  # passed, but the watchdog's thread never ran: C work kept the GIL
+                raise RunTimeout
         except BaseException as exc:
             if armed.pop(entry.key, None) is None:
                 WATCHDOG.settle(entry)
