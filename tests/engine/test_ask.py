@@ -23,6 +23,14 @@ ANSWERS = {"order_id": "A-1", "quantity": 3, "gift": True, "colour": "green", "e
            "pin": "1234"}
 
 
+def _plain(answers: dict) -> dict:
+    """``answers`` with the password answer as it shows (a secret is never equal to anything)."""
+    return {k: repr(v) if k == "pin" else v for k, v in answers.items()}
+
+
+SHOWN = {**ANSWERS, "pin": "<secret pin>"}
+
+
 def _session() -> Session:
     return Session(Engine(make_settings({"allowlist": ""})))
 
@@ -43,7 +51,7 @@ def test_answers_land_in_result_and_sys_inputs():
     s.outside.answer = answer
     run = s.run_fragment(_ask())
     assert run.code == "success", run.error
-    assert s.locals["answers"] == ANSWERS
+    assert _plain(s.locals["answers"]) == SHOWN
     assert s.locals["seen"] == "green"
     message, questions = asked[0]
     assert message == "About your order"
@@ -82,7 +90,40 @@ def test_answers_already_in_sys_inputs_are_used_without_asking():
     s.outside.answer = lambda message, questions: pytest.fail("nobody should be asked")
     run = s.run_fragment(_ask(), inputs=dict(ANSWERS))
     assert run.code == "success", run.error
-    assert s.locals["answers"] == ANSWERS
+    assert _plain(s.locals["answers"]) == SHOWN
+
+
+def test_only_the_inputs_not_in_sys_inputs_are_asked():
+    s = _session()
+    asked: list = []
+
+    def answer(message, questions):
+        asked.extend(q["name"] for q in questions)
+        return {name: ANSWERS[name] for name in asked}
+
+    s.outside.answer = answer
+    given = {k: v for k, v in ANSWERS.items() if k not in ("gift", "pin")}
+    run = s.run_fragment(_ask(), inputs=given)
+    assert run.code == "success", run.error
+    assert asked == ["gift", "pin"]
+    assert _plain(s.locals["answers"]) == SHOWN
+    assert list(s.locals["answers"]) == [q["name"] for q in INPUTS]  # in the order of the inputs
+
+
+def test_a_password_answer_is_a_secret_whose_text_the_run_never_holds():
+    from s2o_kernel.engine.run.scopes import reveal
+
+    s = _session()
+    s.outside.answer = lambda message, questions: dict(ANSWERS)
+    run = s.run_fragment([*_ask(), {"log": "{ answers['pin'] }"}, {"output": "{ f'pin={sys.inputs[\"pin\"]}' }"},
+                          {"return": "{ result }"}])
+    assert run.code == "success", run.error
+    pin = s.locals["answers"]["pin"]
+    assert repr(pin) == "<secret pin>" and "1234" not in reveal(pin)  # the gateway's placeholder
+    assert run.logs == ['"<secret pin>"'] and run.outputs == [{"type": "text", "text": "pin=***"}]
+    for use in ("{ answers['pin'] == '1234' }", "{ answers['pin'] < 'a' }", "{ f'{answers[\"pin\"]:>9}' }",
+                "{ answers['pin'] + '' }"):
+        assert s.run_fragment({"return": use}).error.code == "not-allowed", use
 
 
 def test_an_answer_in_sys_inputs_that_does_not_fit_is_ask_answer():
@@ -209,6 +250,8 @@ def test_through_the_worker_the_parent_answers_and_no_answer_is_code_ask():
         s.outside.answer = lambda message, questions: dict(ANSWERS)
         run = s.run_fragment(_ask())
         assert run.code == "success", run.error
-        assert s.locals["answers"] == ANSWERS and s.locals["seen"] == "green"
+        answers = s.locals["answers"]  # a secret is not JSON: the worker's value comes back as its repr
+        assert answers.json is None and "'pin': <secret pin>" in repr(answers) and "1234" not in repr(answers)
+        assert s.locals["seen"] == "green"
     finally:
         s.close()

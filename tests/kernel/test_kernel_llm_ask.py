@@ -34,10 +34,10 @@ script = [{text = "Hello from the scripted model, word by word."}]
 
 
 @pytest.fixture(scope="module", params=list(MODES))
-def manager_and_client(request: pytest.FixtureRequest, kernels_dir: Path,
+def manager_and_client(request: pytest.FixtureRequest, kernels_dir: Path, http_server: Any,
                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     cwd = tmp_path_factory.mktemp("cwd-llm-ask")
-    (cwd / "s2o.toml").write_text(CONFIG)
+    (cwd / "s2o.toml").write_text(CONFIG + f'\n[profiles.api.local]\nurl = "{http_server.url}"\nallow_path = true\nallow_headers = true\n')
     with running_kernel(kernels_dir, cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]}) as (km, client):
         yield km, client
 
@@ -69,6 +69,39 @@ def test_ask_through_input_requests(kc: Any) -> None:
     data = next(m["content"]["data"] for m in outputs if m["msg_type"] == "execute_result")
     assert "'order_id': 'A-1001'" in data["text/plain"] and "'quantity': 3" in data["text/plain"]
     assert "'colour': 'green'" in data["text/plain"] and "'A-1001'" in data["text/plain"]
+
+
+def test_a_password_answer_is_held_as_a_secret(kc: Any, http_server: Any) -> None:
+    """Issue 31 item 9: a ``password`` answer is typed hidden and then shown nowhere (``result``,
+    ``sys.inputs``, a ``log``, an ``output``, ``%vars``, a server's echo of it), yet an ``api`` call gets its
+    text where an f-string put it."""
+    login = json.dumps([
+        {"ask": {"inputs": [{"name": "user"}, {"name": "pin", "type": "password"}]}},
+        {"var": {"answers": "{ result }", "given": "{ sys.inputs }"}},
+        {"log": "{ sys.inputs['pin'] }"},
+        {"output": "{ f'pin {sys.inputs[\"pin\"]} set' }"},
+        {"api": {"profile": "local", "path": "/whoami",
+                 "headers": {"Authorization": "{ f'Basic {sys.inputs[\"pin\"]}' }"}}},
+        {"var": {"echoed": "{ result }"}}])
+    msg_id = kc.execute(login, allow_stdin=True)
+    kc.get_stdin_msg(timeout=20)
+    kc.input("ada")
+    request = kc.get_stdin_msg(timeout=20)
+    assert request["content"]["password"] is True
+    kc.input("pin-7731")
+    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    shown = json.dumps([m["content"] for m in collect_iopub(kc, msg_id)])
+    assert "pin *** set" in shown and "<secret pin>" in shown
+    assert http_server.requests[-1][2]["Authorization"] == "Basic pin-7731"  # the server got the text
+    for cell in ("[answers, given, echoed]", "%vars", "%sys"):
+        reply, outputs = execute(kc, cell)
+        assert reply["status"] == "ok", reply
+        text = json.dumps([m["content"] for m in outputs])
+        assert "pin-7731" not in text, (cell, text)
+        if cell != "%sys":
+            assert "<secret pin>" in text, (cell, text)
+        if cell.startswith("["):
+            assert "'auth': 'Basic ***'" in text  # the server's echo of it, masked
 
 
 def test_an_ask_cannot_pass_for_the_kernels_own_secret_prompt(kc: Any) -> None:

@@ -6,11 +6,13 @@ default}``: ``name`` a variable name (each once), ``type`` one of ``text``, ``nu
 (``chooseOne``/``chooseMany`` only, and required there: a non-empty list of texts or numbers, or a
 dynamic value giving one), ``default`` (a literal default is checked against the type at validation).
 ``result`` is the answers by name (so ``outputPath`` may be given); they are also added to
-``sys.inputs`` for the rest of the run.
+``sys.inputs`` for the rest of the run. A ``password`` answer is a secret named after its input
+(``<secret pw>``): it goes into an f-string for an ``api`` call and is shown nowhere; the gateway holds
+its text (SPEC 7.1).
 
-When every input is already in ``sys.inputs`` (a resumed conversation: the answers came as the run's
-inputs, e.g. ``%sys {"inputs": {...}}`` in a notebook), they are checked and used and nobody is asked.
-Otherwise the questions go out as one outside call of kind ``ask`` (:mod:`..outside.ask`): in an
+An input already in ``sys.inputs`` (a resumed conversation: the answers came as the run's inputs, e.g.
+``%sys {"inputs": {...}}`` in a notebook) is checked and used, not asked again (SPEC 7.1). The others
+go out as one outside call of kind ``ask`` (:mod:`..outside.ask`): in an
 interactive kernel each is asked through Jupyter's ``input_request``; where nobody can answer, the run
 ends with result code ``ask`` and the questions as its value. An answer in ``sys.inputs`` that does not
 fit its question is ``ask-answer``.
@@ -28,7 +30,7 @@ from ..fragments.tree import Command
 from ..language.dynamic import expression_of
 from ..outside.ask import check_answer
 from ..policy.written import too_large_text, too_large_to_write
-from ..run.scopes import add_inputs
+from ..run.scopes import Secret, add_inputs
 from .protocols import Interpreter, Parser
 from .spec import CommandSpec, FieldsModel
 
@@ -108,18 +110,27 @@ async def _questions(it: Interpreter, cmd: Command) -> tuple[str, list[dict[str,
     return too_large_text(message) if too_large_to_write(message) else str(message), questions
 
 
+def _held(question: dict[str, Any], value: Any) -> Any:
+    """A ``password`` answer as a :class:`~..run.scopes.Secret` named after its input (its text the
+    gateway's placeholder, or the text given in ``sys.inputs``); any other answer as it is."""
+    if question["type"] == "password" and type(value) is str:
+        return Secret(question["name"], value)
+    return value
+
+
 async def run(it: Interpreter, cmd: Command) -> None:
-    """Ask (or take the answers from ``sys.inputs``); ``result`` and ``sys.inputs`` get the answers."""
+    """Ask what ``sys.inputs`` does not hold yet; ``result`` and ``sys.inputs`` get the answers."""
     message, questions = await _questions(it, cmd)
     sys_scope = it.session.namespace()["sys"]
     given = sys_scope.inputs
-    if all(q["name"] in given for q in questions):
-        try:
-            answers = {q["name"]: check_answer(q, given[q["name"]]) for q in questions}
-        except ValueError as exc:
-            raise S2OError("ask-answer", f"{exc} (sys.inputs)", path=cmd.path) from None
-    else:
-        answers = await it.outside("ask", None, {"message": message, "inputs": questions}, cmd.path)
+    try:
+        answers = {q["name"]: check_answer(q, given[q["name"]]) for q in questions if q["name"] in given}
+    except ValueError as exc:
+        raise S2OError("ask-answer", f"{exc} (sys.inputs)", path=cmd.path) from None
+    unasked = [q for q in questions if q["name"] not in given]
+    if unasked:
+        answers.update(await it.outside("ask", None, {"message": message, "inputs": unasked}, cmd.path))
+    answers = {q["name"]: _held(q, answers[q["name"]]) for q in questions}
     add_inputs(sys_scope, answers)
     it.session.set_result(answers)
 

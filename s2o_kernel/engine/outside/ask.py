@@ -27,6 +27,7 @@ from typing import Any
 from ...bounds import ASK_TRIES
 from ..errors import S2OError
 from ..run.limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
+from ..run.scopes import Secret
 from .call import OutsideCall, Question, StreamFn
 
 TYPES = ("text", "number", "bool", "password", "chooseOne", "chooseMany")
@@ -46,6 +47,8 @@ def check_answer(question: Question, value: Any) -> Any:
     """``value`` when it answers ``question`` (see the module doc); ``ValueError`` with the reason otherwise."""
     kind, options = question["type"], question.get("options") or []
     if kind in ("text", "password") and type(value) is str:
+        return value
+    if kind == "password" and type(value) is Secret:  # an answer held as a secret already
         return value
     if kind == "number" and _is_number(value):
         return value
@@ -159,7 +162,8 @@ def answer_here(gateway: Any, request: OutsideCall, armed: list[Armed] | None = 
     ``request.timeout`` seconds (the run's time limit covers the wait for a person: past it the
     watchdog stops a prompt still waiting, ``timedOut``); the answers by input name, checked.
 
-    Secrets in the message and questions show as ``***`` (a person is never shown one). Raises ``ask``
+    Secrets in the message and questions show as ``***`` (a person is never shown one). A ``password``
+    answer is kept by the gateway and answered with its placeholder (``Gateway.hold_answer``). Raises ``ask``
     when nobody can answer, ``ask-answer`` for answers that do not fit. ``armed`` receives the
     watchdog's token, so that a caller in another thread can stop the prompt (:func:`handle`).
     """
@@ -184,9 +188,13 @@ def answer_here(gateway: Any, request: OutsideCall, armed: list[Armed] | None = 
     if type(answers) is not dict:
         raise S2OError("ask-answer", "the answers are not an object", path=request.path)
     try:
-        return {q["name"]: check_answer(q, answers.get(q["name"])) for q in questions}
+        checked = {q["name"]: check_answer(q, answers.get(q["name"])) for q in questions}
     except ValueError as exc:
         raise S2OError("ask-answer", str(exc), path=request.path) from None
+    for q in questions:  # a password answer stays here; the run gets its placeholder (SPEC 7.1)
+        if q["type"] == "password":
+            checked[q["name"]] = gateway.hold_answer(q["name"], checked[q["name"]])
+    return checked
 
 
 async def handle(gateway: Any, profile: Any, request: OutsideCall, on_stream: StreamFn | None) -> Any:

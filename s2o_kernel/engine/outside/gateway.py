@@ -69,7 +69,7 @@ from ..settings import Settings
 from . import ask
 from .bounded import Budget, check_value
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
-from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, secret_reads, unplace
+from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, placeholder, secret_reads, unplace
 
 #: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
 Handler = Callable[["Gateway", Any, OutsideCall, "StreamFn | None"], Awaitable[Any]]
@@ -198,6 +198,7 @@ class Gateway:
         self._pools: dict[tuple[str, str], tuple[Any, Closer]] = {}
         self._credentials: dict[tuple[str, str], dict[str, Any]] = {}
         self._evaluator: SessionState | None = None
+        self._answered: dict[str, str] = {}
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     # -- the profile and its evaluated fields ----------------------------------------------------
@@ -250,6 +251,18 @@ class Gateway:
                     out[field] = value
             self._credentials[key] = out
         return self._credentials[key]
+
+    def hold_answer(self, name: str, text: str) -> str:
+        """Keep ``text``, a person's answer to the ``password`` input ``name`` (SPEC 7.1, ``ask``), and give
+        the run its placeholder (:func:`~.secrets.placeholder`) instead: the answer never enters the run's
+        state, in-process or in the worker. The gateway puts it back where an ``api`` call's fields hold the
+        placeholder, and masks it as ``***`` in every result and error from then on. Each answer gets a
+        placeholder of its own (``ask.N.NAME``), so a later answer to the same input never changes what an
+        earlier one stands for; the answers are kept for the gateway's lifetime (a session's)."""
+        key = f"ask.{len(self._answered)}.{name}"
+        self._answered[key] = text
+        self.masker.add([text])
+        return placeholder(key)
 
     async def pooled(self, key: tuple[str, str], make: Callable[[], tuple[Any, Closer]]) -> Any:
         """The pooled client of ``key`` (``("api", name)``), made with ``make()`` → ``(client, async close)``
@@ -355,7 +368,8 @@ class Gateway:
                 raise S2OError("unexpected", f"no handler serves {request.kind} calls")
             profile = self.profile(request.kind, request.profile, request.path) if request.kind != "ask" else None
             check_fields(request, profile)
-            fields = unplace(request.fields, dict(self.settings.secrets)) if request.kind in SECRET_KINDS \
+            fields = unplace(request.fields, {**self.settings.secrets, **self._answered}) \
+                if request.kind in SECRET_KINDS \
                 else request.fields  # a placeholder a worker forged elsewhere stays text (call.SECRET_KINDS)
             call = OutsideCall(request.kind, request.profile, fields, request.path, request.timeout,
                                request.secrets_used)

@@ -29,7 +29,9 @@ The rest of the module:
   ``api`` command's header ``f'Bearer {sys.secret["K"]}'``) reaches the parent holding the secret's
   placeholder; the gateway puts the value back in just before the call. This gives a run nothing it
   could not have had already: any expression may format ``sys.secret['K']`` into a field (whole: a
-  format specification on a secret is refused, :func:`~..policy.guards.format_string`).
+  format specification on a secret is refused, :func:`~..policy.guards.format_string`). A password
+  answer to ``ask`` is held the same way, in every run: the gateway keeps its text and the run gets a
+  placeholder (:meth:`~.gateway.Gateway.hold_answer`).
 * :class:`Masker`: replaces every sensitive text (secret values, credentials) with ``***`` in text,
   JSON values and errors, longest first (so a secret that contains another is masked whole), in the
   encoded forms a server may send it back in too (:func:`encoded_forms`).
@@ -65,7 +67,9 @@ URL_FIELDS = frozenset({"url"})
 #: What a credential or a secret value shows as.
 MASK = "***"
 
-_PLACEHOLDER = re.compile(r"\u2063s2o-secret:([A-Za-z_][A-Za-z0-9_]*)\u2063")
+#: A placeholder's name: a secret of the settings (an identifier) or a password answer the gateway holds
+#: (``ask.N.NAME``, :meth:`~.gateway.Gateway.hold_answer`); the two never share a name.
+_PLACEHOLDER = re.compile(r"\u2063s2o-secret:([A-Za-z_][A-Za-z0-9_.]*)\u2063")
 
 
 def placeholder(name: str) -> str:

@@ -391,10 +391,13 @@ class SysScope:
 
 
 def add_inputs(scope: SysScope, values: dict[str, Any]) -> None:
-    """Add ``values`` (JSON) to what ``scope.inputs`` reads: an ``ask`` command's answers (SPEC 7.1)."""
-    check_json(values, "sys.inputs")
+    """Add ``values`` to what ``scope.inputs`` reads: an ``ask`` command's answers (SPEC 7.1), each JSON or
+    a :class:`Secret` (a ``password`` answer). Raises ``S2OError`` ``not-json`` for anything else."""
+    plain = {k: v for k, v in values.items() if type(v) is not Secret}
+    check_json(plain, "sys.inputs")
     inputs: dict[str, Any] = object.__getattribute__(scope, "_inputs")  # read-only to expressions only
-    inputs.update(copy_json(values))
+    inputs.update(copy_json(plain))
+    inputs.update({k: v for k, v in values.items() if type(v) is Secret})
 
 
 class ErrorView:
