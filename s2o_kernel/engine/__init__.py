@@ -41,6 +41,7 @@ from .settings import (
     read_toml,
     switched_off,
 )
+from .spelling import near_misses
 from .worker import IsolatedSession
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "fragment_words",
     "load_settings",
     "make_settings",
+    "near_misses",
     "parse_target",
     "read_toml",
     "shown_text",

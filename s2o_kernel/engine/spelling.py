@@ -1,11 +1,11 @@
 """Near misses: which known word a misspelled key meant (``did you mean 'else'?``).
 
 One rule for every place a key is looked up by name and not found: a fragment's commands
-(:mod:`.fragments.kind`), a command's fields (:mod:`.fragments.parser`) and the settings
-(:mod:`.settings`). A key is a near miss of a word when it is the word in another case, the same
-letters in another order (``fro`` → ``for``), or close by ``difflib``'s ratio (at least
-:data:`CUTOFF`); a key far longer than every word is none (``difflib`` on a 10-million-character
-key takes seconds).
+(:mod:`.fragments.kind`), a command's fields (:mod:`.fragments.parser`), the settings
+(:mod:`.settings`) and the kernel's magics (:func:`near_misses`, several at once). A key is a near
+miss of a word when it is the word in another case, the same letters in another order (``fro`` →
+``for``), or close by ``difflib``'s ratio (at least :data:`CUTOFF`); a key far longer than every
+word is none (``difflib`` on a 10-million-character key takes seconds).
 
 :func:`words_at` names the words a pydantic model accepts at a location of its input, so an
 ``extra_forbidden`` error of a nested model (``inputs[0].nmae``, ``profiles.llm.mine.scirpt``) can say
@@ -28,19 +28,26 @@ from pydantic import BaseModel
 CUTOFF = 0.8
 
 
+def near_misses(key: str, words: Iterable[str], n: int = 1) -> list[str]:
+    """The (at most ``n``) words of ``words`` that ``key`` is a near miss of (see the module doc), the
+    likeliest first: same letters before close by ratio; ``[]`` also when ``key`` is itself one of the
+    words, or not text. Used for fragments, settings and the kernel's magics alike."""
+    if not isinstance(key, str):
+        return []
+    known = sorted(w for w in words if isinstance(w, str))
+    if not known or key in known or len(key) > 2 * max(map(len, known)):
+        return []  # far longer than any word: no ratio reaches CUTOFF
+    same = [word for word in known
+            if key.lower() == word.lower() or (len(key) > 2 and sorted(key.lower()) == sorted(word.lower()))]
+    close = difflib.get_close_matches(key.lower(), known, n=n, cutoff=CUTOFF)
+    return list(dict.fromkeys([*same, *close]))[:n]
+
+
 def closest(key: str, words: Iterable[str]) -> str | None:
     """The word of ``words`` that ``key`` is a near miss of (see the module doc), or ``None`` (also when
     ``key`` is itself one of the words, or not text)."""
-    if not isinstance(key, str):
-        return None
-    known = sorted(w for w in words if isinstance(w, str))
-    if not known or key in known or len(key) > 2 * max(map(len, known)):
-        return None  # far longer than any word: no ratio reaches CUTOFF
-    for word in known:
-        if key.lower() == word.lower() or (len(key) > 2 and sorted(key.lower()) == sorted(word.lower())):
-            return word
-    close = difflib.get_close_matches(key, known, n=1, cutoff=CUTOFF)
-    return close[0] if close else None
+    found = near_misses(key, words)
+    return found[0] if found else None
 
 
 def did_you_mean(key: str, words: Iterable[str]) -> str:

@@ -102,11 +102,13 @@ class SessionLike(Protocol):
         on_output: OutputSink | None = None,
         inputs: dict[str, Any] | None = None,
         function: str | None = None,
+        on_print: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Check then run a fragment as one run (SPEC 7); never raises for bad input.
 
         With ``on_output``, each output part goes to it alone as it is produced and nothing keeps
         it (``RunResult.outputs`` stays empty); without it, the parts are in ``RunResult.outputs``.
+        ``on_print`` likewise takes the text the run prints, else ``RunResult.printed`` holds it.
         """
         ...
 

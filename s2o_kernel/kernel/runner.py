@@ -179,7 +179,8 @@ class CellRunner:
             session.on_progress = self._on_progress
 
     def _on_print(self, text: str) -> None:
-        """Text printed by evaluated code in the worker: a ``stdout`` stream of the cell."""
+        """Text printed by evaluated code (a run's, in either kind of session; any, in the worker): a
+        ``stdout`` stream of the cell."""
         if not self._running:
             self.log.info("s2o: worker output outside a cell: %r", text[:200])
             return
@@ -361,15 +362,18 @@ class CellRunner:
             except Exception:  # never raise into the engine
                 self.log.warning("s2o: could not show an output part", exc_info=True)
 
-        return session.run_fragment(data, on_output=on_output, inputs=inputs, function=function)
+        return session.run_fragment(data, on_output=on_output, inputs=inputs, function=function,
+                                    on_print=self._on_print)
 
     def show_run(self, run: RunResult, *, quiet: bool = False) -> None:
-        """Show a fragment's RunResult: output parts it kept (none when they went to the sink),
-        log lines, then value or error.
+        """Show a fragment's RunResult: printed text and output parts it kept (none when they went to the
+        sinks), log lines, then value or error.
 
         On ``success`` the value is the cell's result (none for ``None``, nor when ``quiet``: a cell
         written with a trailing ``;``). Otherwise the cell fails with :func:`run_error`.
         """
+        if run.printed:
+            self.emit_stream("stdout", run.printed)
         for part in run.outputs:
             self.emit_display(output_part_bundle(part, redact=self.redact))
         if run.logs:

@@ -205,7 +205,6 @@ NOT_BOUNDS = {
     ("s2o_kernel.engine.worker.launch", "_PR_SET_NAME"): "a prctl option",
     ("s2o_kernel.engine.policy.stores", "RECEIVER"): "a sentinel key (the callee's receiver)",
     ("s2o_kernel.engine.spelling", "CUTOFF"): "a similarity ratio of a heuristic, not a limit",
-    ("s2o_kernel.kernel.magics.base", "CLOSE"): "a similarity ratio of a heuristic, not a limit",
 }
 
 

@@ -79,3 +79,33 @@ def test_print_refuses_other_files_odd_separators_and_secrets(
         s.evaluate(expr)
     assert info.value.code == code, info.value
     assert "sk-42-secret" not in capsys.readouterr().out + info.value.message
+
+
+PRINTING = [{"var": {"x": "{ print('hello', 1) }"}}, {"output": "between"},
+            {"parallel": [{"var": {"y": "{ print('from a task') }"}}]},
+            {"return": "{ print('bye', end='!') }"}]
+
+
+@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker"])
+def test_a_runs_printed_text_is_in_its_run_result_or_goes_to_on_print(
+        isolated: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 31 item 12: a library caller gets a run's printed text in ``RunResult.printed`` in a session as
+    in the worker, and nothing of it on the process's own stdout; with ``on_print`` the sink alone gets it,
+    as it comes; an expression outside a run still prints to stdout."""
+    from s2o_kernel.engine import IsolatedSession
+
+    session = IsolatedSession(default_settings()) if isolated else Session(Engine(default_settings()))
+    try:
+        run = session.run_fragment(PRINTING)
+        assert run.code == "success", run.error
+        assert run.printed == "hello 1\nfrom a task\nbye!"
+        assert run.outputs == [{"type": "text", "text": "between"}]
+        got: list[str] = []
+        run = session.run_fragment(PRINTING, on_print=got.append)
+        assert run.printed == "" and "".join(got) == "hello 1\nfrom a task\nbye!"
+        failed = session.run_fragment([{"var": {"x": "{ print('before') }"}}, {"fail": "no"}])
+        assert failed.code == "failCommand" and failed.printed == "before\n"
+        assert capsys.readouterr().out == ""
+    finally:
+        if isolated:
+            session.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_harness import execute, result_data, running_kernel, shell_reply, start_kernel, stop_kernel
+from kernel_harness import MODES, execute, result_data, running_kernel, shell_reply, start_kernel, stop_kernel
 
 from s2o_kernel.kernel.history import HISTORY_ENV
 
@@ -37,7 +37,15 @@ def test_exit_and_quit_ask_the_console_to_exit(kc: Any) -> None:
     assert reply["payload"] == []  # the kernel goes on: the console ends it
 
 
-def test_print_is_granted_and_printed_text_keeps_its_place(kc: Any) -> None:
+@pytest.fixture(scope="module", params=list(MODES))
+def each_kc(request: pytest.FixtureRequest, kernels_dir: Path, kernel_cwd: Path) -> Iterator[Any]:
+    """A kernel contained and one in-process (``S2O_KERNEL_ISOLATED=0``)."""
+    with running_kernel(kernels_dir, kernel_cwd, env={"S2O_KERNEL_ISOLATED": MODES[request.param]}) as (_km, client):
+        yield client
+
+
+def test_print_is_granted_and_printed_text_keeps_its_place(each_kc: Any) -> None:
+    kc = each_kc
     reply, outputs = execute(kc, "print('hello', 42, sep=', ')")
     assert reply["status"] == "ok", reply
     assert [(m["msg_type"], m["content"]) for m in outputs] == [

@@ -145,6 +145,8 @@ def test_who_shows_the_variables_as_vars_does(kc: Any) -> None:
     ("%limit", "Closest: %limits"),
     ("%timit 1", "Closest: %timeit."),
     ("%hist", "Closest: %history."),
+    ("%srav", "Closest: %vars."),  # the same letters in another order: the engine's rule for keys too
+    ("%VARS", "Closest: %vars."),
 ])  # fmt: skip
 def test_an_unknown_magic_names_the_closest(kc: Any, code: str, closest: str) -> None:
     reply, _ = execute(kc, code)

@@ -338,7 +338,8 @@ def test_fragment_parts_stream_while_running(session: FakeSession) -> None:
 
 
 def test_parts_shown_after_run_without_streaming(session: FakeSession) -> None:
-    def no_stream(obj: Any, *, on_output: Any = None, inputs: Any = None, function: Any = None) -> RunResult:
+    def no_stream(obj: Any, *, on_output: Any = None, inputs: Any = None, function: Any = None,
+                  on_print: Any = None) -> RunResult:
         return RunResult(outputs=[{"type": "text", "text": "late"}])  # parts not handed to on_output
 
     session.run_fragment = no_stream  # type: ignore[method-assign]

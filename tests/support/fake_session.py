@@ -105,7 +105,7 @@ class FakeSession:
         return text
 
     def run_fragment(self, fragment: Any, *, on_output: Any = None, inputs: Any = None,
-                     function: Any = None) -> RunResult:  # fmt: skip
+                     function: Any = None, on_print: Any = None) -> RunResult:  # fmt: skip
         run = RunResult()
         obj = fragment
         self.on_output_given = on_output is not None

@@ -46,6 +46,7 @@ from ..language.dynamic import expression_of
 from ..language.references import is_reference, parse_reference
 from ..outside.call import CALL_FAILED_CODES, OutsideCall, json_fields
 from ..outside.llm import cost_limit_error
+from ..policy.guards import PRINT_SINK
 from ..policy.values import error_message, runtime_error
 from ..run.budget import OutputBudget
 from ..run.engine import Engine
@@ -423,9 +424,12 @@ RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None]
 
 
 async def run_program(session: SessionState, program: Program, on_output: OutputSink | None,
-                      start: float, inputs_args: dict[str, Any] | None = None) -> RunOutcome:
+                      start: float, inputs_args: dict[str, Any] | None = None,
+                      on_print: Callable[[str], None] | None = None) -> RunOutcome:
     """Run ``program`` as one run; returns ``(code, value, outputs, logs, error)``. ``inputs_args`` are the
-    run's inputs; those the body declares as arguments are bound to them."""
+    run's inputs; those the body declares as arguments are bound to them. ``on_print`` gets the text the
+    run's expressions print (:data:`~..policy.guards.PRINT_SINK`, for this task and those it starts)."""
+    PRINT_SINK.set(on_print)  # this coroutine's task has a context of its own: the caller's is untouched
     interp = Interpreter(session, program, on_output, start)
     remaining = max(session.settings.limits.time - (time.monotonic() - start), 0.0)
     code, value, error = "success", None, None

@@ -24,7 +24,10 @@ the first place.
 from __future__ import annotations
 
 import asyncio
+import io
+import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from ..errors import S2OError
@@ -238,10 +241,16 @@ def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
     return SecretText("".join(out), "".join(masked))
 
 
+#: Where ``print`` writes during a run: ``sink(text)``, set by the run for its task and the tasks it starts
+#: (``RunResult.printed``, or the caller's ``on_print``); outside a run, ``sys.stdout``.
+PRINT_SINK: ContextVar[Callable[[str], None] | None] = ContextVar("PRINT_SINK", default=None)
+
+
 def guarded_print(*values: Any, sep: Any = None, end: Any = None, **others: Any) -> None:
     """``print`` as an allowlist grants it: ``values`` as text, separated by ``sep`` (default a space)
-    and followed by ``end`` (default a newline), on the run's standard output, which the kernel
-    shows as the cell's ``stdout`` stream in order with its other output (SPEC 9).
+    and followed by ``end`` (default a newline), to the run's printed text (:data:`PRINT_SINK`: the
+    kernel shows it as the cell's ``stdout`` stream in order with its other output, SPEC 9; a library
+    caller gets it in ``RunResult.printed``), or ``sys.stdout`` outside a run.
 
     No ``file`` and no ``flush``: a run writes nowhere else. ``sep`` and ``end`` must be ``None`` or
     exact ``str`` (``runtime`` ``TypeError`` otherwise); a secret refuses to become text
@@ -252,7 +261,10 @@ def guarded_print(*values: Any, sep: Any = None, end: Any = None, **others: Any)
     for what, value in (("sep", sep), ("end", end)):
         if value is not None and type(value) is not str:
             raise S2OError("runtime", f"TypeError: {what} must be None or a string, not {type_name(value)}")
-    print(*(too_large_text(v) if too_large_to_write(v) else v for v in values), sep=sep, end=end)
+    text = io.StringIO()
+    print(*(too_large_text(v) if too_large_to_write(v) else v for v in values), sep=sep, end=end, file=text)
+    sink = PRINT_SINK.get()
+    (sys.stdout.write if sink is None else sink)(text.getvalue())
 
 
 #: Real object → guarded stand-in used when an allowlist grants it.

@@ -45,6 +45,9 @@ class RunResult:
         result: ``result`` when the run ended: the value of the last command that produces one (``db``, ``api``,
             ``llm``, ``ask``, ``call``, a definition run; SPEC 7), as the session's :attr:`Session.result` then
             holds it; ``None`` when none has.
+        printed: the text the run's expressions printed (``print``), in order; empty when the run had an
+            ``on_print`` sink, which alone gets it. Host code of your own that writes to ``sys.stdout``
+            itself writes there in-process (in the worker it is printed text too).
     """
 
     code: str = "success"
@@ -53,19 +56,27 @@ class RunResult:
     logs: list[str] = field(default_factory=list)
     error: S2OError | None = None
     result: Any = None
+    printed: str = ""
 
 
 class Session(SessionState):
     """One running agent: locals, agent and conversation variables, and the engine in use (SPEC 5).
 
-    A session is its own :class:`~.execution.Execution` (the run state: globals, loop thread, time limit),
-    so that :meth:`~.execution.Execution.evaluate`, the hot path, is a plain method call on it, with no
-    delegating call or attribute lookup in between (docs/performance.md). It offers ``evaluate``,
-    ``evaluate_async``, ``interrupt``, ``warm_up`` and the read-only ``engine`` from there.
+    How to use it::
+
+        session = Session(Engine(make_settings({})), locals={"price": 4})
+        session.evaluate("price * 3")                          # 12
+        run = session.run_fragment([{"var": {"n": 2}}, {"return": "{ n * price }"}])
+        run.code, run.value, run.printed, session.result       # 'success', 8, '', None
 
     ``Session(engine)``; ``engine`` defaults to ``Engine(Settings())`` (SPEC 10's bare defaults: an
     empty allowlist). Optional ``locals``, ``agent`` and ``conv`` give starting variables (agent and
-    conversation values must be JSON: ``not-json`` otherwise).
+    conversation values must be JSON: ``not-json`` otherwise). ``evaluate``, ``evaluate_dynamic`` and
+    ``validate`` raise :class:`~..errors.S2OError`; ``run_fragment`` never raises and returns a
+    :class:`RunResult`. ``interrupt()`` (from another thread) stops the running evaluation or run.
+
+    A session is its own :class:`~.execution.Execution` (the run state: globals, loop thread, time limit),
+    so that ``evaluate`` is a plain method call on it (docs/performance.md).
 
     An in-process session is for trusted text and for tools: it applies every language rule, the
     value checks and the time limit for Python-level work, but work Python cannot interrupt (a
@@ -102,15 +113,21 @@ class Session(SessionState):
         return self.globals.get("result")
 
     def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
-                     inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
+                     inputs: dict[str, Any] | None = None, function: str | None = None,
+                     on_print: Callable[[str], None] | None = None) -> RunResult:
         """Check then run a fragment as one run (SPEC 7); never raises for bad input. See :meth:`_run_fragment`;
-        the :class:`RunResult` also carries ``result`` as the run left it."""
-        run = self._run_fragment(fragment, on_output=on_output, inputs=inputs, function=function)
+        the :class:`RunResult` also carries ``result`` as the run left it, and the text the run printed
+        (``printed``) unless ``on_print`` took it as it came."""
+        printed: list[str] = []
+        run = self._run_fragment(fragment, on_output=on_output, inputs=inputs, function=function,
+                                 on_print=on_print if on_print is not None else printed.append)
         run.result = self.result
+        run.printed = "".join(printed)
         return run
 
     def _run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
-                      inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
+                      inputs: dict[str, Any] | None = None, function: str | None = None,
+                      on_print: Callable[[str], None] | None = None) -> RunResult:
         """Check then run a fragment as one run (SPEC 7); never raises for bad input.
 
         ``fragment`` is parsed JSON: a command object, a list of commands, a function object or an
@@ -119,7 +136,8 @@ class Session(SessionState):
         :class:`~.errors.ErrorGroup` when there are several). An agent definition's functions stay
         defined for later ``call`` commands; ``function`` picks the one to run (default ``main``),
         whose declared arguments come from ``inputs`` (also ``sys.inputs`` during the run).
-        ``on_output`` is called with each output part as it is produced.
+        ``on_output`` is called with each output part as it is produced, ``on_print`` with the text
+        that expressions print.
         """
         start = time.monotonic()
         self.progress = RunProgress()
@@ -142,7 +160,7 @@ class Session(SessionState):
         run_inputs = dict(inputs if inputs is not None else self.settings.sys.inputs)
         sys_scope, g["sys"] = g["sys"], self._sys_scope(dict(run_inputs))  # the run's own: ask adds answers
         try:
-            coro = run_program(self, program, on_output, start, run_inputs)
+            coro = run_program(self, program, on_output, start, run_inputs, on_print)
             try:
                 with definition_bounds.applied(self, program.bounds):
                     code, value, outputs, logs, error = self.run_coroutine(coro, start)

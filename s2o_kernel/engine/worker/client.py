@@ -80,6 +80,15 @@ T = TypeVar("T")
 class IsolatedSession:
     """A :class:`~..session.Session` whose runs happen in a supervised child process.
 
+    How to use it::
+
+        with IsolatedSession(make_settings({"limits": {"time": 5}})) as session:
+            run = session.run_fragment({"return": "{ sum(range(10)) }"})   # run.value == 45
+
+    The methods are those of ``Session``; values come back as the worker shows them (a
+    :class:`~..run.scopes.RemoteValue` when not JSON). A run past the time or memory limit is killed with
+    its worker, which starts again with the session's last good state.
+
     ``IsolatedSession(settings)`` starts the worker at once; raises ``S2OError`` (stage ``load``) when the
     settings do not load. With ``fork=True`` every worker (the first and each restart) is a fork of this
     process instead of a new interpreter (:mod:`.launch`): it shares this process's pages and starts faster;
@@ -442,13 +451,15 @@ class IsolatedSession:
             raise
 
     def run_fragment(self, fragment: Any, *, on_output: Callable[[dict[str, Any]], None] | None = None,
-                     inputs: dict[str, Any] | None = None, function: str | None = None) -> RunResult:
+                     inputs: dict[str, Any] | None = None, function: str | None = None,
+                     on_print: Callable[[str], None] | None = None) -> RunResult:
         """See :meth:`Session.run_fragment`; a stopped or killed worker gives the matching result code.
 
         ``on_output`` is called with each output part as the worker produces it, and nothing keeps the parts;
         without it they are collected in ``RunResult.outputs``, as in-process. Each part is charged to the
         run's :class:`~..commands.output.OutputBudget` here too: the worker stops a run at the caps (SPEC 12),
-        so a part past them is a ``worker-protocol`` fault.
+        so a part past them is a ``worker-protocol`` fault. Printed text goes to ``on_print``, else to
+        :attr:`on_print`, else into ``RunResult.printed``, as in-process.
         """
         budget = OutputBudget.of(self._settings.limits)
         kept: list[dict[str, Any]] = []
@@ -465,6 +476,9 @@ class IsolatedSession:
             else:
                 kept.append(event.payload)
 
+        printed: list[str] = []
+        held_print = self.on_print
+        self.on_print = on_print or held_print or printed.append
         try:
             check_fragment_json(fragment, self._settings.limits.definition_length)  # as in-process: JSON changes it
             bound = requested_time(fragment)  # bounds.time (SPEC 7.1)
@@ -477,10 +491,11 @@ class IsolatedSession:
                                 on_event=on_event, timeout=wait)
         except S2OError as exc:
             code = {"timedOut": "timedOut", "stopped": "stopped"}.get(exc.code, "errorInAgent")
-            return RunResult(code=code, outputs=kept, error=exc)
+            return RunResult(code=code, outputs=kept, error=exc, printed="".join(printed))
         finally:
             self._time_limit = None
-        run.outputs = kept
+            self.on_print = held_print
+        run.outputs, run.printed = kept, "".join(printed)
         return run
 
     def validate(self, expr: str) -> Validation:

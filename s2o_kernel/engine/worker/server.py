@@ -267,9 +267,11 @@ class Worker:
         return [*self.confinement_warnings, *self.session.engine.warnings]
 
     def do_run_fragment(self, args: Args) -> Any:
-        """Run the fragment, each output part sent as an ``output`` event (:meth:`send_output`)."""
+        """Run the fragment, each output part sent as an ``output`` event (:meth:`send_output`) and its printed
+        text as ``print`` events (:meth:`printed`)."""
         return self._run(lambda: self.session.run_fragment(
-            args["fragment"], on_output=self.send_output, inputs=args["inputs"], function=args["function"]),
+            args["fragment"], on_output=self.send_output, inputs=args["inputs"], function=args["function"],
+            on_print=self.printed),
             loops=True)
 
     def do_vars(self, _args: Args) -> dict[str, Any]:

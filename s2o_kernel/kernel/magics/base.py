@@ -13,21 +13,17 @@ A handler takes one :class:`MagicCall` and shows what it produces through the ca
 from __future__ import annotations
 
 import argparse
-import difflib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from s2o_kernel.bounds import MAX_NEAR_MISSES
-from s2o_kernel.engine import RunResult, S2OError
+from s2o_kernel.engine import RunResult, S2OError, near_misses
 from s2o_kernel.kernel.cells import CELL_MAGIC, Cell, valid_magic_name
 from s2o_kernel.kernel.contract import Prompt, SessionLike
 from s2o_kernel.kernel.history import HistoryLike
 from s2o_kernel.kernel.magics.arguments import MagicArgumentParser
-
-#: How alike (``difflib``'s ratio) an unknown magic's name and a magic's are for the magic to be named.
-CLOSE = 0.75
 
 #: IPython's magics a notebook person reaches for, and what does it here: the magics (named when they
 #: exist) and a note for what no magic does (a cell's ``;``, an error's own text).
@@ -220,10 +216,11 @@ class Registry:
 
     def closest(self, name: str) -> str:
         """What to use here for the unknown magic ``name``: IPython's habits (:data:`HABITS`) and the
-        magics whose names are close to it (``difflib``), as one sentence (``Closest: %vars, %who.``);
+        magics whose names are near misses of it (the engine's one rule, ``near_misses``), as one sentence
+        (``Closest: %vars, %who.``);
         ``""`` when there is none. A habit's magic that is not registered is not named."""
         habit_names, habit_note = HABITS.get(name.lower(), ((), ""))
-        near = difflib.get_close_matches(name.lower(), list(self._magics), n=MAX_NEAR_MISSES, cutoff=CLOSE)
+        near = near_misses(name, self._magics, n=MAX_NEAR_MISSES)
         names = [f"%{n}" for n in dict.fromkeys([*habit_names, *near]) if n in self._magics][:MAX_NEAR_MISSES]
         if not names and not habit_note:
             return ""
