@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import S2OError
-from ..run.scopes import Secret, SecretText, reveal
+from ..run.scopes import Secret, SecretText, placed
 
 #: Kinds of outside call, one per SPEC 7 command that needs the outside world.
 KINDS = frozenset({"api", "db", "llm", "ask"})
@@ -100,7 +100,8 @@ SECRET_KINDS = frozenset({"api", "ask"})
 
 def json_fields(fields: dict[str, Any], path: str, kind: str) -> dict[str, Any]:
     """A command's evaluated ``fields`` as JSON for an :class:`OutsideCall` of ``kind``: tuples become lists,
-    secret text becomes its text (in the worker, the secrets' placeholders, which only the gateway resolves).
+    secret text becomes its text with each secret as its placeholder (:func:`~..run.scopes.placed`), in-process as in
+    the worker; only the gateway resolves them.
     Raises ``S2OError`` ``not-allowed`` naming the field for a secret in a call whose kind is not in
     :data:`SECRET_KINDS`, ``not-json`` (``commands[0].api.body[2]``) for anything else that is not JSON."""
     def convert(value: Any, at: str, depth: int) -> Any:
@@ -110,7 +111,7 @@ def json_fields(fields: dict[str, Any], path: str, kind: str) -> dict[str, Any]:
             if kind not in SECRET_KINDS:
                 raise S2OError("not-allowed", f"a secret cannot go to a {kind} call: its {kind} could hand it "
                                "back as text the run reads (secrets go to api calls)", path=at)
-            return reveal(value)
+            return placed(value)
         if value is None or type(value) in (str, int, bool):
             return value
         if type(value) is float and math.isfinite(value):

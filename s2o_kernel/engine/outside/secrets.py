@@ -50,6 +50,7 @@ from typing import Any
 
 from ..errors import ErrorGroup, S2OError
 from ..language.dynamic import expression_of
+from ..run.scopes import placeholder
 
 #: Profile fields that hold a credential, per kind (``headers`` and ``query``: each value), whether they read
 #: a secret or are written literally (SPEC 7.1): the one list every masking and the worker's copy use.
@@ -72,10 +73,6 @@ MASK = "***"
 _PLACEHOLDER = re.compile(r"\u2063s2o-secret:([A-Za-z_][A-Za-z0-9_.]*)\u2063")
 
 
-def placeholder(name: str) -> str:
-    """The text that stands for secret ``name`` in the worker (wrapped in INVISIBLE SEPARATOR characters,
-    U+2063, which ordinary text does not hold)."""
-    return f"\u2063s2o-secret:{name}\u2063"
 
 
 def unplace(value: Any, secrets: dict[str, str]) -> Any:

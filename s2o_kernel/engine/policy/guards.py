@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..errors import S2OError
-from ..run.scopes import Secret, SecretText, reveal
+from ..run.scopes import Secret, SecretText, placed, reveal
 from .bounded import BOUNDED_REPLACEMENTS, SIZED_METHODS, bounded_format, sized_attribute
 from .denylist import OPAQUE_TYPES, is_metaclass, name_violation, type_name
 from .written import too_large_text, too_large_to_write
@@ -218,10 +218,12 @@ NO_SECRET_SPEC = ("a secret takes no format specification: a precision would cut
 def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
     out: list[str] = []
     masked: list[str] = []
+    places: list[str] = []
     for part in parts:
         if type(part) is str:
             out.append(part)
             masked.append(part)
+            places.append(part)
             continue
         value, conversion, spec = part
         if type(spec) is SecretText or type(spec) is Secret:
@@ -229,16 +231,19 @@ def _format_with_secrets(parts: tuple[Any, ...]) -> SecretText:
         if type(value) is Secret or type(value) is SecretText:
             if spec:
                 raise S2OError("not-allowed", NO_SECRET_SPEC)
-            text = reveal(value) if conversion in (-1, 115) else repr(value)
+            whole = conversion in (-1, 115)
+            text = reveal(value) if whole else repr(value)
             out.append(text)
             masked.append("***" if type(value) is Secret else object.__getattribute__(value, "_masked"))
+            places.append(placed(value) if whole else text)
             continue
         if conversion != -1:
             value = _CONVERSIONS[conversion](value)
         text = bounded_format(value, spec) if spec else format(value)
         out.append(text)
         masked.append(text)
-    return SecretText("".join(out), "".join(masked))
+        places.append(text)
+    return SecretText("".join(out), "".join(masked), "".join(places))
 
 
 #: Where ``print`` writes during a run: ``sink(text)``, set by the run for its task and the tasks it starts

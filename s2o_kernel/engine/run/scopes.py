@@ -270,17 +270,20 @@ class SecretText:
     It is as opaque as a :class:`Secret` (no methods, comparison, length,
     indexing, ``str()`` or JSON) and can be formatted into further f-strings,
     which stay secret. Its ``repr`` shows the text with each secret replaced
-    by ``***``. Sinks (profile headers, the conformance runner) read the text
-    with :func:`reveal`.
+    by ``***``. Sinks (the conformance runner) read the text with :func:`reveal`;
+    an outside call's fields get it with each secret as its placeholder
+    (:func:`placed`), which only the gateway resolves.
     """
 
-    __slots__ = ("_masked", "_text")
+    __slots__ = ("_masked", "_placed", "_text")
     _masked: str
+    _placed: str
     _text: str
 
-    def __init__(self, text: str, masked: str) -> None:
+    def __init__(self, text: str, masked: str, placed: str | None = None) -> None:
         object.__setattr__(self, "_text", text)
         object.__setattr__(self, "_masked", masked)
+        object.__setattr__(self, "_placed", text if placed is None else placed)
 
     __format__ = Secret.__format__
     __str__ = Secret.__str__
@@ -301,6 +304,28 @@ def reveal(value: Any) -> Any:
         return object.__getattribute__(value, "_value")
     if type(value) is SecretText:
         return object.__getattribute__(value, "_text")
+    return value
+
+
+#: The text that stands for secret NAME in an outside call's fields (wrapped in INVISIBLE SEPARATOR characters,
+#: U+2063, which ordinary text does not hold); the gateway puts the value back (``outside.secrets.unplace``).
+PLACEHOLDER_START, PLACEHOLDER_END = "\u2063s2o-secret:", "\u2063"
+
+
+def placeholder(name: str) -> str:
+    """The placeholder of secret ``name`` (see :data:`PLACEHOLDER_START`)."""
+    return f"{PLACEHOLDER_START}{name}{PLACEHOLDER_END}"
+
+
+def placed(value: Any) -> Any:
+    """What an outside call's fields hold for a :class:`Secret` or :class:`SecretText`: its text with each
+    secret as its placeholder, in-process as in the worker (whose secrets are placeholders already), so a
+    request is the same wherever it was made and holds no secret (SPEC 7.1, 13); other values unchanged."""
+    if type(value) is Secret:
+        text = object.__getattribute__(value, "_value")
+        return text if text.startswith(PLACEHOLDER_START) else placeholder(object.__getattribute__(value, "_name"))
+    if type(value) is SecretText:
+        return object.__getattribute__(value, "_placed")
     return value
 
 
