@@ -142,7 +142,7 @@ def ask_error(message: str, questions: list[Question], path: str | None = None) 
     names = ", ".join(q["name"] for q in questions)
     return S2OError("ask", f"the run waits for a person's answers to {names}: this front end cannot ask "
                     "(no stdin, as under nbval, nbconvert and papermill); give them as inputs "
-                    '(%sys {"inputs": {...}}) and run the cell again', path=path,
+                    '(%sys {"inputs": {...}} in a notebook, inputs= to run_fragment) and run again', path=path,
                     details={"message": message, "questions": questions})
 
 

@@ -1,0 +1,264 @@
+"""Record and replay of outside calls (SPEC 13): the cassette, its entries, matching and misses.
+
+A :class:`Cassette` is a JSON file ``{"format": 1, "entries": [ENTRY, ...]}``, where each entry is ::
+
+    {"kind": "api", "profile": "crm", "request": {...}, "outcome": {"result": ...},
+     "chunks": [...], "duration": 0.0123}
+
+* ``request`` is the call's canonical form (:func:`canonical`): the fields as the command wrote them,
+  each secret as ``<secret NAME>`` (never its value, nor a URL, key or header of the profile), and for
+  ``llm`` the profile's ``model``;
+* ``outcome`` is ``{"result": JSON}`` (as the gateway hands it on: masked) or ``{"error": {"code",
+  "message", "details"}}`` for a coded failure (``api-status`` with its status and body, ``db-failed``,
+  ``row-limit``, a failure mid-stream), which replays as the same error;
+* ``chunks`` (``llm`` with ``stream``) are the streamed parts in order, replayed through the same sink;
+* ``duration`` (seconds) is information only and never matched.
+
+The file is written with sorted keys, one level of indentation per nesting and no timestamps, so two
+recordings of the same behaviour are the same bytes, and a change reads well in a diff. Before every
+write the text is scanned for every secret the session knows (:meth:`Cassette.write`: plain, URL-,
+JSON- and base64-encoded); a hit refuses the write with ``cassette-secret``.
+
+Matching (:meth:`Cassette.take`): an entry of the same kind and profile whose request is equal (JSON
+objects compared by key); equal requests are answered in the order they were recorded, each once.
+In ``replay`` a call that matches nothing is ``replay-miss`` (naming the cassette, the kind and profile,
+the closest entry and the fields that differ) and one whose every match was used is
+``replay-exhausted``; in ``record`` such a call is made and appended; ``rewrite`` starts from no entries
+and records every call, keeping an old entry's ``duration`` where the new one is otherwise equal, so a
+re-recording with no change of behaviour leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from ...bounds import CASSETTE_BYTES, REPLAY_DIFFERENCES
+from ..errors import S2OError
+from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START
+
+FORMAT = 1
+MODES = ("off", "replay", "record", "rewrite")
+Mode = Literal["off", "replay", "record", "rewrite"]
+
+#: ``S2O_REPLAY``: the mode (``replay``, ``record``, ``rewrite``, ``off``), over the settings and ``%replay``.
+ENV = "S2O_REPLAY"
+
+_PLACED = re.compile(re.escape(PLACEHOLDER_START) + r"(?:ask\.\d+\.)?([A-Za-z_][A-Za-z0-9_.]*)"
+                     + re.escape(PLACEHOLDER_END))
+
+
+def cassette_for(notebook: str | os.PathLike[str]) -> Path:
+    """The default cassette of a notebook: beside it, its name with ``.cassette.json``
+    (``orders.ipynb`` → ``orders.cassette.json``; SPEC 13)."""
+    path = Path(notebook)
+    return path.with_name(path.stem + ".cassette.json")
+
+
+def effective_mode(mode: str, environ: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """The mode a session runs in: ``S2O_REPLAY`` when set, else ``mode`` (settings or ``%replay``).
+    Raises ``S2OError`` ``replay-mode`` for a mode that is not one of :data:`MODES`, and under ``CI=true`` for
+    ``record`` or ``rewrite`` that ``S2O_REPLAY`` did not ask for (CI replays only, SPEC 13)."""
+    env = os.environ if environ is None else environ
+    chosen = env.get(ENV) or mode
+    if chosen not in MODES:
+        raise S2OError("replay-mode", f"the replay mode is one of {', '.join(MODES)}, not {chosen!r}")
+    if chosen in ("record", "rewrite") and env.get("CI", "").lower() == "true" and not env.get(ENV):
+        raise S2OError("replay-mode", f"under CI=true calls are only replayed: {chosen} makes real calls "
+                       f"(set {ENV}={chosen} to allow it)")
+    return chosen
+
+
+def _show_secrets(value: Any) -> Any:
+    """``value`` (JSON) with each secret placeholder as ``<secret NAME>`` (a password answer's by its input)."""
+    if isinstance(value, str):
+        return _PLACED.sub(lambda m: f"<secret {m.group(1)}>", value) if PLACEHOLDER_START in value else value
+    if isinstance(value, list):
+        return [_show_secrets(v) for v in value]
+    if isinstance(value, dict):
+        return {_show_secrets(k): _show_secrets(v) for k, v in value.items()}
+    return value
+
+
+def canonical(kind: str, fields: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    """The request of a call as a cassette holds and matches it (see the module doc): the command's
+    ``fields`` as written (before the gateway puts secrets in), each secret as ``<secret NAME>``; for
+    ``llm`` the profile's ``model`` too."""
+    request = _show_secrets(fields)
+    if kind == "llm" and model is not None:
+        request = {**request, "model": model}
+    return request
+
+
+def _differences(a: Any, b: Any, at: str, out: list[str]) -> None:
+    """The paths (``body.qty``, ``messages[2].content``) where JSON ``a`` and ``b`` differ, into ``out``."""
+    if len(out) >= REPLAY_DIFFERENCES:
+        return
+    if type(a) is dict and type(b) is dict:
+        for key in sorted(set(a) | set(b)):
+            _differences(a.get(key, _ABSENT), b.get(key, _ABSENT), f"{at}.{key}" if at else key, out)
+    elif type(a) is list and type(b) is list and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _differences(x, y, f"{at}[{i}]", out)
+    elif a != b or type(a) is not type(b):
+        out.append(at or "the request")
+
+
+_ABSENT = object()
+
+
+def differences(a: Any, b: Any) -> list[str]:
+    """The paths where requests ``a`` and ``b`` differ, at most :data:`~s2o_kernel.bounds.REPLAY_DIFFERENCES`."""
+    out: list[str] = []
+    _differences(a, b, "", out)
+    return out
+
+
+def encodings(text: str) -> set[str]:
+    """``text`` and the forms it is written in when encoded: percent- (URL), JSON- and base64-encoded
+    (standard and URL-safe alphabets, with and without padding); what :meth:`Cassette.write` scans for."""
+    from urllib.parse import quote, quote_plus
+
+    raw = text.encode()
+    b64 = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
+    return {text, quote(text, safe=""), quote_plus(text), json.dumps(text)[1:-1],
+            *b64, *(b.rstrip("=") for b in b64)} - {""}
+
+
+class Cassette:
+    """The entries of one cassette file and what a session's calls used of them (see the module doc).
+
+    ``Cassette(path, mode)`` reads ``path`` when it exists (``rewrite`` keeps the old entries only to reuse
+    their durations); raises ``S2OError`` ``cassette`` when it is not a cassette (not JSON, another
+    format, larger than :data:`~s2o_kernel.bounds.CASSETTE_BYTES`). ``mode`` is ``replay``, ``record`` or
+    ``rewrite``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], mode: str) -> None:
+        self.path = Path(path)
+        self.mode = mode
+        old = self._read()
+        self.entries: list[dict[str, Any]] = [] if mode == "rewrite" else old
+        self._old = old if mode == "rewrite" else []
+        self.used: set[int] = set()
+
+    def _read(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read(CASSETTE_BYTES + 1)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise S2OError("cassette", f"the cassette {self.path.name} cannot be read: {exc.strerror}") from None
+        if len(data) > CASSETTE_BYTES:
+            raise S2OError("cassette", f"the cassette {self.path.name} is larger than {CASSETTE_BYTES:,} bytes")
+        try:
+            doc = json.loads(data)
+        except (ValueError, RecursionError):
+            raise S2OError("cassette", f"the cassette {self.path.name} is not JSON") from None
+        entries = doc.get("entries") if type(doc) is dict else None
+        if type(doc) is not dict or doc.get("format") != FORMAT or type(entries) is not list or not all(
+                type(e) is dict and type(e.get("kind")) is str and type(e.get("outcome")) is dict for e in entries):
+            raise S2OError("cassette", f"the cassette {self.path.name} is not a cassette of format {FORMAT} "
+                           '({"format": 1, "entries": [{"kind", "profile", "request", "outcome"}, ...]})')
+        return entries
+
+    # -- matching ----------------------------------------------------------------------------------
+    def take(self, kind: str, profile: str | None, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The first unused entry answering this call, marked used; ``None`` when there is none and the mode
+        records. In ``replay``, raises ``replay-exhausted`` (every match used) or ``replay-miss`` (none)."""
+        matches = [i for i, e in enumerate(self.entries)
+                   if e["kind"] == kind and e.get("profile") == profile and e.get("request") == request]
+        for i in matches:
+            if i not in self.used:
+                self.used.add(i)
+                return self.entries[i]
+        if self.mode != "replay":
+            return None
+        where = f"{kind} call" + (f" on profile {profile!r}" if profile is not None else "")
+        if matches:
+            raise S2OError("replay-exhausted", f"the cassette {self.path.name} holds {len(matches)} answer(s) to "
+                           f"this {where}, and every one was used (equal requests are answered in recorded "
+                           "order, each once)", details={"cassette": str(self.path), "entries": matches})
+        raise self._miss(kind, profile, request, where)
+
+    def _miss(self, kind: str, profile: str | None, request: dict[str, Any], where: str) -> S2OError:
+        same_kind = [(i, e) for i, e in enumerate(self.entries) if e["kind"] == kind]
+        if not same_kind:
+            return S2OError("replay-miss", f"the cassette {self.path.name} holds no {kind} call to answer this "
+                            f"{where} (record it: %replay record)",
+                            details={"cassette": str(self.path), "kind": kind, "profile": profile})
+        scored = [(len(differences(request, e.get("request"))) + (e.get("profile") != profile), i, e)
+                  for i, e in same_kind]
+        _, index, closest = min(scored, key=lambda t: (t[0], t[1]))
+        differ = differences(request, closest.get("request"))
+        if closest.get("profile") != profile:
+            differ = ["profile", *differ]
+        return S2OError("replay-miss", f"the cassette {self.path.name} holds no answer to this {where}; the "
+                        f"closest is entry {index} ({closest['kind']} on {closest.get('profile')!r}), which "
+                        f"differs in {', '.join(differ)}",
+                        details={"cassette": str(self.path), "kind": kind, "profile": profile,
+                                 "closest": index, "differs": differ})
+
+    def unused(self) -> list[int]:
+        """The indices of entries no call used since the cassette was opened (``%replay`` reports them)."""
+        return [i for i in range(len(self.entries)) if i not in self.used]
+
+    # -- recording ---------------------------------------------------------------------------------
+    def add(self, entry: dict[str, Any], secrets: Iterable[str]) -> None:
+        """Append ``entry`` (used) and write the file; raises ``cassette-secret`` (and keeps neither) when
+        the file would hold one of ``secrets`` (:meth:`write`). In ``rewrite`` an entry equal to the old one at
+        its place but for its ``duration`` keeps the old duration."""
+        index = len(self.entries)
+        if index < len(self._old) and _same_but_duration(self._old[index], entry):
+            entry = {**entry, "duration": self._old[index].get("duration")}
+        self.entries.append(entry)
+        try:
+            self.write(secrets)
+        except BaseException:
+            self.entries.pop()
+            raise
+        self.used.add(index)
+
+    def text(self) -> str:
+        """The file's text: sorted keys, one entry per block, a newline at the end."""
+        return json.dumps({"format": FORMAT, "entries": self.entries}, sort_keys=True, indent=1,
+                          ensure_ascii=False, allow_nan=False) + "\n"
+
+    def write(self, secrets: Iterable[str]) -> None:
+        """Write the file (atomically: a new file renamed over the old) after scanning its text for each of
+        ``secrets`` in every form :func:`encodings` gives; a hit raises ``cassette-secret`` naming the entry
+        and nothing is written."""
+        text = self.text()
+        for secret in secrets:
+            if not secret or secret == "***":
+                continue
+            for form in encodings(secret):
+                if form in text:
+                    where = next((i for i, e in enumerate(self.entries)
+                                  if form in json.dumps(e, sort_keys=True, ensure_ascii=False)), None)
+                    raise S2OError("cassette-secret", f"the cassette {self.path.name} would hold a secret value "
+                                   f"(in entry {where}); nothing was written. A secret goes into a request "
+                                   "only through sys.secret, and a server that echoes one encoded cannot be "
+                                   "recorded", details={"entry": where})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(temp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+
+def _same_but_duration(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    return {k: v for k, v in old.items() if k != "duration"} == {k: v for k, v in new.items() if k != "duration"}
