@@ -178,6 +178,11 @@ MAX_CALL_PATH = 65_536
 CLOSE_GRACE = 5.0
 #: Seconds a cancelled outside call waits for the call to end.
 CALL_UNWIND = 2.0
+#: Bytes of a cassette file read at most (SPEC 13): a recording of a notebook's calls, each response within its
+#: profile's own cap; a larger file is refused (``cassette``) rather than held whole in the kernel's memory.
+CASSETTE_BYTES = 64 * 1024 * 1024
+#: Most differing fields a ``replay-miss`` names for the closest entry (SPEC 13): enough to see what changed.
+REPLAY_DIFFERENCES = 5
 #: Seconds a thread waiting for an outside call on the gateway's loop waits past the call's own timeout, and
 #: then again for the cancelled call to end, before it stops waiting and gives the loop thread up: a step that
 #: holds the loop keeps no caller past the run's time limit plus SPEC 12's 2 s.

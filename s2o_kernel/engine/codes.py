@@ -109,6 +109,14 @@ CODES: dict[str, Code] = _table(
      "profile's max_response_bytes allows, in bytes or decoded"),
     ("llm-turns", "run", "7.1", "an llm command's model asked for tools more times than an llm command allows"),
     ("ask-answer", "run", "7.1", "an answer to an ask input that does not fit its type or options"),
+    # -- record and replay (SPEC 13) -------------------------------------------------------------
+    ("replay-miss", "run", "13", "under replay, a call the cassette holds no answer to (the closest entry and "
+     "the fields that differ are named)"),
+    ("replay-exhausted", "run", "13", "under replay, a call whose every recorded answer was already used"),
+    ("cassette-secret", "run", "13", "a cassette would hold a secret value, plain or encoded: nothing is written"),
+    ("cassette", "run", "13", "a cassette file that cannot be read or is not a cassette"),
+    ("replay-mode", "load run", "13", "a replay mode that is not replay, record, rewrite or off, or one that "
+     "makes real calls under CI=true"),
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------
     ("settings", "load", "10", "a setting that cannot be used"),
     ("allowlist", "load", "4", "an allowlist line that cannot be loaded"),

@@ -27,7 +27,7 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -116,6 +116,15 @@ class SysSettings(BaseModel):
                 if name in self.model_fields_set}
 
 
+class Replay(_Strict):
+    """``[replay]``: record and replay of outside calls (SPEC 13). ``mode`` is ``off`` (no cassette), ``replay``,
+    ``record`` or ``rewrite``; ``cassette`` the file's path (relative to the working directory). ``S2O_REPLAY``
+    overrides the mode; under ``CI=true`` only ``replay`` runs unless it asks (:mod:`.outside.cassette`)."""
+
+    mode: Literal["off", "replay", "record", "rewrite"] = "off"
+    cassette: str | None = None
+
+
 class Settings(_Strict):
     """Everything that configures an engine (SPEC 10)."""
 
@@ -128,6 +137,7 @@ class Settings(_Strict):
     secrets: dict[str, str] = Field(default_factory=dict)
     secrets_file: str | None = None
     profiles: Profiles = Field(default_factory=Profiles)
+    replay: Replay = Field(default_factory=Replay)
 
     @field_validator("const")
     @classmethod
@@ -157,9 +167,9 @@ class Settings(_Strict):
         return data
 
     def same_outside(self, other: Settings) -> bool:
-        """Whether ``other`` has the same profiles and secrets, so a gateway made over these settings
-        serves it unchanged (SPEC 7.1; a session closes its gateway's pools otherwise)."""
-        return (self.profiles, self.secrets) == (other.profiles, other.secrets)
+        """Whether ``other`` has the same profiles, secrets and replay settings, so a gateway made over these
+        settings serves it unchanged (SPEC 7.1, 13; a session closes its gateway's pools otherwise)."""
+        return (self.profiles, self.secrets, self.replay) == (other.profiles, other.secrets, other.replay)
 
     def sensitive_texts(self) -> tuple[str, ...]:
         """Every text these settings know to be secret, without running anything: the secrets' values and

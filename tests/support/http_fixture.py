@@ -15,6 +15,7 @@ Routes (any method):
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -50,6 +51,8 @@ class _Handler(BaseHTTPRequestHandler):
         if parts[0] == "json":
             self._json(200, {"method": self.command, "path": url.path, "query": dict(parse_qsl(url.query)),
                              "body": body, "ctype": self.headers.get("Content-Type")})
+        elif parts[0] == "b64auth":  # a server that reflects a credential encoded (base64), past masking
+            self._json(200, {"seen": base64.b64encode((auth or "").encode()).decode()})
         elif parts[0] == "text":
             self._send(200, b"hello, world", "text/plain; charset=utf-8")
         elif parts[0] == "whoami":

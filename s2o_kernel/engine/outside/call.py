@@ -24,7 +24,8 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 #: Codes of a failed outside call: unhandled, they end the run with result code ``callFailed`` (SPEC 7.1).
 CALL_FAILED_CODES = frozenset({"unknown-profile", "api-status", "api-failed", "api-timeout", "api-too-large",
-                               "db-failed", "db-read-only", "db-too-large", "llm-failed", "llm-too-large"})
+                               "db-failed", "db-read-only", "db-too-large", "llm-failed", "llm-too-large",
+                               "replay-miss", "replay-exhausted", "cassette-secret", "cassette", "replay-mode"})
 
 #: One ``ask`` input as the fragment declared it, evaluated: ``{"name", "type", "label", "options",
 #: "default"}`` (SPEC 7.1; types ``text``, ``number``, ``bool``, ``password``, ``chooseOne``,

@@ -14,8 +14,9 @@ A :class:`Cassette` is a JSON file ``{"format": 1, "entries": [ENTRY, ...]}``, w
 * ``chunks`` (``llm`` with ``stream``) are the streamed parts in order, replayed through the same sink;
 * ``duration`` (seconds) is information only and never matched.
 
-The file is written with sorted keys, one level of indentation per nesting and no timestamps, so two
-recordings of the same behaviour are the same bytes, and a change reads well in a diff. Before every
+The file is written with keys in the order the call gave them (so a replayed result shows as the live one
+did), one level of indentation per nesting and no timestamps, so two recordings of the same behaviour are
+the same bytes, and a change reads well in a diff. Before every
 write the text is scanned for every secret the session knows (:meth:`Cassette.write`: plain, URL-,
 JSON- and base64-encoded); a hit refuses the write with ``cassette-secret``.
 
@@ -36,30 +37,25 @@ import json
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ...bounds import CASSETTE_BYTES, REPLAY_DIFFERENCES
+from ..codes import CODES
 from ..errors import S2OError
 from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START
+from .call import StreamFn
 
 FORMAT = 1
 MODES = ("off", "replay", "record", "rewrite")
-Mode = Literal["off", "replay", "record", "rewrite"]
 
 #: ``S2O_REPLAY``: the mode (``replay``, ``record``, ``rewrite``, ``off``), over the settings and ``%replay``.
 ENV = "S2O_REPLAY"
 
 _PLACED = re.compile(re.escape(PLACEHOLDER_START) + r"(?:ask\.\d+\.)?([A-Za-z_][A-Za-z0-9_.]*)"
                      + re.escape(PLACEHOLDER_END))
-
-
-def cassette_for(notebook: str | os.PathLike[str]) -> Path:
-    """The default cassette of a notebook: beside it, its name with ``.cassette.json``
-    (``orders.ipynb`` → ``orders.cassette.json``; SPEC 13)."""
-    path = Path(notebook)
-    return path.with_name(path.stem + ".cassette.json")
 
 
 def effective_mode(mode: str, environ: dict[str, str] | os._Environ[str] | None = None) -> str:
@@ -91,7 +87,7 @@ def canonical(kind: str, fields: dict[str, Any], model: str | None = None) -> di
     """The request of a call as a cassette holds and matches it (see the module doc): the command's
     ``fields`` as written (before the gateway puts secrets in), each secret as ``<secret NAME>``; for
     ``llm`` the profile's ``model`` too."""
-    request = _show_secrets(fields)
+    request: dict[str, Any] = _show_secrets(fields)
     if kind == "llm" and model is not None:
         request = {**request, "model": model}
     return request
@@ -207,10 +203,6 @@ class Cassette:
                         details={"cassette": str(self.path), "kind": kind, "profile": profile,
                                  "closest": index, "differs": differ})
 
-    def unused(self) -> list[int]:
-        """The indices of entries no call used since the cassette was opened (``%replay`` reports them)."""
-        return [i for i in range(len(self.entries)) if i not in self.used]
-
     # -- recording ---------------------------------------------------------------------------------
     def add(self, entry: dict[str, Any], secrets: Iterable[str]) -> None:
         """Append ``entry`` (used) and write the file; raises ``cassette-secret`` (and keeps neither) when
@@ -228,9 +220,10 @@ class Cassette:
         self.used.add(index)
 
     def text(self) -> str:
-        """The file's text: sorted keys, one entry per block, a newline at the end."""
-        return json.dumps({"format": FORMAT, "entries": self.entries}, sort_keys=True, indent=1,
-                          ensure_ascii=False, allow_nan=False) + "\n"
+        """The file's text: keys in the order the calls gave them (a replayed result shows as the live one
+        did), one value per line, a newline at the end."""
+        return json.dumps({"format": FORMAT, "entries": self.entries}, indent=1, ensure_ascii=False,
+                          allow_nan=False) + "\n"
 
     def write(self, secrets: Iterable[str]) -> None:
         """Write the file (atomically: a new file renamed over the old) after scanning its text for each of
@@ -243,7 +236,7 @@ class Cassette:
             for form in encodings(secret):
                 if form in text:
                     where = next((i for i, e in enumerate(self.entries)
-                                  if form in json.dumps(e, sort_keys=True, ensure_ascii=False)), None)
+                                  if form in json.dumps(e, ensure_ascii=False)), None)
                     raise S2OError("cassette-secret", f"the cassette {self.path.name} would hold a secret value "
                                    f"(in entry {where}); nothing was written. A secret goes into a request "
                                    "only through sys.secret, and a server that echoes one encoded cannot be "
@@ -262,3 +255,58 @@ class Cassette:
 
 def _same_but_duration(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return {k: v for k, v in old.items() if k != "duration"} == {k: v for k, v in new.items() if k != "duration"}
+
+
+class Take:
+    """One call's visit to a cassette (see the module doc): the entry that answers it (:attr:`entry`), or what
+    the call gave, kept once it ends (:meth:`keep`).
+
+    ``Take(cassette, kind, profile, request)``: ``request`` is :func:`canonical`'s; raises what
+    :meth:`Cassette.take` raises (``replay-miss``, ``replay-exhausted``)."""
+
+    def __init__(self, cassette: Cassette, kind: str, profile: str | None, request: dict[str, Any]) -> None:
+        self.cassette, self.kind, self.profile, self.request = cassette, kind, profile, request
+        self.entry = cassette.take(kind, profile, request)
+        self.chunks: list[Any] = []
+        self.started = time.monotonic()
+
+    def sink(self, on_stream: StreamFn | None) -> StreamFn | None:
+        """``on_stream``, also keeping each streamed part for the entry (``None`` stays ``None``)."""
+        if on_stream is None:
+            return None
+        stream = on_stream
+
+        def keeping(part: dict[str, Any]) -> None:
+            self.chunks.append(part)
+            stream(part)
+        return keeping
+
+    def replay(self, on_stream: StreamFn | None, path: str | None) -> Any:
+        """The recorded outcome: its chunks through ``on_stream`` in order, then the result, or the recorded
+        error raised again (its code, message and details; ``path`` the call's)."""
+        assert self.entry is not None
+        if on_stream is not None:
+            for part in self.entry.get("chunks") or ():
+                if type(part) is dict:
+                    on_stream(part)
+        outcome = self.entry["outcome"]
+        error = outcome.get("error")
+        if type(error) is dict:
+            code = error.get("code")
+            if type(code) is not str or code not in CODES:
+                raise S2OError("cassette", f"entry {self.cassette.entries.index(self.entry)} of the cassette "
+                               f"{self.cassette.path.name} records an error of unknown code {code!r}", path=path)
+            raise S2OError(code, str(error.get("message", "")), path=path, stage="run",
+                           details=error.get("details"))
+        return outcome.get("result")
+
+    def keep(self, secrets: Iterable[str], *, result: Any = None, error: S2OError | None = None) -> None:
+        """Append what the call gave to the cassette (see :meth:`Cassette.add`); raises ``cassette-secret``."""
+        outcome = {"error": {"code": error.code, "message": error.message, "details": error.details}} \
+            if error is not None else {"result": result}
+        entry: dict[str, Any] = {"kind": self.kind, "profile": self.profile, "request": self.request,
+                                 "outcome": _show_secrets(outcome),
+                                 "duration": round(time.monotonic() - self.started, 4)}
+        if self.chunks:
+            entry["chunks"] = self.chunks
+        self.cassette.add(entry, secrets)

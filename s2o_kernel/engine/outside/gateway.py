@@ -63,13 +63,14 @@ from ..errors import S2OError
 from ..language.dynamic import expression_of
 from ..run.engine import Engine
 from ..run.loop import LoopThread, Submitted
-from ..run.scopes import reveal
+from ..run.scopes import placeholder, reveal
 from ..run.state import SessionState
 from ..settings import Settings
 from . import ask
 from .bounded import Budget, check_value
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
-from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, placeholder, secret_reads, unplace
+from .cassette import Cassette, Take, canonical, effective_mode
+from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, secret_reads, unplace
 
 #: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
 Handler = Callable[["Gateway", Any, OutsideCall, "StreamFn | None"], Awaitable[Any]]
@@ -199,6 +200,7 @@ class Gateway:
         self._credentials: dict[tuple[str, str], dict[str, Any]] = {}
         self._evaluator: SessionState | None = None
         self._answered: dict[str, str] = {}
+        self._cassette: Cassette | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     # -- the profile and its evaluated fields ----------------------------------------------------
@@ -281,7 +283,89 @@ class Gateway:
                 self._finalizer = weakref.finalize(self, _release, self._loop, self._pools)
             return self._loop.loop
 
+    # -- record and replay (SPEC 13) ---------------------------------------------------------------
+    def cassette(self) -> Cassette | None:
+        """The cassette this gateway's calls are recorded to and replayed from, opened on first use from the
+        settings' ``replay`` (:func:`~.cassette.effective_mode`: ``S2O_REPLAY`` first); ``None`` in mode ``off``.
+        Raises ``replay-mode`` or ``cassette`` (no file named, or one that is not a cassette)."""
+        replay = self.settings.replay
+        mode = effective_mode(replay.mode)
+        if mode == "off":
+            return None
+        if self._cassette is None or self._cassette.mode != mode:
+            if not replay.cassette:
+                raise S2OError("cassette", f"replay mode {mode} needs a cassette file: %replay {mode} FILE, or "
+                               "replay.cassette in the settings")
+            self._cassette = Cassette(replay.cassette, mode)
+        return self._cassette
+
+    def _take(self, request: OutsideCall) -> Take | None:
+        """The call's visit to the cassette, or ``None`` with none; raises ``replay-miss`` and friends, masked,
+        at the call's path."""
+        try:
+            cassette = self.cassette()
+            if cassette is None:
+                return None
+            model = None
+            if request.kind == "llm":
+                model = getattr(self.profile("llm", request.profile, request.path), "model", None)
+            return Take(cassette, request.kind, request.profile, canonical(request.kind, request.fields, model))
+        except S2OError as exc:
+            exc.stage = "run"
+            raise self.masker.error(exc.with_context(path=request.path)) from None
+
+    def _replayed(self, take: Take, request: OutsideCall, on_stream: StreamFn | None) -> Any:
+        """``take``'s recorded outcome; a ``password`` answer to an ``ask`` is held again (its text is in no
+        cassette: the run gets a placeholder of ``***``, :meth:`hold_answer`)."""
+        result = take.replay(on_stream, request.path)
+        if request.kind == "ask" and type(result) is dict:
+            for question in request.fields.get("inputs") or ():
+                if type(question) is dict and question.get("type") == "password" and question.get("name") in result:
+                    result[question["name"]] = self.hold_answer(question["name"], "***")
+        return result
+
+    def _keep(self, take: Take, *, result: Any = None, error: S2OError | None = None) -> None:
+        """Record the call's outcome; ``cassette-secret`` at the call's path when the file would hold a secret
+        the gateway knows (its masker's texts: the secrets, credentials and password answers)."""
+        try:
+            take.keep(self.masker.texts, result=result, error=error)
+        except S2OError as exc:
+            exc.stage = "run"
+            raise exc.with_context(path=error.path if error is not None else None) from None
+
     async def call(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
+        """Serve ``request`` from another event loop (an in-process session's), from the cassette when one
+        answers it (SPEC 13; recorded otherwise, as the mode says); see the module doc."""
+        take = self._take(request)
+        if take is None:
+            return await self._call(request, on_stream)
+        if take.entry is not None:
+            return self._replayed(take, request, on_stream)
+        try:
+            result = await self._call(request, take.sink(on_stream))
+        except S2OError as exc:
+            self._keep(take, error=exc)
+            raise
+        self._keep(take, result=result)
+        return result
+
+    def call_sync(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
+        """Serve ``request`` and wait for it here (the kernel process, for a worker's call), from the cassette
+        when one answers it (SPEC 13; recorded otherwise, as the mode says); see :meth:`_call_sync`."""
+        take = self._take(request)
+        if take is None:
+            return self._call_sync(request, on_stream)
+        if take.entry is not None:
+            return self._replayed(take, request, on_stream)
+        try:
+            result = self._call_sync(request, take.sink(on_stream))
+        except S2OError as exc:
+            self._keep(take, error=exc)
+            raise
+        self._keep(take, result=result)
+        return result
+
+    async def _call(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
         """Serve ``request`` from another event loop (an in-process session's); see the module doc.
 
         When the caller is cancelled (its run stopped or timed out), so is the call, and the caller's
@@ -307,7 +391,7 @@ class Gateway:
             await asyncio.wait({done}, timeout=CALL_UNWIND)
             raise
 
-    def call_sync(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
+    def _call_sync(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
         """Serve ``request`` and wait for it here (the kernel process, for a worker's call), at most its timeout
         plus :data:`CALL_GRACE` seconds; then it is cancelled and, once it has ended or :data:`CALL_GRACE` more
         seconds have passed, ends with its kind's timeout code (:meth:`_timed_out`).
