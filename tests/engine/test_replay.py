@@ -23,6 +23,13 @@ from s2o_kernel.engine import Engine, IsolatedSession, Session, make_settings
 TOKEN = "sk-live-7f3a9c21"
 
 
+@pytest.fixture(autouse=True)
+def _outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The modes as the settings give them: these tests run under CI=true too (which replays only)."""
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("S2O_REPLAY", raising=False)
+
+
 def _settings(http_server: Any, cassette: Path, mode: str) -> dict[str, Any]:
     return {"replay": {"mode": mode, "cassette": str(cassette)}, "secrets": {"TOK": TOKEN},
             "profiles": {"api": {"crm": {"url": http_server.url, "allow_path": True, "allow_headers": True}}}}
