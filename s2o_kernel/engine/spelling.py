@@ -39,7 +39,7 @@ def near_misses(key: str, words: Iterable[str], n: int = 1) -> list[str]:
         return []  # far longer than any word: no ratio reaches CUTOFF
     same = [word for word in known
             if key.lower() == word.lower() or (len(key) > 2 and sorted(key.lower()) == sorted(word.lower()))]
-    close = difflib.get_close_matches(key.lower(), known, n=n, cutoff=CUTOFF)
+    close = difflib.get_close_matches(key, known, n=n, cutoff=CUTOFF)
     return list(dict.fromkeys([*same, *close]))[:n]
 
 
