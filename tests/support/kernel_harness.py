@@ -70,20 +70,25 @@ def start_kernel(
     env: dict[str, str] | None = None,
 ) -> tuple[KernelManager, BlockingKernelClient]:
     ksm = KernelSpecManager(kernel_dirs=[str(kernels_dir)])
-    km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
-    km.start_kernel(env=kernel_env(env), cwd=str(cwd))
-    kc = km.client()
-    # Receive every IOPub message however slowly the test reads (ZeroMQ's default high-water mark of
-    # 1,000 messages drops the rest; the kernel's own side never drops, see kernel.launch).
-    kc.context.setsockopt(zmq.RCVHWM, 0)
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
-    except RuntimeError:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-        raise
-    return km, kc
+    for attempt in range(2):  # jupyter_client picks free TCP ports before the kernel binds them: another
+        km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)  # process may take one in between
+        km.start_kernel(env=kernel_env(env), cwd=str(cwd))
+        kc = km.client()
+        # Receive every IOPub message however slowly the test reads (ZeroMQ's default high-water mark of
+        # 1,000 messages drops the rest; the kernel's own side never drops, see kernel.launch).
+        kc.context.setsockopt(zmq.RCVHWM, 0)
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+        except RuntimeError:
+            alive = km.is_alive()
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+            if alive or attempt:  # a kernel that runs but does not answer is the test's finding
+                raise
+            continue  # it died at start (a port taken meanwhile): once more, on new ports
+        return km, kc
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager
