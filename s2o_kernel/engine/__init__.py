@@ -27,6 +27,9 @@ from .fragments.dataflow import Access, Dataflow
 from .fragments.kind import fragment_hint, fragment_kind
 from .language.compiled import Compiled
 from .outside.ask import ask_each
+from .outside.cassette import ENV as REPLAY_ENV
+from .outside.cassette import MODES as REPLAY_MODES
+from .outside.cassette import Cassette, cassette_for, effective_mode
 from .policy.written import shown_text, too_large_text, written_size
 from .run.codecache import CodeCache, default_cache
 from .run.engine import Engine, Validation
@@ -45,8 +48,11 @@ from .spelling import near_misses
 from .worker import IsolatedSession
 
 __all__ = [
+    "REPLAY_ENV",
+    "REPLAY_MODES",
     "WRITTEN_LIMIT",
     "Access",
+    "Cassette",
     "CodeCache",
     "Compiled",
     "Dataflow",
@@ -62,8 +68,10 @@ __all__ = [
     "as_json",
     "ask_each",
     "bare_settings",
+    "cassette_for",
     "default_cache",
     "default_settings",
+    "effective_mode",
     "fragment_hint",
     "fragment_kind",
     "fragment_words",

@@ -49,8 +49,9 @@ from ..bounds import (
 )
 from .errors import S2OError
 from .language.rules import OPERATOR_SYMBOLS
+from .outside.cassette import stand_ins
 from .outside.profiles import Profiles
-from .outside.secrets import profiles_credentials, shared_masker, shown_profiles
+from .outside.secrets import profile_secret_reads, profiles_credentials, shared_masker, shown_profiles
 from .run.scopes import check_json
 from .spelling import did_you_mean, words_at
 
@@ -206,6 +207,9 @@ def bare_settings(data: dict[str, Any]) -> Settings:
     not the embedded default. For complete settings (``Settings.to_dict()``, a file already merged)
     and for the conformance runner (SPEC 11: an absent allowlist means an empty one).
 
+    Under replay (SPEC 13) the secrets the cassette and the profiles name but ``data`` does not hold are
+    added as stand-ins (:func:`~.outside.cassette.stand_ins`), so a recorded agent replays with no keys.
+
     Raises ``S2OError(code="settings", stage="load")`` naming each unknown key or wrong value.
     """
     if not isinstance(data, dict):
@@ -215,9 +219,16 @@ def bare_settings(data: dict[str, Any]) -> Settings:
         given = data.get("secrets")
         data = {**data, "secrets": {**read_secrets_file(named), **(given if isinstance(given, dict) else {})}}
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise _error_from_validation(exc) from None
+    reads = [name for kind, named in settings.profiles.model_dump().items() if isinstance(named, dict)
+             for profile in named.values() if isinstance(profile, dict)
+             for name in profile_secret_reads(kind, profile)]
+    missing = stand_ins(settings.replay.mode, settings.replay.cassette, settings.secrets, reads)
+    if missing:  # replaying without the keys a recording read (SPEC 13)
+        settings = settings.model_copy(update={"secrets": {**settings.secrets, **missing}})
+    return settings
 
 
 def make_settings(data: dict[str, Any]) -> Settings:

@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from s2o_kernel import engine
 from s2o_kernel.engine import ErrorGroup, S2OError, Settings
@@ -133,6 +134,35 @@ def _wrap_load_error(exc: BaseException, source: str) -> S2OError:
     return err
 
 
+#: Set by Jupyter's server in a kernel's environment: the path of the notebook that started it.
+SESSION_ENV = "JPY_SESSION_NAME"
+
+
+def notebook_cassette(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The cassette beside the notebook this kernel runs (SPEC 13), or ``None`` when the kernel does not
+    know the notebook (no ``JPY_SESSION_NAME``: nbclient, nbval, papermill, the console). A relative
+    path is the server's; the kernel runs in the notebook's folder, so its name is taken there."""
+    name = (os.environ if environ is None else environ).get(SESSION_ENV, "")
+    if not name.endswith(".ipynb"):
+        return None
+    path = Path(name)
+    return engine.cassette_for(path if path.is_absolute() else Path.cwd() / path.name)
+
+
+def notebook_replay(settings: Settings, environ: Mapping[str, str] | None = None) -> Settings:
+    """``settings`` with the notebook's cassette (:func:`notebook_cassette`) when they name none and one
+    is wanted (SPEC 13): the file exists (its mode ``replay`` unless the settings name another), or a mode
+    is asked for (the settings or ``S2O_REPLAY``). Otherwise ``settings`` unchanged."""
+    env = os.environ if environ is None else environ
+    found = notebook_cassette(env)
+    replay = settings.replay
+    if found is None or replay.cassette or not (found.exists() or replay.mode != "off" or env.get(engine.REPLAY_ENV)):
+        return settings
+    data = settings.to_dict()
+    data["replay"] = {"mode": replay.mode if replay.mode != "off" else "replay", "cassette": str(found)}
+    return engine.bare_settings(data)
+
+
 def start_session(logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None) -> Startup:
     """Load settings and create the session; never raises.
 
@@ -145,7 +175,7 @@ def start_session(logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
     pending: BaseException | None = None
     try:
         warnings: list[str] = []
-        session = make_session(engine.load_settings(), warnings)
+        session = make_session(notebook_replay(engine.load_settings()), warnings)
         return Startup(session, settings_source=source, warnings=warnings)
     except BaseException as exc:  # the kernel must start whatever the settings do
         if isinstance(exc, S2OError):  # a coded error says what is wrong; the first cell explains it

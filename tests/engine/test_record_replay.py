@@ -149,3 +149,23 @@ def test_a_file_that_is_not_a_cassette_is_refused_by_code(tmp_path: Path) -> Non
     run = Session(Engine(make_settings({"replay": {"mode": "replay", "cassette": str(cassette)}}))).run_fragment(
         {"llm": {"profile": "scripted", "input": "hi"}})
     assert run.error.code == "cassette" and "format 1" in run.error.message
+
+
+@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker"])
+def test_a_recording_replays_with_no_keys(isolated: bool, http_server: Any, tmp_path: Path, data_dir: Path) -> None:
+    """SPEC 13: a cassette replays where the secrets a recording read are not given (CI, a colleague's
+    laptop): each stands in for itself, and a call that would still go out with one is ``missing-secret``,
+    never the stand-in sent as text."""
+    cassette = tmp_path / "keys.cassette.json"
+    assert _run(_settings(http_server, cassette, "record"), isolated).code == "success"
+    keyless = _settings(http_server, cassette, "replay")
+    del keyless["secrets"]
+    before = len(http_server.requests)
+    run = _run(keyless, isolated)
+    assert run.code == "success", run.error
+    assert len(http_server.requests) == before
+    session = Session(Engine(make_settings(keyless)))  # the stand-in stays if the mode changes: never sent
+    session.update_settings({"replay": {"mode": "off"}})
+    run = session.run_fragment(AGENT[0])
+    assert (run.code, run.error.code) == ("errorInAgent", "missing-secret"), run.error
+    assert len(http_server.requests) == before

@@ -45,7 +45,7 @@ from typing import Any
 from ...bounds import CASSETTE_BYTES, REPLAY_DIFFERENCES
 from ..codes import CODES
 from ..errors import S2OError
-from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START
+from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START, placeholder
 from .call import StreamFn
 
 FORMAT = 1
@@ -56,6 +56,34 @@ ENV = "S2O_REPLAY"
 
 _PLACED = re.compile(re.escape(PLACEHOLDER_START) + r"(?:ask\.\d+\.)?([A-Za-z_][A-Za-z0-9_.]*)"
                      + re.escape(PLACEHOLDER_END))
+
+
+def cassette_for(notebook: str | os.PathLike[str]) -> Path:
+    """The default cassette of a notebook: beside it, its name with ``.cassette.json``
+    (``orders.ipynb`` → ``orders.cassette.json``; SPEC 13)."""
+    path = Path(notebook)
+    return path.with_name(path.stem + ".cassette.json")
+
+
+_SHOWN_SECRET = re.compile(r"<secret ([A-Za-z_][A-Za-z0-9_]*)>")
+
+
+def stand_ins(mode: str, cassette: str | None, secrets: dict[str, str],
+              profile_reads: Iterable[str]) -> dict[str, str]:
+    """Secrets a session replaying ``cassette`` needs but was not given, each standing for itself (its
+    placeholder, :func:`~..run.scopes.placeholder`): the names the cassette's requests show as
+    ``<secret NAME>`` and those the profiles read (``profile_reads``). Replay makes no call, so a recorded
+    agent runs with no keys (SPEC 13); a call that does go out with a stand-in is ``missing-secret`` at the
+    gateway. Empty unless :func:`effective_mode` is ``replay`` and the file exists."""
+    try:
+        if effective_mode(mode) != "replay" or not cassette:
+            return {}
+        with open(cassette, "rb") as f:
+            text = f.read(CASSETTE_BYTES).decode("utf-8", "replace")
+    except (S2OError, OSError):
+        return {}  # no cassette to replay: the names stay missing, and say so where they are used
+    names = {*_SHOWN_SECRET.findall(text), *profile_reads}
+    return {name: placeholder(name) for name in sorted(names) if name not in secrets}
 
 
 def effective_mode(mode: str, environ: dict[str, str] | os._Environ[str] | None = None) -> str:

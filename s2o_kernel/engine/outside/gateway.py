@@ -70,7 +70,7 @@ from . import ask
 from .bounded import Budget, check_value
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
 from .cassette import Cassette, Take, canonical, effective_mode
-from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, secret_reads, unplace
+from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, placeholders_in, secret_reads, unplace
 
 #: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
 Handler = Callable[["Gateway", Any, OutsideCall, "StreamFn | None"], Awaitable[Any]]
@@ -254,6 +254,11 @@ class Gateway:
             self._credentials[key] = out
         return self._credentials[key]
 
+    def _secret_values(self) -> dict[str, str]:
+        """Name → value of every secret a call's placeholders may name: the settings' (but a replay's
+        stand-ins, which stand for themselves) and the password answers held (:meth:`hold_answer`)."""
+        return {k: v for k, v in {**self.settings.secrets, **self._answered}.items() if v != placeholder(k)}
+
     def hold_answer(self, name: str, text: str) -> str:
         """Keep ``text``, a person's answer to the ``password`` input ``name`` (SPEC 7.1, ``ask``), and give
         the run its placeholder (:func:`~.secrets.placeholder`) instead: the answer never enters the run's
@@ -404,7 +409,7 @@ class Gateway:
             try:
                 check_fields(request, None)
                 return self.masker.value(ask.answer_here(self, dataclasses.replace(
-                    request, fields=unplace(request.fields, dict(self.settings.secrets)))))
+                    request, fields=unplace(request.fields, self._secret_values()))))
             except S2OError as exc:
                 exc.stage = "run"
                 raise self.masker.error(exc.with_context(path=request.path)) from None
@@ -452,9 +457,13 @@ class Gateway:
                 raise S2OError("unexpected", f"no handler serves {request.kind} calls")
             profile = self.profile(request.kind, request.profile, request.path) if request.kind != "ask" else None
             check_fields(request, profile)
-            fields = unplace(request.fields, {**self.settings.secrets, **self._answered}) \
-                if request.kind in SECRET_KINDS \
-                else request.fields  # a placeholder a worker forged elsewhere stays text (call.SECRET_KINDS)
+            fields = request.fields  # a placeholder a worker forged elsewhere stays text (call.SECRET_KINDS)
+            if request.kind in SECRET_KINDS:
+                fields = unplace(request.fields, self._secret_values())
+                missing = placeholders_in(fields)
+                if missing:  # a replay's stand-in (SPEC 13), or a name no secret has: never sent as text
+                    raise S2OError("missing-secret", f"the call needs the secret {missing[0]!r}, which has no value "
+                                   "here (replayed runs have stand-ins only; this call is not in the cassette)")
             call = OutsideCall(request.kind, request.profile, fields, request.path, request.timeout,
                                request.secrets_used)
             try:

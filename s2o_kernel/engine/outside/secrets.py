@@ -89,6 +89,24 @@ def unplace(value: Any, secrets: dict[str, str]) -> Any:
     return value
 
 
+def placeholders_in(value: Any) -> list[str]:
+    """The names of the secret placeholders ``value`` (JSON) still holds, at any depth (keys included), each
+    once: after :func:`unplace`, the secrets with no value here (a replay's stand-in, a forged name)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\u2063" in item:
+                found.extend(n for n in _PLACEHOLDER.findall(item) if n not in found)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return found
+
+
 def secret_reads(text: str) -> list[str]:
     """Names the dynamic string ``text`` reads as ``sys.secret['NAME']``, in order, each once; ``[]``
     for plain text or an expression that does not parse (its use will say why)."""

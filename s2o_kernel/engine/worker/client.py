@@ -510,6 +510,9 @@ class IsolatedSession:
     def update_settings(self, patch: dict[str, Any]) -> list[str]:
         """See :meth:`Session.update_settings` (all or nothing)."""
         new = bare_settings(merge(self._settings.to_dict(), patch))
+        added = new.secrets.keys() - self._settings.secrets.keys() - (patch.get("secrets") or {}).keys()
+        if added:  # secrets the new settings added themselves (a replay's stand-ins, SPEC 13): the worker's too
+            patch = {**patch, "secrets": {**(patch.get("secrets") or {}), **{k: new.secrets[k] for k in added}}}
         warnings = self._call(ops.UPDATE_SETTINGS, worker_settings(patch))
         old, self._settings = self._settings, new
         if not old.same_outside(new):
