@@ -169,3 +169,24 @@ def test_a_recording_replays_with_no_keys(isolated: bool, http_server: Any, tmp_
     run = session.run_fragment(AGENT[0])
     assert (run.code, run.error.code) == ("errorInAgent", "missing-secret"), run.error
     assert len(http_server.requests) == before
+
+
+@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker"])
+def test_cost_limit_and_row_limit_trip_replayed_where_they_did_live(isolated: bool, tmp_path: Path,
+                                                                   data_dir: Path) -> None:
+    """SPEC 13: spend is the recorded price, so ``cost-limit`` trips where it did; a ``row-limit`` is a
+    recorded outcome and replays as the same error."""
+    cassette = tmp_path / "limits.cassette.json"
+    pricey = {"adapter": "scripted", "model": "scripted", "price_input": 1_000_000.0, "price_output": 0.0}
+    data: dict[str, Any] = {"limits": {"llm_cost": 5.0, "db_rows": 2},
+                            "profiles": {"llm": {"pricey": pricey}}, "replay": {"cassette": str(cassette)}}
+    costly = [{"llm": {"profile": "pricey", "input": "one two three four five six seven"}},
+              {"llm": {"profile": "pricey", "input": "again"}}]
+    rows = {"db": {"profile": "demo", "sql": "SELECT id FROM orders"}}
+    outcomes = {}
+    for mode in ("record", "replay"):
+        data["replay"]["mode"] = mode
+        cost, row = _run(data, isolated, costly), _run(data, isolated, rows)
+        outcomes[mode] = [(r.code, r.error.code, r.error.path, r.error.message) for r in (cost, row)]
+    assert [o[1] for o in outcomes["record"]] == ["cost-limit", "row-limit"], outcomes
+    assert outcomes["replay"] == outcomes["record"]
