@@ -48,7 +48,8 @@ def test_record_then_replay_a_notebook(mode: str, kernels_dir: Path, tmp_path: P
         reply, outputs = execute(kc, "%replay record")
         assert reply["status"] == "ok", reply
         assert outputs == []  # silent, as %config is
-        assert result_data(execute(kc, "%replay")[1])["text/plain"] == f"Mode: record\nCassette: {cassette} (0 entries)"
+        report = result_data(execute(kc, "%replay")[1])["text/plain"]
+        assert report == "Mode: record\nCassette: orders.cassette.json (0 entries)"
         msg_id = kc.execute(CALLS, allow_stdin=True)
         kc.get_stdin_msg(timeout=20)
         kc.input("ada")
@@ -57,7 +58,7 @@ def test_record_then_replay_a_notebook(mode: str, kernels_dir: Path, tmp_path: P
         assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
         live = _texts(collect_iopub(kc, msg_id))
         report = result_data(execute(kc, "%replay")[1])["text/plain"]
-        assert report == f"Mode: record\nCassette: {cassette} (3 entries)\nEvery entry was used."
+        assert report == "Mode: record\nCassette: orders.cassette.json (3 entries)\nEvery entry was used."
         reply, outputs = execute(kc, "%replay to-script scripted clerk.toml")
         assert reply["status"] == "ok", reply
     recorded = cassette.read_text()

@@ -36,6 +36,15 @@ def _cassette(session: Any) -> Any:
     return door.cassette() if door is not None and hasattr(door, "cassette") else None
 
 
+def _shown(path: str | None) -> str:
+    """A cassette's path as a report shows it: relative to the kernel's folder when inside it, so a stored
+    ``%replay`` output is the same on every machine."""
+    if not path:
+        return "none"
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else path
+
+
 def _report(call: MagicCall) -> None:
     session = call.ctx.require_session()
     replay = session.settings_dict().get("replay") or {}
@@ -45,7 +54,7 @@ def _report(call: MagicCall) -> None:
         call.ctx.emit_result({"text/plain": f"Replay is off{source}: outside calls are made and not recorded."})
         return
     cassette = _cassette(session)
-    lines = [f"Mode: {mode}{source}", f"Cassette: {replay.get('cassette')} ({len(cassette.entries)} entries)"]
+    lines = [f"Mode: {mode}{source}", f"Cassette: {_shown(replay.get('cassette'))} ({len(cassette.entries)} entries)"]
     unused = [i for i in range(len(cassette.entries)) if i not in cassette.used]
     if cassette.entries:
         named = ", ".join(f"{i} ({cassette.entries[i]['kind']} on {cassette.entries[i].get('profile')!r})"
