@@ -147,3 +147,15 @@ def test_fields_of_the_wrong_type_are_refused_before_any_request(http_server: An
         run = s.run_fragment({"api": fields})
         assert (run.code, run.error.code, run.error.message) == ("errorInAgent", "fragment", message)
     assert len(http_server.requests) == sent
+
+
+def test_the_urls_own_query_stays_when_a_command_adds_parameters(http_server: Any) -> None:
+    """A profile url with a query of its own (``.../json?version=2``) keeps it when a command adds ``query``;
+    the profile wins over a command's parameter of the same name. (httpx drops a base url's query as soon as
+    a request has parameters.)"""
+    s = _session(http_server.url, profiles={"api": {"v": {"url": http_server.url + "/json?version=two"}}})
+    plain = _run(s, {"profile": "v"})
+    added = _run(s, {"profile": "v", "query": {"page": "three", "version": "nine"}})
+    assert plain.value["path"] == added.value["path"] == "/json", (plain.error, added.error)
+    assert plain.value["query"] == {"version": "***"}  # a url's query values are credentials (SPEC 7.1)
+    assert added.value["query"] == {"version": "***", "page": "three"}

@@ -113,7 +113,11 @@ def make_client(creds: dict[str, Any], profile: ApiProfile) -> tuple[httpx.Async
     base = "http://echo.s2o" if transport is not None else url
     headers = creds.get("headers") or {}
     try:
-        client = httpx.AsyncClient(base_url=base, headers=headers, params=creds.get("query") or {},
+        # the url's own query joins the profile's query as the client's params: httpx would drop it from the
+        # base url as soon as a command adds a parameter of its own
+        parsed = httpx.URL(base)
+        params = httpx.QueryParams(parsed.query).merge(creds.get("query") or {})
+        client = httpx.AsyncClient(base_url=parsed.copy_with(query=None), headers=headers, params=params,
                                    timeout=float(profile.timeout), transport=transport, follow_redirects=False)
     except (ValueError, TypeError, httpx.InvalidURL) as exc:
         raise S2OError("api-failed", f"the profile's url cannot be used: {exc}") from None
