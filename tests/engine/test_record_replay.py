@@ -114,6 +114,9 @@ def test_equal_requests_are_answered_in_recorded_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("fragment", "where"), [
     ({"api": {"profile": "crm", "method": "POST", "path": "/json/x", "body": {"note": TOKEN}}}, "request body"),
     ({"api": {"profile": "crm", "path": "/json/x", "headers": {"X-Key": TOKEN}}}, "request header"),
+    ({"api": {"profile": "crm", "method": "POST", "path": "/json/x",
+              "body": {"note": base64.b64encode(TOKEN.encode()).decode()}}}, "request body, base64"),
+    ({"api": {"profile": "crm", "path": "/json/x", "query": {"k": TOKEN}}}, "request query"),
     ({"api": {"profile": "crm", "path": "/b64auth",
               "headers": {"Authorization": "{ sys.secret['TOK'] }"}}}, "response, base64"),
 ])  # fmt: skip

@@ -4,9 +4,9 @@ The notebook's agent calls a real HTTP server on 127.0.0.1, a throwaway PostgreS
 OpenAI-compatible server that streams its reply and calls one of the agent's functions as a tool. It is
 run once by nbconvert with ``S2O_REPLAY=record`` and the model's key in the environment (its outputs stored,
 its calls recorded into the cassette its first cell names), recorded again with ``rewrite`` to the same
-bytes, and then run under nbval with no key and every Python process watched by an audit hook that logs
-each ``socket.connect``: nbval passes and nothing connected anywhere (the same hook logged the servers'
-ports while recording, so it sees them).
+bytes, and then run under nbval with the model's server stopped, no key, and every Python process watched
+by an audit hook that logs each ``socket.connect``: nbval passes, nothing connected anywhere (the same hook
+logged the servers' ports while recording, so it sees them), and the HTTP server counted no request.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +55,6 @@ CELLS = [
 ]
 
 
-@pytest.fixture
-def fake_llm() -> Iterator[Any]:
-    from fake_llm import FakeLLM
-
-    with FakeLLM() as server:
-        yield server
-
-
 def _replies(fake_llm: Any) -> None:
     fake_llm.replies = [{"calls": [("lookUp", {"orderId": 2})], "usage": (40, 6)},
                         {"text": "Order 2 has shipped.", "usage": (60, 7)}]
@@ -75,7 +66,24 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
 
 
 def test_a_recorded_notebook_passes_nbval_with_every_server_out_of_reach(
-        tmp_path: Path, http_server: Any, postgres: Any, fake_llm: Any) -> None:
+        tmp_path: Path, http_server: Any, postgres: Any) -> None:
+    from fake_llm import FakeLLM
+
+    with FakeLLM() as fake_llm:
+        log, work, notebook, base, recorded, calls = _record(tmp_path, http_server, postgres, fake_llm)
+    # the model's server is gone; the others stay up, so a call that went out would be counted as well
+    done = _run(["pytest", "-p", "no:cacheprovider", "--color=no", "--nbval", "--nbval-kernel-name", "s2o",
+                 "-o", "addopts=", "--rootdir", str(work), notebook.name], work, {**base, "CI": "true"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "5 passed" in done.stdout, done.stdout[-2000:]
+    assert len(http_server.requests) == calls
+    assert not log.exists() or log.read_text() == "", log.read_text()  # no socket connected, anywhere
+    assert (work / "orders.cassette.json").read_bytes() == recorded
+
+
+def _record(tmp_path: Path, http_server: Any, postgres: Any, fake_llm: Any) -> tuple[Any, ...]:
+    """Record the notebook (outputs stored), then rewrite it to the same bytes; the paths, environment,
+    cassette bytes and the HTTP server's request count after."""
     prefix = tmp_path / "prefix"
     install_spec(prefix, name="s2o")
     hooks = tmp_path / "hooks"
@@ -131,10 +139,4 @@ price_output = 8.0
     assert cassette.read_bytes() == recorded  # made every call again, no change of behaviour: the same bytes
 
     log.unlink()
-    calls = (len(http_server.requests), len(fake_llm.requests))
-    done = _run(["pytest", "-p", "no:cacheprovider", "--color=no", "--nbval", "--nbval-kernel-name", "s2o",
-                 "-o", "addopts=", "--rootdir", str(work), notebook.name], work, {**base, "CI": "true"})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "5 passed" in done.stdout, done.stdout[-2000:]
-    assert (len(http_server.requests), len(fake_llm.requests)) == calls
-    assert not log.exists() or log.read_text() == "", log.read_text()  # no socket connected, anywhere
+    return log, work, notebook, base, recorded, len(http_server.requests)
