@@ -90,7 +90,7 @@ def tool_text(value: Any) -> str:
 def _turn_of(answer: Any, path: str) -> tuple[str, list[dict[str, Any]], float]:
     """``(text, tool_calls, cost)`` of an ``llm`` call's answer, checked (see :mod:`..outside.llm`)."""
     if type(answer) is not dict or type(answer.get("text")) is not str or type(answer.get("tool_calls")) is not list \
-            or type(answer.get("cost")) not in (int, float):
+            or type(answer.get("cost")) not in (int, float) or not 0 <= answer["cost"] < float("inf"):
         raise S2OError("llm-failed", "the answer of an llm call is not {text, tool_calls, cost}", path=path)
     return answer["text"], answer["tool_calls"], float(answer["cost"])
 

@@ -29,6 +29,7 @@ from ..errors import S2OError
 from ..run.limits import WATCHDOG, Armed, RunInterrupt, RunTimeout
 from ..run.scopes import Secret
 from .call import OutsideCall, Question, StreamFn
+from .secrets import inert
 
 TYPES = ("text", "number", "bool", "password", "chooseOne", "chooseMany")
 
@@ -187,6 +188,7 @@ def answer_here(gateway: Any, request: OutsideCall, armed: list[Armed] | None = 
         raise ask_error(message, questions, request.path)
     if type(answers) is not dict:
         raise S2OError("ask-answer", "the answers are not an object", path=request.path)
+    answers = inert(answers)  # typed text never holds a secret's placeholder (secrets.inert)
     try:
         checked = {q["name"]: check_answer(q, answers.get(q["name"])) for q in questions}
     except ValueError as exc:

@@ -33,22 +33,28 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...bounds import CASSETTE_BYTES, REPLAY_DIFFERENCES
+from ...bounds import CASSETTE_BYTES, MAX_JSON_DEPTH, QUOTE, REPLAY_DIFFERENCES
 from ..codes import CODES
 from ..errors import S2OError
 from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START, placeholder
+from .bounded import Budget, NotJson, loads
 from .call import StreamFn
 
 FORMAT = 1
+#: Fewest base64 characters that stand for a secret alone before :meth:`Cassette.write` scans for them (fewer
+#: would match ordinary text by chance).
+MIN_BASE64_CORE = 6
 MODES = ("off", "replay", "record", "rewrite")
 
 #: ``S2O_REPLAY``: the mode (``replay``, ``record``, ``rewrite``, ``off``), over the settings and ``%replay``.
@@ -68,6 +74,27 @@ def cassette_for(notebook: str | os.PathLike[str]) -> Path:
 _SHOWN_SECRET = re.compile(r"<secret ([A-Za-z_][A-Za-z0-9_]*)>")
 
 
+def read_bytes(path: str | os.PathLike[str]) -> bytes | None:
+    """The bytes of the cassette file at ``path`` (at most :data:`~s2o_kernel.bounds.CASSETTE_BYTES` + 1),
+    ``None`` when there is none. Opened without blocking and refused unless it is a regular file (a FIFO, a
+    device or a directory would hold the caller with no bound): ``S2OError`` ``cassette``, never its text."""
+    name = Path(path).name
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise S2OError("cassette", f"the cassette {name} cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise S2OError("cassette", f"the cassette {name} is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read(CASSETTE_BYTES + 1)
+        except OSError as exc:
+            raise S2OError("cassette", f"the cassette {name} cannot be read: {exc.strerror}") from None
+
+
 def stand_ins(mode: str, cassette: str | None, secrets: dict[str, str],
               profile_reads: Iterable[str]) -> dict[str, str]:
     """Secrets a session replaying ``cassette`` needs but was not given, each standing for itself (its
@@ -78,10 +105,10 @@ def stand_ins(mode: str, cassette: str | None, secrets: dict[str, str],
     try:
         if effective_mode(mode) != "replay" or not cassette:
             return {}
-        with open(cassette, "rb") as f:
-            text = f.read(CASSETTE_BYTES).decode("utf-8", "replace")
-    except (S2OError, OSError):
+        data = read_bytes(cassette)
+    except S2OError:
         return {}  # no cassette to replay: the names stay missing, and say so where they are used
+    text = (data or b"")[:CASSETTE_BYTES].decode("utf-8", "replace")
     names = {*_SHOWN_SECRET.findall(text), *profile_reads}
     return {name: placeholder(name) for name in sorted(names) if name not in secrets}
 
@@ -138,6 +165,11 @@ def _differences(a: Any, b: Any, at: str, out: list[str]) -> None:
 _ABSENT = object()
 
 
+def _cut(text: str) -> str:
+    """``text`` cut to :data:`~s2o_kernel.bounds.QUOTE` characters: a message quotes a bounded part of a file."""
+    return text if len(text) <= QUOTE else text[:QUOTE] + "…"
+
+
 def differences(a: Any, b: Any) -> list[str]:
     """The paths where requests ``a`` and ``b`` differ, at most :data:`~s2o_kernel.bounds.REPLAY_DIFFERENCES`."""
     out: list[str] = []
@@ -146,14 +178,82 @@ def differences(a: Any, b: Any) -> list[str]:
 
 
 def encodings(text: str) -> set[str]:
-    """``text`` and the forms it is written in when encoded: percent- (URL), JSON- and base64-encoded
-    (standard and URL-safe alphabets, with and without padding); what :meth:`Cassette.write` scans for."""
+    """``text`` and the forms it is written in when encoded: percent- (URL), JSON- and base64-encoded; for
+    base64 (standard and URL-safe alphabets), the characters that encode the text alone at each byte
+    alignment, so it is found wherever it sits in a longer encoded text (``Bearer sk-…`` as a whole). What
+    :meth:`Cassette.write` scans for; a text too short to leave :data:`MIN_BASE64_CORE` such characters is
+    scanned for plain, URL- and JSON-encoded only."""
     from urllib.parse import quote, quote_plus
 
-    raw = text.encode()
-    b64 = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
-    return {text, quote(text, safe=""), quote_plus(text), json.dumps(text)[1:-1],
-            *b64, *(b.rstrip("=") for b in b64)} - {""}
+    raw = text.encode("utf-8", "surrogatepass")
+    forms = {text, quote(text, safe=""), quote_plus(text), json.dumps(text)[1:-1]}
+    for shift in range(3):  # base64 of the text at each of the 3 byte alignments it may sit at in a longer text:
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):  # the characters that depend on it alone
+            encoded = encode(b"\0" * shift + raw).decode().rstrip("=")
+            core = encoded[(4 * shift + 2) // 3:len(encoded) - (2 if shift or len(raw) % 3 else 0)]
+            if len(core) >= MIN_BASE64_CORE:
+                forms.add(core)
+    return forms - {""}
+
+
+#: The kinds a cassette records (SPEC 13).
+KINDS = ("api", "db", "llm", "ask", "mcp")
+
+
+def _entry_problem(entry: Any) -> str:
+    """What makes ``entry`` not an entry (see the module doc), or ``""``: its shape only; a replayed result is
+    checked as a live one where it is used (``Gateway._replayed``)."""
+    if type(entry) is not dict:
+        return "not an object"
+    if entry.get("kind") not in KINDS:
+        return f"its kind is not one of {', '.join(KINDS)}"
+    if entry.get("profile") is not None and type(entry.get("profile")) is not str:
+        return "its profile is not text"
+    if type(entry.get("request")) is not dict:
+        return "its request is not an object"
+    outcome = entry.get("outcome")
+    if type(outcome) is not dict or len(outcome) != 1 or not ({"result", "error"} & set(outcome)):
+        return 'its outcome is not {"result": ...} or {"error": {...}}'
+    error = outcome.get("error")
+    if "error" in outcome and (type(error) is not dict or type(error.get("code")) is not str
+                               or error.get("code") not in CODES or type(error.get("message", "")) is not str
+                               or not isinstance(error.get("details"), (dict, type(None)))):
+        return "its error is not {code (a registered code), message, details (an object or null)}"
+    chunks = entry.get("chunks", [])
+    if type(chunks) is not list or not all(
+            type(c) is dict and c.get("type") == "text" and type(c.get("text")) is str for c in chunks):
+        return 'its chunks are not a list of {"type": "text", "text": ...}'
+    duration = entry.get("duration")
+    if duration is not None and type(duration) not in (int, float):
+        return "its duration is not a number"
+    return ""
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def check_replayed(kind: str, result: Any) -> None:
+    """Raise ``cassette`` unless ``result`` has the shape a live call of ``kind`` gives (an ``llm`` turn:
+    ``text``, ``tool_calls`` of ``{id, name, arguments}``, token counts and a finite, non-negative ``cost``;
+    ``db``: rows or a write's count; ``ask``: answers by name): a hand-edited cassette changes no limit."""
+    problem = ""
+    if kind == "llm":
+        calls = result.get("tool_calls") if type(result) is dict else None
+        if type(result) is not dict or type(result.get("text")) is not str or type(calls) is not list or not all(
+                type(c) is dict and type(c.get("id")) is str and type(c.get("name")) is str
+                and type(c.get("arguments")) is dict for c in calls):
+            problem = "not a model turn ({text, tool_calls: [{id, name, arguments}], ...})"
+        elif not (_is_count(result.get("input_tokens")) and _is_count(result.get("output_tokens"))):
+            problem = "its token counts are not whole numbers of 0 or more"
+        elif type(result.get("cost")) not in (int, float) or not 0 <= result["cost"] < float("inf"):
+            problem = "its cost is not a finite number of dollars of 0 or more"
+    elif kind == "db" and not (type(result) is dict or (type(result) is list and all(type(r) is dict for r in result))):
+        problem = "not rows (a list of objects) or a write's count"
+    elif kind == "ask" and type(result) is not dict:
+        problem = "not answers by name"
+    if problem:
+        raise S2OError("cassette", f"the recorded {kind} outcome is {problem}")
 
 
 class Cassette:
@@ -174,24 +274,28 @@ class Cassette:
         self.used: set[int] = set()
 
     def _read(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read(CASSETTE_BYTES + 1)
-        except FileNotFoundError:
+        data = read_bytes(self.path)
+        if data is None:
             return []
-        except OSError as exc:
-            raise S2OError("cassette", f"the cassette {self.path.name} cannot be read: {exc.strerror}") from None
+        name = self.path.name
         if len(data) > CASSETTE_BYTES:
-            raise S2OError("cassette", f"the cassette {self.path.name} is larger than {CASSETTE_BYTES:,} bytes")
+            raise S2OError("cassette", f"the cassette {name} is larger than {CASSETTE_BYTES:,} bytes")
         try:
-            doc = json.loads(data)
-        except (ValueError, RecursionError):
-            raise S2OError("cassette", f"the cassette {self.path.name} is not JSON") from None
+            doc = loads(data.decode("utf-8"), Budget(CASSETTE_BYTES, "cassette", "the cassette's size"), name)
+        except (UnicodeDecodeError, NotJson):
+            raise S2OError("cassette", f"the cassette {name} is not JSON (UTF-8, finite numbers)") from None
+        except S2OError as exc:  # too-deep, or too large decoded: said without quoting the file
+            why = f"it nests deeper than {MAX_JSON_DEPTH} levels" if exc.code == "too-deep" else \
+                "it would take too much memory decoded"
+            raise S2OError("cassette", f"the cassette {name} cannot be held: {why}") from None
         entries = doc.get("entries") if type(doc) is dict else None
-        if type(doc) is not dict or doc.get("format") != FORMAT or type(entries) is not list or not all(
-                type(e) is dict and type(e.get("kind")) is str and type(e.get("outcome")) is dict for e in entries):
-            raise S2OError("cassette", f"the cassette {self.path.name} is not a cassette of format {FORMAT} "
+        if type(doc) is not dict or doc.get("format") != FORMAT or type(entries) is not list:
+            raise S2OError("cassette", f"the cassette {name} is not a cassette of format {FORMAT} "
                            '({"format": 1, "entries": [{"kind", "profile", "request", "outcome"}, ...]})')
+        for i, entry in enumerate(entries):
+            problem = _entry_problem(entry)
+            if problem:
+                raise S2OError("cassette", f"entry {i} of the cassette {name} is not an entry: {problem}")
         return entries
 
     # -- matching ----------------------------------------------------------------------------------
@@ -222,12 +326,12 @@ class Cassette:
         scored = [(len(differences(request, e.get("request"))) + (e.get("profile") != profile), i, e)
                   for i, e in same_kind]
         _, index, closest = min(scored, key=lambda t: (t[0], t[1]))
-        differ = differences(request, closest.get("request"))
+        differ = [_cut(d) for d in differences(request, closest.get("request"))]
         if closest.get("profile") != profile:
             differ = ["profile", *differ]
         return S2OError("replay-miss", f"the cassette {self.path.name} holds no answer to this {where}; the "
-                        f"closest is entry {index} ({closest['kind']} on {closest.get('profile')!r}), which "
-                        f"differs in {', '.join(differ)}",
+                        f"closest is entry {index} ({closest['kind']} on {_cut(repr(closest.get('profile')))}), "
+                        f"which differs in {', '.join(differ)}",
                         details={"cassette": str(self.path), "kind": kind, "profile": profile,
                                  "closest": index, "differs": differ})
 
@@ -249,9 +353,18 @@ class Cassette:
 
     def text(self) -> str:
         """The file's text: keys in the order the calls gave them (a replayed result shows as the live one
-        did), one value per line, a newline at the end."""
-        return json.dumps({"format": FORMAT, "entries": self.entries}, indent=1, ensure_ascii=False,
-                          allow_nan=False) + "\n"
+        did), one value per line, a newline at the end; ASCII with ``\\u`` escapes when a text holds a lone
+        surrogate, which UTF-8 cannot carry. Raises ``cassette`` for a value JSON cannot hold (``NaN``)."""
+        doc = {"format": FORMAT, "entries": self.entries}
+        try:
+            text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise S2OError("cassette", f"the cassette {self.path.name} cannot hold this call's outcome "
+                           f"({type(exc).__name__}); nothing was written") from None
+        return text
 
     def write(self, secrets: Iterable[str]) -> None:
         """Write the file (atomically: a new file renamed over the old) after scanning its text for each of
@@ -269,15 +382,21 @@ class Cassette:
                                    f"(in entry {where}); nothing was written. A secret goes into a request "
                                    "only through sys.secret, and a server that echoes one encoded cannot be "
                                    "recorded", details={"entry": where})
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        except OSError as exc:
+            raise S2OError("cassette", f"the cassette {self.path.name} cannot be written: {exc.strerror}") from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
             os.replace(temp, self.path)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
+            if isinstance(exc, OSError):
+                raise S2OError("cassette", f"the cassette {self.path.name} cannot be written: {exc.strerror}") \
+                    from None
             raise
 
 
@@ -315,18 +434,13 @@ class Take:
         assert self.entry is not None
         if on_stream is not None:
             for part in self.entry.get("chunks") or ():
-                if type(part) is dict:
-                    on_stream(part)
+                on_stream(dict(part))
         outcome = self.entry["outcome"]
         error = outcome.get("error")
-        if type(error) is dict:
-            code = error.get("code")
-            if type(code) is not str or code not in CODES:
-                raise S2OError("cassette", f"entry {self.cassette.entries.index(self.entry)} of the cassette "
-                               f"{self.cassette.path.name} records an error of unknown code {code!r}", path=path)
-            raise S2OError(code, str(error.get("message", "")), path=path, stage="run",
-                           details=error.get("details"))
-        return outcome.get("result")
+        if error is not None:  # its shape was checked when the file was read (_entry_problem)
+            raise S2OError(error["code"], error.get("message", ""), path=path, stage="run",
+                           details=copy.deepcopy(error.get("details")))
+        return copy.deepcopy(outcome["result"])  # what the run makes of it never changes the entry
 
     def keep(self, secrets: Iterable[str], *, result: Any = None, error: S2OError | None = None) -> None:
         """Append what the call gave to the cassette (see :meth:`Cassette.add`); raises ``cassette-secret``."""

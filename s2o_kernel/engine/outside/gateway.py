@@ -69,8 +69,8 @@ from ..settings import Settings
 from . import ask
 from .bounded import Budget, check_value
 from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
-from .cassette import Cassette, Take, canonical, effective_mode
-from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, placeholders_in, secret_reads, unplace
+from .cassette import Cassette, Take, canonical, check_replayed, effective_mode
+from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, inert, placeholders_in, secret_reads, unplace
 
 #: ``async handler(gateway, profile, request, on_stream)`` → the call's JSON result.
 Handler = Callable[["Gateway", Any, OutsideCall, "StreamFn | None"], Awaitable[Any]]
@@ -251,6 +251,10 @@ class Gateway:
                     self.masker.add(t for v in out[field].values() for t in field_secrets(field, v))
                 else:
                     out[field] = value
+                missing = placeholders_in(out[field])
+                if missing:  # a replay's stand-in (SPEC 13): this profile's calls cannot go out here
+                    raise S2OError("missing-secret", f"{where} reads the secret {missing[0]!r}, which has no value "
+                                   "here (replayed runs have stand-ins only)", stage="run")
             self._credentials[key] = out
         return self._credentials[key]
 
@@ -320,14 +324,24 @@ class Gateway:
             raise self.masker.error(exc.with_context(path=request.path)) from None
 
     def _replayed(self, take: Take, request: OutsideCall, on_stream: StreamFn | None) -> Any:
-        """``take``'s recorded outcome; a ``password`` answer to an ``ask`` is held again (its text is in no
-        cassette: the run gets a placeholder of ``***``, :meth:`hold_answer`)."""
-        result = take.replay(on_stream, request.path)
+        """``take``'s recorded outcome, as a live one is handed on: inert (:func:`~.secrets.inert`), bounded as
+        the kind's response is (:func:`request_budget`), of the shape a live call gives (:func:`check_replayed`:
+        a recorded price is a finite, non-negative number) and masked; a ``password`` answer to an ``ask`` is
+        held again (its text is in no cassette: the run gets a placeholder of ``***``, :meth:`hold_answer`)."""
+        try:
+            result = inert(take.replay(on_stream, request.path))
+            profile = self.profile(request.kind, request.profile, request.path) if request.kind != "ask" else None
+            check_value(result, request_budget(request.kind, profile), f"the recorded {request.kind} outcome",
+                        request.path)  # bounded as a live response is
+            check_replayed(request.kind, result)
+        except S2OError as exc:
+            exc.stage = "run"
+            raise self.masker.error(exc.with_context(path=request.path)) from None
         if request.kind == "ask" and type(result) is dict:
             for question in request.fields.get("inputs") or ():
                 if type(question) is dict and question.get("type") == "password" and question.get("name") in result:
                     result[question["name"]] = self.hold_answer(question["name"], "***")
-        return result
+        return self.masker.value(result)
 
     def _keep(self, take: Take, *, result: Any = None, error: S2OError | None = None) -> None:
         """Record the call's outcome; ``cassette-secret`` at the call's path when the file would hold a secret
@@ -479,6 +493,7 @@ class Gateway:
         except Exception as exc:  # a driver's own exception type: coded, masked, never raw
             code = FAILED_CODES.get(request.kind, "unexpected")
             raise self.masker.error(S2OError(code, f"{type(exc).__name__}: {exc}", path=request.path)) from None
+        result = inert(result)  # a server's text never holds a placeholder the gateway would resolve
         return self.masker.value(result) if _holds_masked(self.masker, result) else result
 
     def close(self) -> None:

@@ -89,6 +89,20 @@ def unplace(value: Any, secrets: dict[str, str]) -> Any:
     return value
 
 
+def inert(value: Any) -> Any:
+    """``value`` (JSON from outside: a server's response, a recorded outcome, a person's answer) with every
+    INVISIBLE SEPARATOR (U+2063) removed, at any depth (keys included): text that came in can never hold a
+    secret's placeholder, so a run that passes it on to an ``api`` call never sends a secret it did not read
+    (:func:`unplace` resolves placeholders wherever they are). ``value`` itself when it holds none."""
+    if isinstance(value, str):
+        return value.replace("\u2063", "") if "\u2063" in value else value
+    if isinstance(value, list):
+        return [inert(v) for v in value]
+    if isinstance(value, dict):
+        return {inert(k): inert(v) for k, v in value.items()}
+    return value
+
+
 def placeholders_in(value: Any) -> list[str]:
     """The names of the secret placeholders ``value`` (JSON) still holds, at any depth (keys included), each
     once: after :func:`unplace`, the secrets with no value here (a replay's stand-in, a forged name)."""
@@ -273,11 +287,15 @@ def _worker_value(value: str) -> str:
 
 def worker_settings(data: dict[str, Any]) -> dict[str, Any]:
     """A copy of SPEC-10-shaped settings ``data`` fit for the worker (see the module doc): secrets as
-    placeholders, credential fields as ``***`` or an expression naming the secrets they read.
+    placeholders, credential fields as ``***`` or an expression naming the secrets they read, and no
+    cassette path (SPEC 13: replay happens where calls are made).
 
     Works on a partial dict too (an ``update_settings`` patch); leaves everything else as it is.
     """
     out = copy.deepcopy(data)
+    replay = out.get("replay")
+    if isinstance(replay, dict) and replay.get("cassette") is not None:
+        out["replay"] = {**replay, "cassette": None}  # the worker never sees a cassette (SPEC 13)
     if out.get("secrets_file") is not None:
         out["secrets_file"] = None  # its secrets are in ``secrets`` already (as placeholders)
     secrets = out.get("secrets")

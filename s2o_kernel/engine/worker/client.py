@@ -378,8 +378,9 @@ class IsolatedSession:
                 raise cost_limit_error(self._spend, self._cost_bound, self._cost_name, call.path)
             result = self.outside.call_sync(call, None if on_event is None else (
                 lambda part: on_event(wire.Event("output", part))))
-            if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float):
-                self._spend += result["cost"]  # the gateway's own price of the turn
+            if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float) \
+                    and 0 <= result["cost"] < float("inf"):
+                self._spend += result["cost"]  # the gateway's own price of the turn (checked: never negative)
             return result
 
         channel.answer(request_id, make, deadline)

@@ -116,8 +116,12 @@ def _to_script(call: MagicCall, profile: str, file: str | None) -> None:
     if cassette is None:
         raise S2OError("magic", "no cassette is in use: %replay MODE FILE first")
     script = script_of(cassette.entries, profile)
-    text = tomli_w.dumps({"profiles": {"llm": {profile: {"adapter": "scripted", "model": "scripted",
-                                                         "script": _drop_nulls(script)}}}})
+    try:
+        text = call.ctx.redact(tomli_w.dumps({"profiles": {"llm": {profile: {
+            "adapter": "scripted", "model": "scripted", "script": _drop_nulls(script)}}}}))
+    except (RecursionError, TypeError, ValueError) as exc:
+        raise S2OError("magic", f"the recorded turns of {profile!r} cannot be written as TOML "
+                       f"({type(exc).__name__})") from None
     if file is not None:
         write_text(file, text)
         call.ctx.emit_stream("stdout", f"Wrote {len(script)} turns of {profile!r} to {file} (%config {file}).\n")
