@@ -181,6 +181,9 @@ CALL_UNWIND = 2.0
 #: Bytes of a cassette file read at most (SPEC 13): a recording of a notebook's calls, each response within its
 #: profile's own cap; a larger file is refused (``cassette``) rather than held whole in the kernel's memory.
 CASSETTE_BYTES = 64 * 1024 * 1024
+#: Fewest base64 characters that stand for a secret alone before a cassette's secret scan looks for them (SPEC
+#: 13): fewer would match ordinary text by chance, so a secret that short is scanned for plain only.
+MIN_BASE64_CORE = 6
 #: Most differing fields a ``replay-miss`` names for the closest entry (SPEC 13): enough to see what changed.
 REPLAY_DIFFERENCES = 5
 #: Seconds a thread waiting for an outside call on the gateway's loop waits past the call's own timeout, and

@@ -89,13 +89,14 @@ def test_a_password_answer_is_held_as_a_secret(kc: Any, http_server: Any) -> Non
     request = kc.get_stdin_msg(timeout=20)
     assert request["content"]["password"] is True
     kc.input("pin-7731")
-    assert shell_reply(kc, msg_id)["content"]["status"] == "ok"
+    reply = shell_reply(kc, msg_id)["content"]
+    assert reply["status"] == "ok", reply
     shown = json.dumps([m["content"] for m in collect_iopub(kc, msg_id)])
     assert "pin *** set" in shown and "<secret pin>" in shown
     assert http_server.requests[-1][2]["Authorization"] == "Basic pin-7731"  # the server got the text
     for cell in ("[answers, given, echoed]", "%vars", "%sys"):
         reply, outputs = execute(kc, cell)
-        assert reply["status"] == "ok", reply
+        assert reply["status"] == "ok", (cell, reply)
         text = json.dumps([m["content"] for m in outputs])
         assert "pin-7731" not in text, (cell, text)
         if cell != "%sys":

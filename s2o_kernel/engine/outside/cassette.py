@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...bounds import CASSETTE_BYTES, MAX_JSON_DEPTH, QUOTE, REPLAY_DIFFERENCES
+from ...bounds import CASSETTE_BYTES, MAX_JSON_DEPTH, MIN_BASE64_CORE, QUOTE, REPLAY_DIFFERENCES
 from ..codes import CODES
 from ..errors import S2OError
 from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START, placeholder
@@ -52,9 +52,6 @@ from .bounded import Budget, NotJson, loads
 from .call import StreamFn
 
 FORMAT = 1
-#: Fewest base64 characters that stand for a secret alone before :meth:`Cassette.write` scans for them (fewer
-#: would match ordinary text by chance).
-MIN_BASE64_CORE = 6
 MODES = ("off", "replay", "record", "rewrite")
 
 #: ``S2O_REPLAY``: the mode (``replay``, ``record``, ``rewrite``, ``off``), over the settings and ``%replay``.
@@ -200,58 +197,77 @@ def encodings(text: str) -> set[str]:
 KINDS = ("api", "db", "llm", "ask", "mcp")
 
 
+def _error_problem(outcome: Any) -> str:
+    """What makes a recorded outcome's ``error`` not one, or ``""`` (an outcome without one)."""
+    if type(outcome) is not dict or "error" not in outcome:
+        return ""
+    error = outcome["error"]
+    if type(error) is dict and type(error.get("code")) is str and error["code"] in CODES \
+            and type(error.get("message", "")) is str and isinstance(error.get("details"), (dict, type(None))):
+        return ""
+    return "its error is not {code (a registered code), message, details (an object or null)}"
+
+
 def _entry_problem(entry: Any) -> str:
     """What makes ``entry`` not an entry (see the module doc), or ``""``: its shape only; a replayed result is
     checked as a live one where it is used (``Gateway._replayed``)."""
     if type(entry) is not dict:
         return "not an object"
-    if entry.get("kind") not in KINDS:
-        return f"its kind is not one of {', '.join(KINDS)}"
-    if entry.get("profile") is not None and type(entry.get("profile")) is not str:
-        return "its profile is not text"
-    if type(entry.get("request")) is not dict:
-        return "its request is not an object"
     outcome = entry.get("outcome")
-    if type(outcome) is not dict or len(outcome) != 1 or not ({"result", "error"} & set(outcome)):
-        return 'its outcome is not {"result": ...} or {"error": {...}}'
-    error = outcome.get("error")
-    if "error" in outcome and (type(error) is not dict or type(error.get("code")) is not str
-                               or error.get("code") not in CODES or type(error.get("message", "")) is not str
-                               or not isinstance(error.get("details"), (dict, type(None)))):
-        return "its error is not {code (a registered code), message, details (an object or null)}"
     chunks = entry.get("chunks", [])
-    if type(chunks) is not list or not all(
-            type(c) is dict and c.get("type") == "text" and type(c.get("text")) is str for c in chunks):
-        return 'its chunks are not a list of {"type": "text", "text": ...}'
-    duration = entry.get("duration")
-    if duration is not None and type(duration) not in (int, float):
-        return "its duration is not a number"
-    return ""
+    checks = (
+        (entry.get("kind") in KINDS, f"its kind is not one of {', '.join(KINDS)}"),
+        (entry.get("profile") is None or type(entry.get("profile")) is str, "its profile is not text"),
+        (type(entry.get("request")) is dict, "its request is not an object"),
+        (type(outcome) is dict and len(outcome) == 1 and bool({"result", "error"} & set(outcome)),
+         'its outcome is not {"result": ...} or {"error": {...}}'),
+        (type(chunks) is list and all(type(c) is dict and c.get("type") == "text" and type(c.get("text")) is str
+                                      for c in chunks), 'its chunks are not a list of {"type": "text", "text": ...}'),
+        (entry.get("duration") is None or type(entry.get("duration")) in (int, float), "its duration is not a number"),
+    )
+    for ok, problem in checks:
+        if not ok:
+            return problem
+    return _error_problem(outcome)
 
 
 def _is_count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
+def _llm_problem(result: Any) -> str:
+    """What makes ``result`` not a live ``llm`` turn, or ``""``."""
+    calls = result.get("tool_calls") if type(result) is dict else None
+    if type(result) is not dict or type(result.get("text")) is not str or type(calls) is not list or not all(
+            type(c) is dict and type(c.get("id")) is str and type(c.get("name")) is str
+            and type(c.get("arguments")) is dict for c in calls):
+        return "not a model turn ({text, tool_calls: [{id, name, arguments}], ...})"
+    if not (_is_count(result.get("input_tokens")) and _is_count(result.get("output_tokens"))):
+        return "its token counts are not whole numbers of 0 or more"
+    if type(result.get("cost")) not in (int, float) or not 0 <= result["cost"] < float("inf"):
+        return "its cost is not a finite number of dollars of 0 or more"
+    return ""
+
+
+def _db_problem(result: Any) -> str:
+    ok = type(result) is dict or (type(result) is list and all(type(r) is dict for r in result))
+    return "" if ok else "not rows (a list of objects) or a write's count"
+
+
+def _ask_problem(result: Any) -> str:
+    return "" if type(result) is dict else "not answers by name"
+
+
+#: Per kind, what makes a recorded result unlike a live call's (``api``: any JSON).
+_SHAPES = {"llm": _llm_problem, "db": _db_problem, "ask": _ask_problem}
+
+
 def check_replayed(kind: str, result: Any) -> None:
     """Raise ``cassette`` unless ``result`` has the shape a live call of ``kind`` gives (an ``llm`` turn:
     ``text``, ``tool_calls`` of ``{id, name, arguments}``, token counts and a finite, non-negative ``cost``;
     ``db``: rows or a write's count; ``ask``: answers by name): a hand-edited cassette changes no limit."""
-    problem = ""
-    if kind == "llm":
-        calls = result.get("tool_calls") if type(result) is dict else None
-        if type(result) is not dict or type(result.get("text")) is not str or type(calls) is not list or not all(
-                type(c) is dict and type(c.get("id")) is str and type(c.get("name")) is str
-                and type(c.get("arguments")) is dict for c in calls):
-            problem = "not a model turn ({text, tool_calls: [{id, name, arguments}], ...})"
-        elif not (_is_count(result.get("input_tokens")) and _is_count(result.get("output_tokens"))):
-            problem = "its token counts are not whole numbers of 0 or more"
-        elif type(result.get("cost")) not in (int, float) or not 0 <= result["cost"] < float("inf"):
-            problem = "its cost is not a finite number of dollars of 0 or more"
-    elif kind == "db" and not (type(result) is dict or (type(result) is list and all(type(r) is dict for r in result))):
-        problem = "not rows (a list of objects) or a write's count"
-    elif kind == "ask" and type(result) is not dict:
-        problem = "not answers by name"
+    shape = _SHAPES.get(kind)
+    problem = shape(result) if shape is not None else ""
     if problem:
         raise S2OError("cassette", f"the recorded {kind} outcome is {problem}")
 

@@ -493,7 +493,8 @@ class Gateway:
         except Exception as exc:  # a driver's own exception type: coded, masked, never raw
             code = FAILED_CODES.get(request.kind, "unexpected")
             raise self.masker.error(S2OError(code, f"{type(exc).__name__}: {exc}", path=request.path)) from None
-        result = inert(result)  # a server's text never holds a placeholder the gateway would resolve
+        if request.kind != "ask":  # an ask's answers were made inert before the gateway held a password's
+            result = inert(result)  # a server's text never holds a placeholder the gateway would resolve
         return self.masker.value(result) if _holds_masked(self.masker, result) else result
 
     def close(self) -> None:

@@ -92,6 +92,9 @@ def check_fields(fields: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]
 #: OpenAI-compatible chat-completions server). The ``openai`` adapter imports its client at its first turn,
 #: so nothing heavy loads at import.
 ADAPTERS: dict[str, Adapter] = {"scripted": scripted.turn, "openai": openai_chat.turn}
+#: Adapters that call no server: their profile's ``url`` and ``key`` are never evaluated (a replay's stand-in
+#: secret in them is never refused, since nothing is sent).
+OFFLINE_ADAPTERS = frozenset({"scripted"})
 
 
 async def run_turn(profile: LlmProfile, request: TurnRequest) -> dict[str, Any]:
@@ -137,7 +140,7 @@ async def handle(gateway: Any, profile: LlmProfile, request: OutsideCall, on_str
     profile's ``url`` and ``key`` as the gateway evaluated them (dynamic strings that may read secrets;
     the gateway masks them in whatever comes back), and runs one turn."""
     messages, tools, stream = check_fields(request.fields)
-    credentials = gateway.credentials("llm", request.profile, profile)
+    credentials = {} if profile.adapter in OFFLINE_ADAPTERS else gateway.credentials("llm", request.profile, profile)
     url, key = credentials.get("url"), credentials.get("key")
     sink = MaskedStream(gateway.masker, on_stream) if stream and on_stream is not None else None
     turn = TurnRequest(messages, tools, sink, request.timeout,
