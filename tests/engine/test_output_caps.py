@@ -288,3 +288,19 @@ def test_a_settings_file_that_is_not_utf8_or_too_large_is_refused(tmp_path: Path
     with pytest.raises(S2OError) as exc:
         read_toml(path)
     assert exc.value.code == "settings" and "too large" in exc.value.message
+
+
+def test_a_streamed_reply_past_the_caps_in_the_worker_is_the_runs_output_limit() -> None:
+    """A model's streamed text is made into parts by the kernel's process (the gateway), not by the worker:
+    past ``limits.output_parts`` it ends the run with ``output-limit``, as in-process, and is not blamed on the
+    worker (``worker-protocol``, which restarts it)."""
+    from s2o_kernel.engine import IsolatedSession, make_settings
+
+    data = {"limits": {"output_parts": 5}, "profiles": {"llm": {"talk": {
+        "adapter": "scripted", "model": "s", "script": [{"text": " ".join(["word"] * 40)}]}}}}
+    fragment = [{"llm": {"profile": "talk", "input": "hi", "streamOutput": True}}]
+    with IsolatedSession(make_settings(data)) as session:
+        run = session.run_fragment(fragment)
+        assert (run.code, run.error.code) == ("errorInAgent", "output-limit"), run.error
+        assert len(run.outputs) == 5 and session.restarts == 0
+        assert session.run_fragment({"return": "{ 1 + 1 }"}).value == 2

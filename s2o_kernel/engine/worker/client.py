@@ -377,7 +377,7 @@ class IsolatedSession:
             if call.kind == "llm" and self._spend > self._cost_bound:
                 raise cost_limit_error(self._spend, self._cost_bound, self._cost_name, call.path)
             result = self.outside.call_sync(call, None if on_event is None else (
-                lambda part: on_event(wire.Event("output", part))))
+                lambda part: on_event(wire.Event("streamed", part))))
             if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float) \
                     and 0 <= result["cost"] < float("inf"):
                 self._spend += result["cost"]  # the gateway's own price of the turn (checked: never negative)
@@ -466,11 +466,13 @@ class IsolatedSession:
         kept: list[dict[str, Any]] = []
 
         def on_event(event: wire.Event) -> None:
-            if event.kind != "output":
+            if event.kind not in ("output", "streamed"):
                 return
             try:
                 budget.charge(event.payload)
             except S2OError as exc:
+                if event.kind == "streamed":  # a part this process streamed itself: the run's own output-limit
+                    raise
                 raise wire.fault(f"an output part past the run's output caps ({exc.message})") from None
             if on_output is not None:
                 on_output(event.payload)

@@ -332,7 +332,8 @@ def decode_request(line: bytes) -> tuple[int, str, JSONDict]:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a ``PART``),
+    """An event: ``kind`` is ``print`` (``payload`` a str), ``output`` (``payload`` a ``PART``; ``streamed`` for a
+    part the parent's gateway streamed itself, never read from the pipe),
     ``progress`` (``payload`` a ``PROGRESS``), ``outside`` (``payload`` an
     :class:`~..outside.call.OutsideCall`), ``stopping`` (``payload`` ``None``) or ``compiled``
     (``payload`` a list of ``(source, command fields or None)``)."""
