@@ -51,7 +51,7 @@ from .errors import S2OError
 from .language.rules import OPERATOR_SYMBOLS
 from .outside.cassette import stand_ins
 from .outside.profiles import Profiles
-from .outside.secrets import profile_secret_reads, profiles_credentials, shared_masker, shown_profiles
+from .outside.secrets import profiles_credentials, shared_masker, shown_profiles
 from .run.scopes import check_json
 from .spelling import did_you_mean, words_at
 
@@ -222,10 +222,8 @@ def bare_settings(data: dict[str, Any]) -> Settings:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise _error_from_validation(exc) from None
-    reads = [name for kind, named in settings.profiles.model_dump().items() if isinstance(named, dict)
-             for profile in named.values() if isinstance(profile, dict)
-             for name in profile_secret_reads(kind, profile)]
-    missing = stand_ins(settings.replay.mode, settings.replay.cassette, settings.secrets, reads)
+    missing = stand_ins(settings.replay.mode, settings.replay.cassette, settings.secrets,
+                        lambda: settings.profiles.model_dump())
     if missing:  # replaying without the keys a recording read (SPEC 13)
         settings = settings.model_copy(update={"secrets": {**settings.secrets, **missing}})
     return settings

@@ -40,7 +40,7 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from ..errors import S2OError
 from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START, placeholder
 from .bounded import Budget, NotJson, loads
 from .call import StreamFn
+from .secrets import profile_secret_reads
 
 FORMAT = 1
 MODES = ("off", "replay", "record", "rewrite")
@@ -93,10 +94,11 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes | None:
 
 
 def stand_ins(mode: str, cassette: str | None, secrets: dict[str, str],
-              profile_reads: Iterable[str]) -> dict[str, str]:
+              profiles: Callable[[], dict[str, Any]]) -> dict[str, str]:
     """Secrets a session replaying ``cassette`` needs but was not given, each standing for itself (its
     placeholder, :func:`~..run.scopes.placeholder`): the names the cassette's requests show as
-    ``<secret NAME>`` and those the profiles read (``profile_reads``). Replay makes no call, so a recorded
+    ``<secret NAME>`` and those the profiles read (``profiles()``, SPEC-10-shaped, asked for only when
+    replaying, so building settings otherwise costs nothing more). Replay makes no call, so a recorded
     agent runs with no keys (SPEC 13); a call that does go out with a stand-in is ``missing-secret`` at the
     gateway. Empty unless :func:`effective_mode` is ``replay`` and the file exists."""
     try:
@@ -106,7 +108,10 @@ def stand_ins(mode: str, cassette: str | None, secrets: dict[str, str],
     except S2OError:
         return {}  # no cassette to replay: the names stay missing, and say so where they are used
     text = (data or b"")[:CASSETTE_BYTES].decode("utf-8", "replace")
-    names = {*_SHOWN_SECRET.findall(text), *profile_reads}
+    reads = [name for kind, named in profiles().items() if isinstance(named, dict)
+             for profile in named.values() if isinstance(profile, dict)
+             for name in profile_secret_reads(kind, profile)]
+    names = {*_SHOWN_SECRET.findall(text), *reads}
     return {name: placeholder(name) for name in sorted(names) if name not in secrets}
 
 
