@@ -186,6 +186,25 @@ CASSETTE_BYTES = 64 * 1024 * 1024
 MIN_BASE64_CORE = 6
 #: Most differing fields a ``replay-miss`` names for the closest entry (SPEC 13): enough to see what changed.
 REPLAY_DIFFERENCES = 5
+
+# -- the run trace (SPEC 14) ---------------------------------------------------------------------------
+
+#: Passes of one loop whose spans a trace keeps (SPEC 14): the rest are counted on the loop's span, their outside
+#: calls' tokens and price added to it, so a 10,000-pass loop costs its run no more than its first passes do.
+TRACE_PASSES = 20
+#: Spans one run's trace keeps (SPEC 14); the ones past it are counted on the run's span (``dropped``).
+TRACE_SPANS = 2_000
+#: Characters of one value's summary in a trace (SPEC 14: "long values cut"), the cut marked with an ellipsis.
+TRACE_VALUE_CHARS = 160
+#: Fields and variables one span lists (SPEC 14): a ``var`` of 500 fields shows its first ones and a count.
+TRACE_ITEMS = 40
+#: Characters of all the summaries of one run's trace together: 2,000 spans of 40 items of 160 characters would
+#: be 12.8 M, near a worker message's cap; past this budget a summary is only its ellipsis.
+TRACE_CHARS = 2 << 20
+#: Levels of containers a value's summary in a trace opens (SPEC 14); deeper ones show as ``[…]``.
+TRACE_DEPTH_SHOWN = 4
+#: Characters of a span's name, path or error message (SPEC 14): a JSON path 100 levels deep fits; longer is cut.
+TRACE_TEXT_CHARS = 8_192
 #: Seconds a thread waiting for an outside call on the gateway's loop waits past the call's own timeout, and
 #: then again for the cancelled call to end, before it stops waiting and gives the loop thread up: a step that
 #: holds the loop keeps no caller past the run's time limit plus SPEC 12's 2 s.

@@ -121,7 +121,7 @@ def test_a_run_that_goes_past_the_bound_stops_with_too_deep():
     back = Command("call", {"function": "f"}, "functions.g.commands.call", model=CallFields(function="f"))
     program.functions["g"].commands = [back]
     start = time.monotonic()
-    code, _value, _outputs, _logs, error = s.execution.run_coroutine(run_program(s, program, None, start), start)
+    code, _value, _outputs, _logs, error, _trace = s.execution.run_coroutine(run_program(s, program, None, start), start)
     assert code == "errorInAgent"
     assert (error.code, error.stage) == ("too-deep", "run")
     assert f"more than {MAX_NESTING} levels" in error.message

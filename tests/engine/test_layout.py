@@ -193,6 +193,7 @@ NOT_BOUNDS_MODULES = {
 #: Names whose numbers are not bounds, each with why: a protocol constant, a sentinel, a heuristic's parameter.
 NOT_BOUNDS = {
     ("s2o_kernel.engine.outside.cassette", "FORMAT"): "the cassette file's format version (SPEC 13)",
+    ("s2o_kernel.engine.fragments.trace", "VERSION"): "the trace schema's version (SPEC 14)",
     ("s2o_kernel.engine.policy.denylist", "_TYPE_SUBCLASS_FLAG"): "a bit of CPython's tp_flags",
     ("s2o_kernel.engine.policy.guards", "_STR"): "a bit of CPython's tp_flags",
     ("s2o_kernel.engine.policy.guards", "_DICT"): "a bit of CPython's tp_flags",

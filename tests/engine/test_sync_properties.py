@@ -163,11 +163,13 @@ def fragments(draw: st.DrawFn) -> list[dict[str, Any]]:
     return commands(draw, Where())
 
 
-def outcome(fragment: Any) -> tuple[Any, ...]:
-    """Everything a run of ``fragment`` on a fresh session shows."""
+def outcome(fragment: Any, keep_trace: bool = False) -> tuple[Any, ...]:
+    """Everything a run of ``fragment`` on a fresh session shows. Without a trace by default: a loop's sync body
+    then runs as steps from its first pass (with one, its first passes run the general path, each in a span)."""
     s = Session(Engine(bare_settings({"allowlist": ALLOWLIST, "limits": LIMITS})),
                 locals=dict(START_LOCALS, lst=list(START_LOCALS["lst"]), d=dict(START_LOCALS["d"])),
                 agent=START_AGENT, conv=START_CONV)
+    s.keep_trace = keep_trace
     r = s.run_fragment(fragment)
     err = r.error
     names = s.execution.globals
@@ -218,6 +220,7 @@ def no_command_atomic() -> Iterator[None]:
 @given(fragment=fragments())
 def test_a_fragment_runs_the_same_sync_as_a_coroutine_and_with_snapshots(fragment: list[dict[str, Any]]) -> None:
     fast = outcome(fragment)
+    assert outcome(fragment, keep_trace=True) == fast  # keeping a trace changes nothing a run shows
     with no_steps():
         assert outcome(fragment) == fast
     with every_command_a_coroutine():

@@ -130,7 +130,8 @@ async def run(it: Interpreter, cmd: Command) -> None:
                 raise S2OError("llm-failed", f"the model called '{call['name']}', which is not among the functions "
                                f"offered ({', '.join(offered) or 'none'})", path=f"{path}.functions")
             value = await it.call(fn, call["arguments"], f"{path}.functions.{call['name']}",
-                                  f"{path} (model turn {turn}, tool call {call['id']!r}: {call['name']})")
+                                  f"{path} (model turn {turn}, tool call {call['id']!r}: {call['name']})",
+                                  call_id=str(call["id"]))
             new.append({"role": "tool", "tool_call_id": call["id"], "content": tool_text(value)})
     raise S2OError("llm-turns", f"the model asked for tools {MAX_LLM_TURNS} times without a final answer; an llm "
                    f"command makes at most {MAX_LLM_TURNS} model turns", path=path)

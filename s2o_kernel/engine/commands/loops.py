@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import Field
 
-from ...bounds import YIELD_EVERY, YIELD_INTERVAL
+from ...bounds import TRACE_PASSES, YIELD_EVERY, YIELD_INTERVAL
 from ..errors import S2OError
 from ..fragments import fastpath
+from ..fragments.trace import Tracer
 from ..fragments.tree import Break, Command, Continue, all_sync, join, type_name
 from ..policy.parts import PLAIN_TYPES
 from ..policy.values import runtime_error
@@ -80,7 +81,8 @@ def parse_loop_control(p: Parser, cmd: Command, fields: Any, known: set[str], in
 
 
 async def run_for(it: Interpreter, cmd: Command) -> None:
-    """Run the body once per item (a dict's keys), setting ``item`` and ``index`` as locals."""
+    """Run the body once per item (a dict's keys), setting ``item`` and ``index`` as locals. With a trace, the
+    first passes are recorded (:class:`LoopTrace`), the rest run as they would without one."""
     m = cmd.model
     iterable = await it.value(m.in_, f"{cmd.path}.in")
     if isinstance(iterable, dict):
@@ -91,70 +93,114 @@ async def run_for(it: Interpreter, cmd: Command) -> None:
         raise S2OError("runtime", f"TypeError: 'in' is expected to be a list, got {type_name(iterable)}",
                        path=f"{cmd.path}.in") from None
     body = cmd.children["commands"]
-    if all_sync(body):
-        await for_steps(it, cmd, iterator, fastpath.steps(it, body))
-        return
-    session = it.session
-    count, turned = 0, monotonic()
-    while True:
+    trace = LoopTrace.of(it)
+    try:
+        if trace is not None and not await traced_for(it, cmd, iterator, body, trace):
+            return
+        count = trace.count if trace is not None else 0
+        if all_sync(body):
+            await for_steps(it, cmd, iterator, fastpath.steps(it, body), count, trace)
+            return
+        await for_passes(it, cmd, iterator, body, count, trace)
+    finally:
+        if trace is not None:
+            trace.end()
+
+
+async def traced_for(it: Interpreter, cmd: Command, iterator: Iterator[Any], body: list[Command],
+                     trace: LoopTrace) -> bool:
+    """The recorded passes of a ``for`` (at most :data:`~s2o_kernel.bounds.TRACE_PASSES`), each through the
+    general path in a span of its own; whether the loop goes on after them (then the task is muted)."""
+    m, session = cmd.model, it.session
+    while trace.count < TRACE_PASSES:
         item = next_item(iterator, cmd)
         if item is _DONE:
-            break
-        count += 1
+            return False
+        trace.count += 1
         session.set_local(m.item, item)
         if m.index:
-            session.set_local(m.index, count - 1)
-        begin_pass(it, cmd, count)
-        if not await pass_async(it, body):
-            break
-        if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
-            await asyncio.sleep(0)  # let parallel branches and cancellation in
-            turned = monotonic()
+            session.set_local(m.index, trace.count - 1)
+        begin_pass(it, cmd, trace.count)
+        if not await trace.run_pass(it, body):
+            return False
+    trace.mute()
+    return True
 
 
-async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], steps: list[Step]) -> None:
-    """:func:`run_for`'s passes over a body of sync commands, each command a step (:mod:`..fragments.fastpath`;
-    the namespace and ``exc`` read once, as the steps take them). A plain item (``str``, number…) is set in
-    the namespace as :meth:`~..session.Session.set_local` would, any other through it."""
+async def for_passes(it: Interpreter, cmd: Command, iterator: Iterator[Any], body: list[Command], count: int,
+                     trace: LoopTrace | None) -> None:
+    """:func:`run_for`'s passes over a body that may await, from pass ``count`` + 1."""
+    m, session = cmd.model, it.session
+    turned = monotonic()
+    try:
+        while True:
+            item = next_item(iterator, cmd)
+            if item is _DONE:
+                break
+            count += 1
+            session.set_local(m.item, item)
+            if m.index:
+                session.set_local(m.index, count - 1)
+            begin_pass(it, cmd, count)
+            if not await pass_async(it, body):
+                break
+            if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
+                await asyncio.sleep(0)  # let parallel branches and cancellation in
+                turned = monotonic()
+    finally:
+        if trace is not None:
+            trace.count = count
+
+
+async def for_steps(it: Interpreter, cmd: Command, iterator: Iterator[Any], steps: list[Step], count: int = 0,
+                    trace: LoopTrace | None = None) -> None:
+    """:func:`run_for`'s passes over a body of sync commands from pass ``count`` + 1, each command a step
+    (:mod:`..fragments.fastpath`; the namespace and ``exc`` read once, as the steps take them). A plain item
+    (``str``, number…) is set in the namespace as :meth:`~..session.Session.set_local` would, any other through
+    it. The passes made are left on ``trace`` when there is one, however the loop ends."""
     m, session = cmd.model, it.session
     namespace, view = session.namespace(), HANDLING.get()
     item_name, index_name = m.item, m.index
     named = accepted(item_name) and (not index_name or accepted(index_name))
     passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, session.progress
-    count, turned = 0, monotonic()
-    while True:
-        try:  # next_item, inline
-            item = next(iterator)
-        except StopIteration:
-            break
-        except S2OError:
-            raise
-        except Exception as exc:
-            raise runtime_error(exc, f"{cmd.path}.in") from None
-        count += 1
-        if named and type(item) in PLAIN_TYPES:
-            namespace[item_name] = item
-            if index_name:
-                namespace[index_name] = count - 1
-        else:
-            session.set_local(item_name, item)
-            if index_name:
-                session.set_local(index_name, count - 1)
-        if count > passes:  # begin_pass, inline
-            raise loop_limit(it, cmd)
-        if monotonic() - start > seconds:
-            it.check_time(cmd.path)
-        progress.note_pass(count)
-        try:
-            for step in steps:
-                step(namespace, view)
-        except Break:
-            break
-        except Continue:
-            pass
-        if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
-            await asyncio.sleep(0)
-            turned = monotonic()
+    turned = monotonic()
+    try:
+        while True:
+            try:  # next_item, inline
+                item = next(iterator)
+            except StopIteration:
+                break
+            except S2OError:
+                raise
+            except Exception as exc:
+                raise runtime_error(exc, f"{cmd.path}.in") from None
+            count += 1
+            if named and type(item) in PLAIN_TYPES:
+                namespace[item_name] = item
+                if index_name:
+                    namespace[index_name] = count - 1
+            else:
+                session.set_local(item_name, item)
+                if index_name:
+                    session.set_local(index_name, count - 1)
+            if count > passes:  # begin_pass, inline
+                raise loop_limit(it, cmd)
+            if monotonic() - start > seconds:
+                it.check_time(cmd.path)
+            progress.note_pass(count)
+            try:
+                for step in steps:
+                    step(namespace, view)
+            except Break:
+                break
+            except Continue:
+                pass
+            if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
+                await asyncio.sleep(0)
+                turned = monotonic()
+    finally:
+        if trace is not None:
+            trace.count = count
 
 
 #: What :func:`next_item` returns after the last item.
@@ -186,41 +232,67 @@ async def run_while(it: Interpreter, cmd: Command) -> None:
     """Run the body while the condition is true. A condition that cannot await is read by a plain call
     (:func:`..fragments.fastpath.condition`) and a body of sync commands runs as steps; a condition that
     may await, or any condition once the session's engine changed mid-run (turned guarded), is awaited
-    through :meth:`~..fragments.interpreter.Interpreter.truth`, a body that may await through ``block``."""
+    through :meth:`~..fragments.interpreter.Interpreter.truth`, a body that may await through ``block``.
+    With a trace, the first passes are recorded through the general path (:class:`LoopTrace`)."""
+    raw, path = cmd.model.condition, f"{cmd.path}.condition"
     body = cmd.children["commands"]
+    trace = LoopTrace.of(it)
+    try:
+        if trace is not None:
+            while trace.count < TRACE_PASSES:
+                if not await it.truth(raw, path):
+                    return
+                trace.count += 1
+                begin_pass(it, cmd, trace.count)
+                if not await trace.run_pass(it, body):
+                    return
+            trace.mute()
+        await while_passes(it, cmd, body, trace.count if trace is not None else 0, trace)
+    finally:
+        if trace is not None:
+            trace.end()
+
+
+async def while_passes(it: Interpreter, cmd: Command, body: list[Command], count: int,
+                       trace: LoopTrace | None) -> None:
+    """:func:`run_while`'s passes from pass ``count`` + 1, the passes made left on ``trace`` however they end."""
     steps = fastpath.steps(it, body) if all_sync(body) else None
     raw, path = cmd.model.condition, f"{cmd.path}.condition"
     test = fastpath.condition(it, raw, path)
     namespace, view = it.session.namespace(), HANDLING.get()
     execution, engine, truth_of = it.execution, it.execution.engine, it.truth_of
     passes, seconds, start, progress = it.limits.loop_iterations, it.limits.time, it.start, it.session.progress
-    count, turned = 0, monotonic()
-    while True:
-        if test is not None and execution.engine is engine:
-            value = test(namespace, view)
-            if not (value if type(value) is bool else truth_of(value, path)):
+    turned = monotonic()
+    try:
+        while True:
+            if test is not None and execution.engine is engine:
+                value = test(namespace, view)
+                if not (value if type(value) is bool else truth_of(value, path)):
+                    break
+            elif not await it.truth(raw, path):
                 break
-        elif not await it.truth(raw, path):
-            break
-        count += 1
-        if count > passes:  # begin_pass, inline
-            raise loop_limit(it, cmd)
-        if monotonic() - start > seconds:
-            it.check_time(cmd.path)
-        progress.note_pass(count)
-        if steps is not None:  # pass_async for a body of sync commands, as steps
-            try:
-                for step in steps:
-                    step(namespace, view)
-            except Break:
+            count += 1
+            if count > passes:  # begin_pass, inline
+                raise loop_limit(it, cmd)
+            if monotonic() - start > seconds:
+                it.check_time(cmd.path)
+            progress.note_pass(count)
+            if steps is not None:  # pass_async for a body of sync commands, as steps
+                try:
+                    for step in steps:
+                        step(namespace, view)
+                except Break:
+                    break
+                except Continue:
+                    pass
+            elif not await pass_async(it, body):
                 break
-            except Continue:
-                pass
-        elif not await pass_async(it, body):
-            break
-        if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
-            await asyncio.sleep(0)
-            turned = monotonic()
+            if not count % YIELD_EVERY and monotonic() - turned >= YIELD_INTERVAL:
+                await asyncio.sleep(0)
+                turned = monotonic()
+    finally:
+        if trace is not None:
+            trace.count = count
 
 
 def begin_pass(it: Interpreter, cmd: Command, count: int) -> None:
@@ -259,6 +331,55 @@ def run_break(it: Interpreter, cmd: Command) -> None:
 def run_continue(it: Interpreter, cmd: Command) -> None:
     """End the innermost loop's pass."""
     raise Continue
+
+
+class LoopTrace:
+    """A loop's passes in the run's trace (SPEC 14; :mod:`..fragments.trace`): the first
+    :data:`~s2o_kernel.bounds.TRACE_PASSES` each in a span numbered by pass, run through the general path;
+    then the task muted (:meth:`~..fragments.trace.Tracer.mute`) and the passes counted. ``count``: passes made
+    so far; ``loop``: the loop command's span."""
+
+    __slots__ = ("count", "loop", "token", "tracer")
+
+    def __init__(self, tracer: Tracer, loop: int) -> None:
+        self.tracer, self.loop, self.count, self.token = tracer, loop, 0, None
+
+    @classmethod
+    def of(cls, it: Interpreter) -> LoopTrace | None:
+        """The loop's trace, or ``None`` when the run keeps none or the loop's own span is not recorded."""
+        tracer = it.tracer
+        if tracer is None:
+            return None
+        loop = tracer.current()
+        return cls(tracer, loop) if loop >= 0 else None
+
+    async def run_pass(self, it: Interpreter, body: list[Command]) -> bool:
+        """Run pass :attr:`count` in a span of its own (:func:`pass_async`); ``False`` after a ``break``."""
+        tracer = self.tracer
+        span = tracer.open("pass", f"pass {self.count}", join(self.loop_path(), "commands"))
+        tracer.note("pass", self.count)
+        try:
+            going = await pass_async(it, body)
+        except BaseException as exc:
+            tracer.close(span, exc)
+            raise
+        tracer.close(span)
+        return going
+
+    def loop_path(self) -> str:
+        """The loop command's JSON path."""
+        return self.tracer.spans[self.loop].path
+
+    def mute(self) -> None:
+        """The recorded passes are done: the rest are counted, not kept."""
+        self.token = self.tracer.mute(self.loop, self.count)
+
+    def end(self) -> None:
+        """The loop ended (however): its passes on its span; the task records again."""
+        if self.token is not None:
+            self.tracer.unmute(self.token, self.loop, self.count, TRACE_PASSES)
+        else:
+            self.tracer.spans[self.loop].info["passes"] = self.count
 
 
 FOR = CommandSpec("for", parse_for, run_for, fields=ForFields)

@@ -28,7 +28,7 @@ def parse(p: Parser, cmd: Command, fields: Any, known: set[str], in_loop: bool) 
 async def run(it: Interpreter, cmd: Command) -> None:
     """Run the branches as tasks; raise the gathered errors."""
     it.parallel_depth += 1
-    tasks = [asyncio.ensure_future(it.block(branch)) for branch in cmd.branches]
+    tasks = [asyncio.ensure_future(it.branch(i, f"{cmd.path}[{i}]", branch)) for i, branch in enumerate(cmd.branches)]
     for task in tasks:  # read by this command or not (a second failure, a branch cancelled), never logged
         task.add_done_callback(_retrieved)
     try:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from ..errors import S2OError
+from ..fragments.trace import Tracer
 from ..fragments.tree import Command, Function, Program
 from ..language.compiled import Compiled
 from ..run.budget import OutputBudget
@@ -81,6 +82,8 @@ class Interpreter(Protocol):
     parallel_depth: int
     current_path: str | None
     fast: dict[int, tuple[Engine, list[Command], list[Step]]]
+    #: The run's trace as it is recorded (SPEC 14), ``None`` when the session keeps none.
+    tracer: Tracer | None
 
     async def value(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
         """A dynamic value, evaluated."""
@@ -128,6 +131,10 @@ class Interpreter(Protocol):
     def write_output(self, cmd: Command, value: Any, *, failed: bool) -> bool:
         """Write ``value`` to ``cmd``'s ``outputPath`` targets (SPEC 8)."""
 
-    async def call(self, fn: Function, args: dict[str, Any], path: str, site: str) -> Any:
+    async def call(self, fn: Function, args: dict[str, Any], path: str, site: str, call_id: str | None = None) -> Any:
         """Run ``fn`` with fresh locals holding ``args``; its return value. ``site`` names the caller in the call
-        chain of an error raised inside (``details["calls"]``, outermost first)."""
+        chain of an error raised inside (``details["calls"]``, outermost first); ``call_id``, a model's tool
+        call's id, makes its span a ``tool`` span."""
+
+    async def branch(self, index: int, path: str, commands: list[Command]) -> None:
+        """Run ``parallel``'s branch ``index`` (at ``path``), in a span of its own."""

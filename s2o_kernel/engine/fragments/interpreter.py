@@ -41,10 +41,11 @@ from ...bounds import MAX_CALL_CHAIN, MAX_NESTING
 from ..commands import registry
 from ..commands.protocols import Step
 from ..errors import S2OError
+from ..language import rules
 from ..language.compiled import Compiled
 from ..language.dynamic import expression_of
 from ..language.references import is_reference, parse_reference
-from ..outside.call import CALL_FAILED_CODES, OutsideCall, json_fields
+from ..outside.call import CALL_FAILED_CODES, RECEIPT, OutsideCall, json_fields
 from ..outside.llm import cost_limit_error
 from ..policy.guards import PRINT_SINK
 from ..policy.values import error_message, runtime_error
@@ -54,6 +55,7 @@ from ..run.failures import INTERRUPTED
 from ..run.limits import RunInterrupt, RunTimeout
 from ..run.state import SessionState, Snapshot
 from . import wiring
+from .trace import Tracer
 from .tree import TYPES, UNHANDLED, Break, Command, Continue, End, Fail, Function, Program, Return, join, type_name
 
 OutputSink = Callable[[dict[str, Any]], None]
@@ -62,6 +64,9 @@ OutputSink = Callable[[dict[str, Any]], None]
 _DEPTH: ContextVar[int] = ContextVar("s2o_depth", default=0)
 
 TOO_DEEP = "the run nests too deeply"
+
+#: Names a command's span does not list as variables it wrote: the runtime's (``result`` is shown apart).
+RUNTIME_NAMES = rules.RESERVED_NAMES | {"__builtins__"}
 
 
 class Interpreter:
@@ -81,6 +86,8 @@ class Interpreter:
         spend: US dollars the run's model calls have cost so far (SPEC 6, 7.1; :meth:`add_spend`).
         compiled: (dynamic string, command field names) → its code under ``compiled_by``, the session's
             engine; ``fast``: a sync loop body's steps, by the body's id (:func:`.fastpath.steps`).
+        tracer: the run's trace as it is recorded (SPEC 14; :mod:`.trace`), ``None`` when the session keeps
+            none (``keep_trace``).
     """
 
     def __init__(self, session: SessionState, program: Program, on_output: OutputSink | None, start: float) -> None:
@@ -99,6 +106,7 @@ class Interpreter:
         self.compiled: dict[tuple[str, tuple[str, ...]], Compiled] = {}
         self.compiled_by: Engine | None = None
         self.fast: dict[int, tuple[Engine, list[Command], list[Step]]] = {}
+        self.tracer: Tracer | None = Tracer(program.kind) if session.keep_trace else None
 
     # -- values -------------------------------------------------------------------------------------
     async def value(self, raw: Any, path: str, fields: dict[str, Any] | None = None) -> Any:
@@ -114,12 +122,15 @@ class Interpreter:
             if compiled.is_coroutine_code and self.parallel_depth:
                 namespace = dict(namespace)  # what this task sees stays put while it awaits
             try:
-                return await self.execution.run_on_loop(compiled, self.start, namespace)
+                value = await self.execution.run_on_loop(compiled, self.start, namespace)
             except S2OError as exc:
                 raise exc.with_context(path=path) from None
             except asyncio.CancelledError:  # interrupted while it awaited: where the run stopped
                 self.stopped_at = path
                 raise
+            if self.tracer is not None:
+                self.tracer.field(path, value)
+            return value
         if isinstance(raw, list):
             return [await self.value(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
         if isinstance(raw, dict):
@@ -133,9 +144,12 @@ class Interpreter:
             if compiled is None:
                 return self.reference(raw, path) if is_reference(raw) else raw
             try:
-                return self.execution.run_now(compiled, self.start, self.session.prepare(fields))
+                value = self.execution.run_now(compiled, self.start, self.session.prepare(fields))
             except S2OError as exc:
                 raise exc.with_context(path=path) from None
+            if self.tracer is not None:
+                self.tracer.field(path, value)
+            return value
         if isinstance(raw, list):
             return [self.value_sync(v, f"{path}[{i}]", fields) for i, v in enumerate(raw)]
         if isinstance(raw, dict):
@@ -218,12 +232,29 @@ class Interpreter:
             self.check_time(path)
         limit = remaining if timeout is None else min(float(timeout), remaining)
         request = OutsideCall(kind, profile, json_fields(fields, path, kind), path, max(limit, 0.001))
+        tracer = self.tracer
+        span = tracer.open("outside", kind, path) if tracer is not None else -1
+        receipt: dict[str, Any] = {}
+        token = RECEIPT.set(receipt)
         try:
-            return await self.session.outside.call(request, self.emit)
-        except S2OError as exc:
-            if exc.code in ("api-timeout", "timedOut") and limit >= remaining:  # the run's time ran out
-                raise S2OError("timedOut", self.session.engine.time_limit_text(), path=path) from None
-            raise
+            if tracer is not None:
+                tracer.request(span, kind, profile, request.fields)
+            result = await self.session.outside.call(request, self.emit)
+        except BaseException as exc:
+            raised = exc
+            if isinstance(exc, S2OError) and exc.code in ("api-timeout", "timedOut") and limit >= remaining:
+                raised = S2OError("timedOut", self.session.engine.time_limit_text(), path=path)  # the run's time
+            if tracer is not None:
+                tracer.close(span, raised)
+            if raised is exc:
+                raise
+            raise raised from None
+        finally:
+            RECEIPT.reset(token)
+        if tracer is not None:
+            tracer.response(span, kind, result, receipt)
+            tracer.close(span)
+        return result
 
     def check_time(self, path: str) -> None:
         """Raise ``timedOut`` when the run has passed ``limits.time`` seconds."""
@@ -266,7 +297,23 @@ class Interpreter:
             self.command_sync(cmd)
 
     async def command(self, cmd: Command) -> None:
-        """Run one command through its registry entry, restoring state when it fails (see module doc)."""
+        """Run one command through its registry entry, restoring state when it fails (see module doc), in a
+        span of the run's trace when it keeps one (SPEC 14): the variables it bound listed when it succeeds."""
+        tracer = self.tracer
+        if tracer is None or (span := tracer.open("command", cmd.name, cmd.path)) < 0:
+            await self.run_command(cmd)
+            return
+        before = self.session.bindings()
+        try:
+            await self.run_command(cmd)
+        except BaseException as exc:
+            tracer.close(span, exc)
+            raise
+        tracer.wrote(span, before, self.session.bindings(), RUNTIME_NAMES)
+        tracer.close(span)
+
+    async def run_command(self, cmd: Command) -> None:
+        """:meth:`command` without its span."""
         run = registry.REGISTRY[cmd.name].run
         if run is None:  # cannot happen: a command with no run has no expression, so it is sync
             raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
@@ -290,9 +337,24 @@ class Interpreter:
             self.session.clear_command_fields()
 
     def command_sync(self, cmd: Command) -> None:
-        """:meth:`command` for a sync command (``Command.sync``): the same steps, no coroutine. The time is
-        checked before it as before every command: the watchdog fires only ``0.1`` s past the limit, so without
-        the check a run whose time passed in a sync command would go on (and could succeed)."""
+        """:meth:`command` for a sync command (``Command.sync``): the same steps, no coroutine, the same span."""
+        tracer = self.tracer
+        if tracer is None or (span := tracer.open("command", cmd.name, cmd.path)) < 0:
+            self.run_command_sync(cmd)
+            return
+        before = self.session.bindings()
+        try:
+            self.run_command_sync(cmd)
+        except BaseException as exc:
+            tracer.close(span, exc)
+            raise
+        tracer.wrote(span, before, self.session.bindings(), RUNTIME_NAMES)
+        tracer.close(span)
+
+    def run_command_sync(self, cmd: Command) -> None:
+        """:meth:`command_sync` without its span. The time is checked before it as before every command: the
+        watchdog fires only ``0.1`` s past the limit, so without the check a run whose time passed in a sync
+        command would go on (and could succeed)."""
         run = registry.REGISTRY[cmd.name].run_sync
         if run is None:  # cannot happen: the parser makes only commands with run_sync sync
             raise S2OError("unexpected", f"'{cmd.name}' has no way to run here", path=cmd.path)
@@ -342,8 +404,12 @@ class Interpreter:
             raise
         if cmd.on_error is None:
             if wrote:
+                if self.tracer is not None:
+                    self.tracer.error(exc, "outputPath")
                 return None
             raise exc from None
+        if self.tracer is not None:
+            self.tracer.error(exc, "onError")
         return exc
 
     def write_output(self, cmd: Command, value: Any, *, failed: bool) -> bool:
@@ -367,6 +433,21 @@ class Interpreter:
         with self.session.handling(error):
             await self.block(handler)
 
+    async def branch(self, index: int, path: str, commands: list[Command]) -> None:
+        """Run ``parallel``'s branch ``index`` (at ``path``, its own task) in a span of the run's trace."""
+        tracer = self.tracer
+        span = tracer.open("branch", f"branch {index}", path) if tracer is not None else -1
+        if tracer is not None:
+            tracer.note("branch", index)
+        try:
+            await self.block(commands)
+        except BaseException as exc:
+            if tracer is not None:
+                tracer.close(span, exc)
+            raise
+        if tracer is not None:
+            tracer.close(span)
+
     # -- functions ------------------------------------------------------------------------------------
     def bind_args(self, fn: Function, args: dict[str, Any], path: str) -> dict[str, Any]:
         """Check ``args`` against ``fn``'s declared names and types (SPEC 7); code ``argument``."""
@@ -387,22 +468,42 @@ class Interpreter:
             bound[name] = value
         return bound
 
-    async def call(self, fn: Function, args: dict[str, Any], path: str, site: str) -> Any:
+    async def call(self, fn: Function, args: dict[str, Any], path: str, site: str, call_id: str | None = None) -> Any:
         """Run ``fn`` with fresh locals holding ``args``; its return value. An error raised inside names
         ``site`` (the command, or the model turn, that called) first in its call chain, ``details["calls"]``:
-        outermost first, as Python's traceback lists frames, at most :data:`MAX_CALL_CHAIN` (SPEC 9)."""
+        outermost first, as Python's traceback lists frames, at most :data:`MAX_CALL_CHAIN` (SPEC 9). The call
+        is a span of the run's trace: ``function``, or ``tool`` (a model's tool call ``call_id``)."""
         bound = self.bind_args(fn, args, path)
+        tracer = self.tracer
+        span = tracer.open("function" if call_id is None else "tool", fn.name, fn.path) if tracer is not None else -1
         try:
+            if tracer is not None and span >= 0:
+                if call_id is not None:
+                    tracer.note("call_id", tracer.cut(call_id))
+                for name, value in bound.items():
+                    tracer.field(f"{fn.path}.args.{name}", value)
             with self.session.function_scope(bound):
-                return await self.function_body(fn)
-        except S2OError as exc:
-            calls = (exc.details or {}).get("calls")
-            chain = [site, *(calls if isinstance(calls, list) else [])]
-            if len(chain) > MAX_CALL_CHAIN:
-                half = MAX_CALL_CHAIN // 2
-                chain = [*chain[:half], f"... {len(chain) - 2 * half} calls ...", *chain[-half:]]
-            exc.details = {**(exc.details or {}), "calls": chain}
+                value = await self.function_body(fn)
+        except BaseException as exc:
+            if tracer is not None:
+                tracer.close(span, exc)
+            if isinstance(exc, S2OError):
+                self.chain(exc, site)
             raise
+        if tracer is not None:
+            tracer.note("result", tracer.summary(value))
+            tracer.close(span)
+        return value
+
+    @staticmethod
+    def chain(exc: S2OError, site: str) -> None:
+        """Put ``site`` first in ``exc``'s call chain (``details["calls"]``, at most :data:`MAX_CALL_CHAIN`)."""
+        calls = (exc.details or {}).get("calls")
+        chain = [site, *(calls if isinstance(calls, list) else [])]
+        if len(chain) > MAX_CALL_CHAIN:
+            half = MAX_CALL_CHAIN // 2
+            chain = [*chain[:half], f"... {len(chain) - 2 * half} calls ...", *chain[-half:]]
+        exc.details = {**(exc.details or {}), "calls": chain}
 
     async def function_body(self, fn: Function) -> Any:
         """Run a function's commands (and its ``onError``); the value of its ``return``, or ``None``."""
@@ -420,13 +521,15 @@ class Interpreter:
         return None
 
 
-RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None]
+#: ``(code, value, outputs, logs, error, trace)``: ``trace`` the JSON form of the run's trace (:mod:`.trace`), or
+#: ``None`` when the session keeps none.
+RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None, "dict[str, Any] | None"]
 
 
 async def run_program(session: SessionState, program: Program, on_output: OutputSink | None,
                       start: float, inputs_args: dict[str, Any] | None = None,
                       on_print: Callable[[str], None] | None = None) -> RunOutcome:
-    """Run ``program`` as one run; returns ``(code, value, outputs, logs, error)``. ``inputs_args`` are the
+    """Run ``program`` as one run; returns :data:`RunOutcome`. ``inputs_args`` are the
     run's inputs; those the body declares as arguments are bound to them. ``on_print`` gets the text the
     run's expressions print (:data:`~..policy.guards.PRINT_SINK`, for this task and those it starts)."""
     PRINT_SINK.set(on_print)  # this coroutine's task has a context of its own: the caller's is untouched
@@ -460,6 +563,9 @@ async def run_program(session: SessionState, program: Program, on_output: Output
         code, error = "stopped", S2OError("stopped", INTERRUPTED, path=interp.current_path)
     except asyncio.CancelledError:  # interrupted (Session.interrupt): the caller reports ``stopped`` here
         session.stopped_at = interp.stopped_at or interp.current_path
+        if interp.tracer is not None:  # the trace of a run stopped: its caller's (Session.stopped_trace)
+            session.stopped_trace = interp.tracer.finish("stopped", S2OError("stopped", INTERRUPTED,
+                                                                             path=session.stopped_at))
         raise
     except (Break, Continue):  # pragma: no cover - refused at validation
         code, error = "errorInAgent", S2OError("loop-control", "break or continue outside a loop")
@@ -467,7 +573,8 @@ async def run_program(session: SessionState, program: Program, on_output: Output
         code, error = "errorInAgent", S2OError("too-deep", f"{TOO_DEEP} for Python's stack", path=interp.current_path)
     except Exception as exc:  # a fault of the engine, reported as data, never raised out of the run
         code, error = "unexpected", S2OError("unexpected", error_message(exc), path=interp.current_path)
-    return code, value, interp.outputs, interp.logs, error
+    trace = interp.tracer.finish(code, error) if interp.tracer is not None else None
+    return code, value, interp.outputs, interp.logs, error, trace
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +40,23 @@ AnswerFn = Callable[[str, list[Question]], "dict[str, Any] | None"]
 #: Receives a streamed output part (``{"type": "text", "text": …}``) while a call runs (``llm`` with
 #: ``streamOutput``).
 StreamFn = Callable[[dict[str, Any]], None]
+
+
+#: What the door that served a call tells the run's trace about it (SPEC 14), beside its result: the caller
+#: sets a fresh dict here before the call, in the task that awaits it, and the door may set ``replayed``
+#: (``True`` when a cassette answered, SPEC 13) and ``recorded`` (the seconds the call took when it was
+#: recorded). A door of your own need not know of it: the trace then says nothing of replay.
+RECEIPT: ContextVar[dict[str, Any] | None] = ContextVar("s2o_receipt", default=None)
+
+
+def note_replayed(duration: Any) -> None:
+    """The call being served was answered by a cassette whose entry took ``duration`` seconds (a finite,
+    non-negative number, or anything else for unknown): noted on the caller's :data:`RECEIPT`, if any."""
+    receipt = RECEIPT.get()
+    if receipt is not None:
+        receipt["replayed"] = True
+        if type(duration) in (int, float) and math.isfinite(duration) and duration >= 0:
+            receipt["recorded"] = float(duration)
 
 
 @dataclass(frozen=True, slots=True)

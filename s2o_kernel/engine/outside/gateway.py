@@ -68,7 +68,7 @@ from ..run.state import SessionState
 from ..settings import Settings
 from . import ask
 from .bounded import Budget, check_value
-from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn
+from .call import SECRET_KINDS, AnswerFn, OutsideCall, StreamFn, note_replayed
 from .cassette import Cassette, Take, canonical, check_replayed, effective_mode
 from .secrets import CREDENTIAL_FIELDS, Masker, field_secrets, inert, placeholders_in, secret_reads, unplace
 
@@ -359,6 +359,7 @@ class Gateway:
         if take is None:
             return await self._call(request, on_stream)
         if take.entry is not None:
+            note_replayed(take.entry.get("duration"))
             return self._replayed(take, request, on_stream)
         try:
             result = await self._call(request, take.sink(on_stream))
@@ -375,6 +376,7 @@ class Gateway:
         if take is None:
             return self._call_sync(request, on_stream)
         if take.entry is not None:
+            note_replayed(take.entry.get("duration"))
             return self._replayed(take, request, on_stream)
         try:
             result = self._call_sync(request, take.sink(on_stream))

@@ -68,8 +68,10 @@ class Execution:
         self._deadline = Armed(0, 0.0, refire=True)  # reused by every time limit armed in the calling thread
         self._armed = WATCHDOG.armed
         self._token: Any = None
-        #: The JSON path of the command a fragment run was running when it was interrupted (its ``stopped``).
+        #: The JSON path of the command a fragment run was running when it was interrupted (its ``stopped``),
+        #: and that run's trace (SPEC 14), which its caller reports since the run itself never returned.
         self.stopped_at: str | None = None
+        self.stopped_trace: dict[str, Any] | None = None
         self.use_engine(engine)
         WATCHDOG.start()
 
@@ -261,7 +263,7 @@ class Execution:
             self._loop_thread = LoopThread()
             weakref.finalize(self, self._loop_thread.stop)
         remaining = max(self.engine.settings.limits.time - (time.monotonic() - start), 0.0)
-        self.stopped_at = None
+        self.stopped_at, self.stopped_trace = None, None
 
         async def step() -> Any:
             token = WATCHDOG.arm(remaining + 0.1)

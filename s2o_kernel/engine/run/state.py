@@ -66,6 +66,9 @@ class SessionState(Execution):
         self.llm_messages: list[dict[str, Any]] = []  # the conversation's model messages (llm, SPEC 7.1)
         #: The loop counts of the last (or running) fragment run, readable from another thread.
         self.progress = RunProgress()
+        #: Whether fragment runs keep their trace (SPEC 14; ``RunResult.trace``). On by default; the benchmarks
+        #: turn it off to measure what keeping one costs.
+        self.keep_trace = True
         self._bind_engine()
         for name, value in (agent or {}).items():
             check_json(value, f"agent.{name}")
@@ -246,6 +249,11 @@ class SessionState(Execution):
         """Shallow copies of (the current namespace, agent, conv), to restore after a failed command, and the
         mark of the journal of items written (:attr:`items_written`)."""
         return dict(self.namespace()), dict(self._agent), dict(self._conv), self.items_written.mark()
+
+    def bindings(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """Shallow copies of (the current namespace, agent, conv): what a command's span compares to list the
+        variables it bound (:meth:`~..fragments.trace.Tracer.wrote`)."""
+        return dict(self.namespace()), dict(self._agent), dict(self._conv)
 
     def release(self, snap: Snapshot) -> None:
         """The command :meth:`snapshot` was taken for succeeded: nothing of it will be restored."""

@@ -74,13 +74,15 @@ class Channel:
                     raise TimeoutError
                 select.select([], [self._fd], [], min(remaining, SELECT_POLL))
 
-    def answer(self, request_id: int, make: Callable[[], Any], deadline: float) -> None:
+    def answer(self, request_id: int, make: Callable[[], Any], deadline: float,
+               receipt: dict[str, Any] | None = None) -> None:
         """Write the answer to an ``outside`` event of request ``request_id`` by ``deadline``: what ``make()``
-        returns, or the ``S2OError`` it raises. Always exactly one line, even when ``make`` is interrupted (then
-        ``stopped``, and the interrupt goes on); a worker gone meanwhile is found by the next read, one that does
-        not read its answer by the deadline raises ``TimeoutError``."""
+        returns, with ``receipt`` as ``make`` left it, or the ``S2OError`` it raises. Always exactly one line,
+        even when ``make`` is interrupted (then ``stopped``, and the interrupt goes on); a worker gone meanwhile
+        is found by the next read, one that does not read its answer by the deadline raises ``TimeoutError``."""
         try:
-            line = wire.encode_outside_reply(request_id, make())
+            result = make()
+            line = wire.encode_outside_reply(request_id, result, receipt=receipt)
         except S2OError as exc:
             line = wire.encode_outside_reply(request_id, error=exc)
         except BaseException:

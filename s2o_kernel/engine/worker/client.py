@@ -46,10 +46,11 @@ from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
 from ..fragments.definition_bounds import requested_cost, requested_time
 from ..fragments.depth import check_fragment_json
-from ..outside.call import OutsideCall
+from ..fragments.trace import mask, nest
+from ..outside.call import RECEIPT, OutsideCall
 from ..outside.gateway import Gateway
 from ..outside.llm import cost_limit_error
-from ..outside.secrets import worker_settings
+from ..outside.secrets import shared_masker, worker_settings
 from ..run.budget import OutputBudget, text_bytes, text_limit_error
 from ..run.codecache import CodeCache
 from ..run.engine import Validation
@@ -373,17 +374,23 @@ class IsolatedSession:
             call = dataclasses.replace(call, fields={
                 **call.fields, "max_rows": min(call.fields["max_rows"], self._settings.limits.db_rows)})
 
+        receipt: dict[str, Any] = {}
+
         def make() -> Any:
             if call.kind == "llm" and self._spend > self._cost_bound:
                 raise cost_limit_error(self._spend, self._cost_bound, self._cost_name, call.path)
-            result = self.outside.call_sync(call, None if on_event is None else (
-                lambda part: on_event(wire.Event("streamed", part))))
+            token = RECEIPT.set(receipt)  # what the door tells of the call goes back with its result
+            try:
+                result = self.outside.call_sync(call, None if on_event is None else (
+                    lambda part: on_event(wire.Event("streamed", part))))
+            finally:
+                RECEIPT.reset(token)
             if call.kind == "llm" and type(result) is dict and type(result.get("cost")) in (int, float) \
                     and 0 <= result["cost"] < float("inf"):
                 self._spend += result["cost"]  # the gateway's own price of the turn (checked: never negative)
             return result
 
-        channel.answer(request_id, make, deadline)
+        channel.answer(request_id, make, deadline, receipt)
 
     @property
     def outside(self) -> Gateway:
@@ -499,6 +506,10 @@ class IsolatedSession:
             self._time_limit = None
             self.on_print = held_print
         run.outputs, run.printed = kept, "".join(printed)
+        if run.trace is not None:  # the worker's, checked: every secret this side knows masked
+            door = self._outside
+            masker = door.masker if door is not None else shared_masker(self._settings.sensitive_texts())
+            run.trace = nest(mask(run.trace, masker.text))
         return run
 
     def validate(self, expr: str) -> Validation:

@@ -31,7 +31,7 @@ from typing import IO, Any, Protocol, TypeGuard
 
 from ...bounds import MAX_MESSAGE, READ_CHUNK
 from ..errors import S2OError
-from ..outside.call import OutsideCall, StreamFn
+from ..outside.call import RECEIPT, OutsideCall, StreamFn
 from . import wire
 from .calls import check_size
 
@@ -78,6 +78,9 @@ class Forwarder:
         reply = wire.decode_outside_reply(await future, request_id)
         if reply.error is not None:
             raise reply.error
+        receipt = RECEIPT.get()
+        if receipt is not None and reply.receipt:
+            receipt.update(reply.receipt)
         return reply.result
 
     def deliver(self, line: bytes) -> None:

@@ -99,7 +99,8 @@ def _decode_vars(data: object) -> dict[str, dict[str, Any]]:
 
 #: The result codecs of the table: shape of the JSON, worker's encoder, parent's decoder.
 AS_VALUE = Codec("DISPLAY", wire.encode_value, wire.decode_value)
-AS_RUN = Codec("{code, value: DISPLAY or null, logs: [TEXT], error: ERROR or null}", wire.encode_run, wire.decode_run)
+AS_RUN = Codec("{code, value: DISPLAY or null, logs: [TEXT], error: ERROR or null, result: DISPLAY or null, "
+               "trace: TRACE (flat form) or null}", wire.encode_run, wire.decode_run)
 AS_VALIDATION = Codec("{errors: [ERROR], allowlist_names: [TEXT], local_names: [TEXT], secrets: [TEXT]}",
                       wire.encode_validation, wire.decode_validation)
 AS_DATAFLOW = Codec("{reads, writes, accesses: [ACCESS]} (SPEC 8)", Dataflow.to_dict, wire.decode_dataflow)

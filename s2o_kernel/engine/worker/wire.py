@@ -53,7 +53,8 @@ and :func:`encode_outside` raise that error for an output part or an outside cal
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...bounds import (
@@ -74,6 +75,7 @@ from ...bounds import (
 )
 from ..codes import CODES, RESULT, STAGES
 from ..errors import ErrorGroup, S2OError
+from ..fragments import trace
 from ..fragments.dataflow import VIAS, WHENS, Access, Dataflow
 from ..outside.call import OutsideCall
 from ..policy.written import shown_text, too_large_text, written_size
@@ -212,12 +214,15 @@ def encode_outside(request_id: int | None, call: OutsideCall) -> bytes:
     return _worker_line({"id": request_id, "event": "outside", "call": call.to_json()}, "an outside call")
 
 
-def encode_outside_reply(request_id: int, result: Any = None, error: S2OError | None = None) -> bytes:
-    """The parent's answer to an ``outside`` event: ``result`` (JSON), or ``error``. A result too large
+def encode_outside_reply(request_id: int, result: Any = None, error: S2OError | None = None,
+                         receipt: dict[str, Any] | None = None) -> bytes:
+    """The parent's answer to an ``outside`` event: ``result`` (JSON), or ``error``; with a result, the door's
+    ``receipt`` (:data:`~..outside.call.RECEIPT`: whether a cassette answered) when it has one. A result too large
     for one message (or not JSON) becomes an error answer, so the worker always gets its line."""
     if error is None:
         try:
-            return _line({"op": "outside_reply", "id": request_id, "ok": True, "result": result}, "the call's result")
+            return _line({"op": "outside_reply", "id": request_id, "ok": True, "result": result,
+                          **({"receipt": receipt} if receipt else {})}, "the call's result")
         except S2OError as exc:
             error = exc
         except (TypeError, ValueError, RecursionError) as exc:
@@ -235,10 +240,22 @@ def decode_outside_reply(line: bytes, request_id: int) -> Reply:
     if message.get("op") != "outside_reply" or type(message.get("id")) is not int or message["id"] != request_id:
         raise fault("an outside reply for another request", PARENT)
     if message.get("ok") is True and "result" in message:
-        return Reply(message["result"], None)
+        receipt = message.get("receipt")
+        if receipt is not None and not _is_receipt(receipt):
+            raise fault("an outside reply whose receipt is not {replayed, recorded}", PARENT)
+        return Reply(message["result"], None, receipt)
     if message.get("ok") is False:
         return Reply(None, decode_error(message.get("error")))
     raise fault("an outside reply that is neither a result nor an error", PARENT)
+
+
+def _is_receipt(data: Any) -> bool:
+    """Whether ``data`` is a door's receipt: ``{"replayed": true|false, "recorded": SECONDS}``, both optional."""
+    if type(data) is not dict or set(data) - {"replayed", "recorded"}:
+        return False
+    recorded = data.get("recorded", 0.0)
+    return type(data.get("replayed", False)) is bool and type(recorded) in (int, float) \
+        and math.isfinite(recorded) and recorded >= 0
 
 
 def encode_progress(request_id: int | None, progress: JSONDict) -> bytes:
@@ -309,7 +326,8 @@ def encode_run(run: RunResult) -> JSONDict:
     """
     return {"code": run.code, "value": encode_optional_value(run.value), "logs": run.logs,
             "error": encode_error(run.error) if run.error is not None else None,
-            "result": encode_optional_value(run.result)}
+            "result": encode_optional_value(run.result),
+            "trace": trace.flatten(run.trace) if run.trace is not None else None}
 
 
 def encode_validation(v: Validation) -> JSONDict:
@@ -344,10 +362,12 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A reply: ``error`` is ``None`` for success, when ``result`` holds the op's result."""
+    """A reply: ``error`` is ``None`` for success, when ``result`` holds the op's result; an outside reply's
+    ``receipt`` is what the door told of the call (:data:`~..outside.call.RECEIPT`), ``None`` when nothing."""
 
     result: Any
     error: S2OError | None
+    receipt: dict[str, Any] | None = field(default=None)
 
 
 def _loads(line: bytes | str, sender: str = WORKER) -> JSONDict:
@@ -501,7 +521,8 @@ def decode_state(data: object) -> JSONDict:
 
 
 def decode_run(data: object) -> RunResult:
-    """The :class:`RunResult` of a ``run_fragment`` result (without outputs: they came as events).
+    """The :class:`RunResult` of a ``run_fragment`` result (without outputs: they came as events); its ``trace``
+    is the flat form, checked (:func:`~..fragments.trace.check`), for the caller to mask and nest.
 
     A result code the registry does not list as a result becomes ``unexpected``.
     """
@@ -511,8 +532,12 @@ def decode_run(data: object) -> RunResult:
         code = "unexpected"
     logs = _strings(d.get("logs"), "a run's logs")
     error = decode_error(d["error"]) if d.get("error") is not None else None
+    try:
+        flat = trace.check(d["trace"]) if d.get("trace") is not None else None
+    except ValueError as exc:
+        raise fault(f"a run's trace is not a trace: {exc}") from None
     return RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error,
-                     result=decode_value(d.get("result")))
+                     result=decode_value(d.get("result")), trace=flat)
 
 
 def decode_validation(data: object) -> Validation:
