@@ -190,6 +190,37 @@ def _orders_agent(quick: bool) -> list[Figure]:
             for tool, (seconds, ratio) in results.items()]
 
 
+def _trace_cost(quick: bool) -> list[Figure]:
+    """What keeping a run's trace costs (SPEC 14: at most 5 %): each case above run with a trace and without
+    one, interleaved, on one session whose ``keep_trace`` each sample sets (two sessions alike differ by up to
+    5 % on this machine, by where their objects lie; one session has no such difference)."""
+    numbers = list(range(PASSES))
+    cases: list[tuple[str, Any, dict[str, Any], Callable[[Any], bool], bool]] = [
+        (f"for-{PASSES}", [{"var": {"total": 0}}, {"for": {"item": "n", "in": "{ numbers }",
+                                                           "commands": {"var": {"total": "{ total + n }"}}}},
+                           {"return": "{ total }"}], {"numbers": numbers}, lambda v: v == sum(numbers), False),
+        (f"while-{PASSES}", [{"var": {"k": 0}}, {"while": {"condition": f"{{ k < {PASSES} }}",
+                                                           "commands": {"var": {"k": "{ k + 1 }"}}}},
+                             {"return": "{ k }"}], {}, lambda v: v == PASSES, False),
+        (f"var-{FIELDS}-fields", {"var": {f"v{i}": f"{{ price * quantity + {i} }}" for i in range(FIELDS)}},
+         {"price": 12.5, "quantity": 3}, lambda v: True, False),
+        ("orders-agent", ORDERS_AGENT, {}, lambda v: isinstance(v, str) and v.startswith("Order 7"), True),
+    ]
+    out: list[Figure] = []
+    for case, fragment, locals_, check, fresh in cases:
+        collect()
+        session = _session(dict(locals_))  # one session for both: no two sessions' layouts in the ratio
+        timers = {"s2o without trace": _keeping(session, False, _runner(session, fragment, check,
+                                                                         fresh_conversation=fresh)),
+                  "s2o with trace": _keeping(session, True, _runner(session, fragment, check,
+                                                                     fresh_conversation=fresh))}
+        results = interleaved(timers, "s2o without trace", 5 if quick else 21, 0.05 if quick else 0.2)
+        out += [Figure(SECTION, f"trace-{case}", tool, seconds * 1e6, "µs", "s2o without trace", ratio,
+                       "a run keeping its trace (SPEC 14)" if tool == "s2o with trace" else "")
+                for tool, (seconds, ratio) in results.items()]
+    return out
+
+
 def measure(quick: bool) -> list[Figure]:
     """The fragment cases: the loops and ``var`` against their plain-Python floors, the orders agent
     against the smallest run."""
@@ -201,6 +232,7 @@ def measure(quick: bool) -> list[Figure]:
     figures += _var_fields(quick)
     collect()
     figures += _orders_agent(quick)
+    figures += _trace_cost(quick)
     return figures
 
 
@@ -209,9 +241,25 @@ def _overhead(case: str) -> Callable[[list[Figure]], float | None]:
     return lambda figs: next((f.value for f in figs if f.case == case and f.tool == "s2o overhead per pass"), None)
 
 
+def _keeping(session: Any, keep: bool, run: Callable[[int], float]) -> Callable[[int], float]:
+    """``run``, with ``session.keep_trace`` set to ``keep`` first (outside the timing)."""
+    def timed(n: int) -> float:
+        session.keep_trace = keep
+        return run(n)
+    return timed
+
+
+def _trace_ratio(figs: list[Figure]) -> float | None:
+    """The largest cost of keeping a trace over the fragment cases: ``with / without`` (SPEC 14: ≤ 1.05)."""
+    ratios = [f.ratio for f in figs if f.case.startswith("trace-") and f.tool == "s2o with trace"]
+    return max(ratios) if ratios else None
+
+
 TARGETS = [
     Target(SECTION, "loop-overhead", "for loop: per-iteration overhead beyond its expressions ≤ 2 µs", 2.0,
            _overhead(f"for-{PASSES}"), unit=" µs"),
     Target(SECTION, "while-overhead", "while loop: per-iteration overhead beyond its expressions ≤ 2 µs", 2.0,
            _overhead(f"while-{PASSES}"), unit=" µs"),
+    Target(SECTION, "trace-cost", "keeping a run's trace costs ≤ 5 % on each fragment case (SPEC 14)", 1.05,
+           _trace_ratio),
 ]

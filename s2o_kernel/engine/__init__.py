@@ -14,6 +14,8 @@ Jupyter protocol. Public API::
     engine.validate("x.__class__").errors     # -> [S2OError('underscore', ...)]
     session.run_fragment({"var": {"x": "{ 2 * 3 }"}})   # -> RunResult(code='success')
     session.dataflow({"var": {"x": "\u2020conv.a || \u2020agent.b"}}).reads   # -> ['agent.b', 'conv.a'] (SPEC 8)
+    run = session.run_fragment({"var": {"x": 1}}); run.trace["root"]["spans"][0]["name"]   # -> 'var' (SPEC 14)
+    trace_to_otlp(run.trace)                  # -> {"resourceSpans": [...]}: OTLP JSON for OpenTelemetry back ends
 
 Every failure is an :class:`S2OError` with ``code``, ``message``, ``line``,
 ``col``, ``path`` and ``stage``.
@@ -25,6 +27,8 @@ from .commands.var import parse_target
 from .errors import ErrorGroup, S2OError
 from .fragments.dataflow import Access, Dataflow
 from .fragments.kind import fragment_hint, fragment_kind
+from .fragments.otlp import to_otlp as trace_to_otlp
+from .fragments.otlp import to_protobuf as trace_to_protobuf
 from .language.compiled import Compiled
 from .outside.ask import ask_each
 from .outside.cassette import ENV as REPLAY_ENV
@@ -83,5 +87,7 @@ __all__ = [
     "shown_text",
     "switched_off",
     "too_large_text",
+    "trace_to_otlp",
+    "trace_to_protobuf",
     "written_size",
 ]

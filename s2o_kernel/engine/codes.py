@@ -117,6 +117,9 @@ CODES: dict[str, Code] = _table(
     ("cassette", "run", "13", "a cassette file that cannot be read or is not a cassette"),
     ("replay-mode", "load run", "13", "a replay mode that is not replay, record, rewrite or off, or one that "
      "makes real calls under CI=true"),
+    # -- the run trace (SPEC 14) ----------------------------------------------------------------
+    ("trace", "run", "14", "a trace that cannot be shown, saved or exported: no run kept one, a file that cannot "
+     "be written, or the OpenTelemetry extra missing for a protobuf export"),
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------
     ("settings", "load", "10", "a setting that cannot be used"),
     ("allowlist", "load", "4", "an allowlist line that cannot be loaded"),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from s2o_kernel.engine import RunResult, S2OError
-from s2o_kernel.kernel import cells
+from s2o_kernel.kernel import cells, trace_view
 from s2o_kernel.kernel.contract import ContainedSessionLike, EngineFunctions, Prompt, SessionLike
 from s2o_kernel.kernel.history import HistoryLike
 from s2o_kernel.kernel.magics import run_magic_cell
@@ -163,6 +163,9 @@ class CellRunner:
         self.history: HistoryLike | None = None
         #: How results show (``%display``, SPEC 9): ``"plain"`` or ``"json"`` (adds ``application/json``).
         self.display = "plain"
+        #: The last fragment run's trace (``%trace``, SPEC 14), and whether each run shows it (``%trace on``).
+        self.last_trace: dict[str, Any] | None = None
+        self.trace_after = False
         self._live = False
         self._silent = False
         self._running = False
@@ -362,8 +365,11 @@ class CellRunner:
             except Exception:  # never raise into the engine
                 self.log.warning("s2o: could not show an output part", exc_info=True)
 
-        return session.run_fragment(data, on_output=on_output, inputs=inputs, function=function,
-                                    on_print=self._on_print)
+        run = session.run_fragment(data, on_output=on_output, inputs=inputs, function=function,
+                                   on_print=self._on_print)
+        if run.trace is not None:  # a fragment refused before it ran keeps the last run's
+            self.last_trace = run.trace
+        return run
 
     def show_run(self, run: RunResult, *, quiet: bool = False) -> None:
         """Show a fragment's RunResult: printed text and output parts it kept (none when they went to the
@@ -378,6 +384,8 @@ class CellRunner:
             self.emit_display(output_part_bundle(part, redact=self.redact))
         if run.logs:
             self.emit_stream("stderr", "".join(f"{line}\n" for line in run.logs))
+        if self.trace_after and run.trace is not None:
+            self.emit_display(trace_view.bundle(run.trace, redact=self.redact))
         if run.code == "success" and run.error is None:
             if not quiet:
                 self.show_value(run.value)

@@ -189,6 +189,7 @@ NOT_BOUNDS_MODULES = {
     "s2o_kernel.engine.confine.seccomp": "BPF opcodes, seccomp return values, flags, argument offsets",
     "s2o_kernel.engine.confine.syscalls": "syscall numbers and audit architectures",
     "s2o_kernel.engine.fragments.dataflow_svg": "drawing metrics of the data-flow SVG, in pixels",
+    "s2o_kernel.engine.fragments.otlp": "OTLP's span kinds and status codes (opentelemetry.proto.trace.v1)",
 }
 #: Names whose numbers are not bounds, each with why: a protocol constant, a sentinel, a heuristic's parameter.
 NOT_BOUNDS = {

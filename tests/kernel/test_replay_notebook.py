@@ -1,4 +1,4 @@
-"""A real agent's notebook recorded once, then a regression test with every server out of reach (SPEC 13).
+"""A real agent's notebook recorded once, then a regression test with every server out of reach (SPEC 13, 14).
 
 The notebook's agent calls a real HTTP server on 127.0.0.1, a throwaway PostgreSQL and an
 OpenAI-compatible server that streams its reply and calls one of the agent's functions as a tool. It is
@@ -6,7 +6,8 @@ run once by nbconvert with ``S2O_REPLAY=record`` and the model's key in the envi
 its calls recorded into the cassette its first cell names), recorded again with ``rewrite`` to the same
 bytes, and then run under nbval with the model's server stopped, no key, and every Python process watched
 by an audit hook that logs each ``socket.connect``: nbval passes, nothing connected anywhere (the same hook
-logged the servers' ports while recording, so it sees them), and the HTTP server counted no request.
+logged the servers' ports while recording, so it sees them), and the HTTP server counted no request. Its
+last cell is ``%trace``, whose stored output passes nbval live (every call made again) and replayed.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ CELLS = [
                 {"return": "{ result }"}]),
     '%sys {"inputs": {"orderId": 2}}',
     json.dumps(AGENT),
+    "%trace",
 ]
 
 
@@ -69,13 +71,24 @@ def test_a_recorded_notebook_passes_nbval_with_every_server_out_of_reach(
         tmp_path: Path, http_server: Any, postgres: Any) -> None:
     from fake_llm import FakeLLM
 
+    nbval = ["pytest", "-p", "no:cacheprovider", "--color=no", "--nbval", "--nbval-kernel-name", "s2o",
+             "-o", "addopts=", "--rootdir"]
     with FakeLLM() as fake_llm:
         log, work, notebook, base, recorded, calls = _record(tmp_path, http_server, postgres, fake_llm)
+        trace = nbformat.read(notebook, as_version=4).cells[-1].outputs[0]["data"]["text/plain"]
+        assert trace.splitlines()[0] == "run (agent) · ok · 113 tokens (100 in, 13 out) · $0.000304", trace
+        assert "    tool lookUp (call call_0) · functions.lookUp · ok" in trace.splitlines(), trace
+        _replies(fake_llm)  # live: every call made again (rewrite), the stored %trace compared as it is
+        done = _run([*nbval, str(work), notebook.name], work, {**base, "S2O_REPLAY": "rewrite",
+                                                              "S2O_SECRET_OPENAI_KEY": KEY})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert "6 passed" in done.stdout and len(fake_llm.requests) == 6, done.stdout[-2000:]
+        calls = len(http_server.requests)
+        log.unlink()
     # the model's server is gone; the others stay up, so a call that went out would be counted as well
-    done = _run(["pytest", "-p", "no:cacheprovider", "--color=no", "--nbval", "--nbval-kernel-name", "s2o",
-                 "-o", "addopts=", "--rootdir", str(work), notebook.name], work, {**base, "CI": "true"})
+    done = _run([*nbval, str(work), notebook.name], work, {**base, "CI": "true"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "5 passed" in done.stdout, done.stdout[-2000:]
+    assert "6 passed" in done.stdout, done.stdout[-2000:]
     assert len(http_server.requests) == calls
     assert not log.exists() or log.read_text() == "", log.read_text()  # no socket connected, anywhere
     assert (work / "orders.cassette.json").read_bytes() == recorded

@@ -121,7 +121,8 @@ async def traced_for(it: Interpreter, cmd: Command, iterator: Iterator[Any], bod
         if m.index:
             session.set_local(m.index, trace.count - 1)
         begin_pass(it, cmd, trace.count)
-        if not await trace.run_pass(it, body):
+        bound = ((m.item, item), (m.index, trace.count - 1)) if m.index else ((m.item, item),)
+        if not await trace.run_pass(it, body, bound):
             return False
     trace.mute()
     return True
@@ -353,11 +354,14 @@ class LoopTrace:
         loop = tracer.current()
         return cls(tracer, loop) if loop >= 0 else None
 
-    async def run_pass(self, it: Interpreter, body: list[Command]) -> bool:
-        """Run pass :attr:`count` in a span of its own (:func:`pass_async`); ``False`` after a ``break``."""
+    async def run_pass(self, it: Interpreter, body: list[Command], bound: tuple[tuple[str, Any], ...] = ()) -> bool:
+        """Run pass :attr:`count` in a span of its own (:func:`pass_async`), which shows the loop's names
+        ``bound`` for it (a ``for``'s item and index); ``False`` after a ``break``."""
         tracer = self.tracer
         span = tracer.open("pass", f"pass {self.count}", join(self.loop_path(), "commands"))
         tracer.note("pass", self.count)
+        for name, value in bound:
+            tracer.bound(span, name, value)
         try:
             going = await pass_async(it, body)
         except BaseException as exc:

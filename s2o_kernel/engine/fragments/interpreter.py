@@ -41,7 +41,6 @@ from ...bounds import MAX_CALL_CHAIN, MAX_NESTING
 from ..commands import registry
 from ..commands.protocols import Step
 from ..errors import S2OError
-from ..language import rules
 from ..language.compiled import Compiled
 from ..language.dynamic import expression_of
 from ..language.references import is_reference, parse_reference
@@ -65,8 +64,6 @@ _DEPTH: ContextVar[int] = ContextVar("s2o_depth", default=0)
 
 TOO_DEEP = "the run nests too deeply"
 
-#: Names a command's span does not list as variables it wrote: the runtime's (``result`` is shown apart).
-RUNTIME_NAMES = rules.RESERVED_NAMES | {"__builtins__"}
 
 
 class Interpreter:
@@ -298,18 +295,17 @@ class Interpreter:
 
     async def command(self, cmd: Command) -> None:
         """Run one command through its registry entry, restoring state when it fails (see module doc), in a
-        span of the run's trace when it keeps one (SPEC 14): the variables it bound listed when it succeeds."""
+        span of the run's trace when it keeps one (SPEC 14). What it produced shows in the spans it holds: an
+        outside call's response, a function's ``return``."""
         tracer = self.tracer
         if tracer is None or (span := tracer.open("command", cmd.name, cmd.path)) < 0:
             await self.run_command(cmd)
             return
-        before = self.session.bindings()
         try:
             await self.run_command(cmd)
         except BaseException as exc:
             tracer.close(span, exc)
             raise
-        tracer.wrote(span, before, self.session.bindings(), RUNTIME_NAMES)
         tracer.close(span)
 
     async def run_command(self, cmd: Command) -> None:
@@ -342,13 +338,11 @@ class Interpreter:
         if tracer is None or (span := tracer.open("command", cmd.name, cmd.path)) < 0:
             self.run_command_sync(cmd)
             return
-        before = self.session.bindings()
         try:
             self.run_command_sync(cmd)
         except BaseException as exc:
             tracer.close(span, exc)
             raise
-        tracer.wrote(span, before, self.session.bindings(), RUNTIME_NAMES)
         tracer.close(span)
 
     def run_command_sync(self, cmd: Command) -> None:
@@ -426,6 +420,8 @@ class Interpreter:
             except S2OError as exc:
                 exc.stage = "run"
                 raise exc.with_context(path=join(cmd.path, "outputPath")) from None
+            if self.tracer is not None:
+                self.tracer.bound(self.tracer.current(), ref.text(), value)
         return bool(chosen)
 
     async def handle(self, handler: list[Command], error: S2OError) -> None:
@@ -491,7 +487,6 @@ class Interpreter:
                 self.chain(exc, site)
             raise
         if tracer is not None:
-            tracer.note("result", tracer.summary(value))
             tracer.close(span)
         return value
 
@@ -521,9 +516,9 @@ class Interpreter:
         return None
 
 
-#: ``(code, value, outputs, logs, error, trace)``: ``trace`` the JSON form of the run's trace (:mod:`.trace`), or
-#: ``None`` when the session keeps none.
-RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None, "dict[str, Any] | None"]
+#: ``(code, value, outputs, logs, error, tracer)``: ``tracer`` the run's trace as recorded, its run ended
+#: (:meth:`.trace.Tracer.finish`), or ``None`` when the session keeps none.
+RunOutcome = tuple[str, Any, list[dict[str, Any]], list[str], S2OError | None, "Tracer | None"]
 
 
 async def run_program(session: SessionState, program: Program, on_output: OutputSink | None,

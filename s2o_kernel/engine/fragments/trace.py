@@ -23,7 +23,7 @@ others); all summaries together hold at most :data:`~s2o_kernel.bounds.TRACE_CHA
 **The JSON form** (:func:`nest` of :meth:`Tracer.finish`'s flat form; schema ``s2o-trace``, version
 :data:`VERSION`, documented in ``docs/tracing.md``)::
 
-    {"schema": "s2o-trace", "version": 1, "code": RESULT CODE, "root": SPAN}
+    {"schema": "s2o-trace", "version": 1, "code": RESULT CODE, "started": UNIX SECONDS, "root": SPAN}
     SPAN = {"kind": "run" | "command" | "pass" | "branch" | "function" | "tool" | "outside",
             "name": TEXT, "path": JSON PATH, "start": SECONDS, "duration": SECONDS,
             "outcome": "ok" | CODE, "spans": [SPAN, ...], and any of INFO}
@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable
 from contextvars import ContextVar
 from itertools import islice
-from time import perf_counter
+from time import perf_counter_ns, time
 from typing import Any
 
 from ...bounds import TRACE_CHARS, TRACE_DEPTH_SHOWN, TRACE_ITEMS, TRACE_SPANS, TRACE_TEXT_CHARS, TRACE_VALUE_CHARS
@@ -64,8 +64,7 @@ INFO_TYPES: dict[str, tuple[type, str]] = {
     "error": (dict, "{code, message, path}: the error the span ended with"),
     "handled": (str, "onError or outputPath: what handled the span's error"),
     "fields": (dict, "JSON path (from the span's) → summary: each expression the span evaluated"),
-    "result": (str, "summary of result after a command that produces one"),
-    "wrote": (dict, "name → summary: the variables the span bound (agent.x, conv.x for those scopes)"),
+    "wrote": (dict, "target → summary: the variables the span set besides its fields (outputPath, a loop's item)"),
     "more": (int, "fields and variables evaluated or bound but not listed"),
     "pass": (int, "the pass's number, from 1"),
     "passes": (int, "a loop's passes in all"),
@@ -91,14 +90,14 @@ ERROR_KEYS = ("code", "message", "path")
 
 class Span:
     """One span as it is recorded: ``kind`` (:data:`KINDS`), ``name``, ``path``, ``parent`` (index, ``-1`` for
-    the run), ``t0``/``t1`` (seconds from the run's start; ``t1`` ``None`` while open), ``outcome`` (``ok`` or a
-    code) and ``info`` (the optional keys of :data:`INFO_TYPES`)."""
+    the run), ``t0``/``t1`` (nanoseconds from the run's start; ``t1`` ``None`` while open), ``outcome`` (``ok`` or
+    a code) and ``info`` (the optional keys of :data:`INFO_TYPES`)."""
 
     __slots__ = ("info", "kind", "name", "outcome", "parent", "path", "t0", "t1")
 
-    def __init__(self, kind: str, name: str, path: str, parent: int, t0: float) -> None:
+    def __init__(self, kind: str, name: str, path: str, parent: int, t0: int) -> None:
         self.kind, self.name, self.path, self.parent, self.t0 = kind, name, path, parent, t0
-        self.t1: float | None = None
+        self.t1: int | None = None
         self.outcome = "ok"
         self.info: dict[str, Any] = {}
 
@@ -108,11 +107,15 @@ class Tracer:
     ``name`` (the fragment's kind: ``command``, ``commands``, ``function``, ``agent``) and starts now."""
 
     def __init__(self, name: str) -> None:
-        self.origin = perf_counter()
-        self.spans: list[Span] = [Span("run", name, "", -1, 0.0)]
+        self.origin = perf_counter_ns()
+        self.started = time()  # the wall clock at the run's start, for exports (OTLP's absolute times)
+        self.spans: list[Span] = [Span("run", name, "", -1, 0)]
         self.chars = TRACE_CHARS
         self.turns: dict[int, int] = {}  # span → model turns below it so far
-        self.token = _AT.set(0)
+        #: Items whose values cannot change, summarised when the trace is written out: (span, key, name, value).
+        self.later: list[tuple[int, str, str, Any]] = []
+        self.ended, self.code = 0, ""  # set by finish
+        self.token: Any = _AT.set(0)
 
     # -- spans ------------------------------------------------------------------------------------
     def open(self, kind: str, name: str, path: str) -> int:
@@ -127,7 +130,9 @@ class Tracer:
             info["dropped"] = info.get("dropped", 0) + 1
             return -1
         index = len(spans)
-        spans.append(Span(kind, name, path, at, perf_counter() - self.origin))
+        spans.append(Span(kind, name if len(name) <= TRACE_TEXT_CHARS else name[:TRACE_TEXT_CHARS],
+                          path if len(path) <= TRACE_TEXT_CHARS else path[:TRACE_TEXT_CHARS], at,
+                          perf_counter_ns() - self.origin))
         _AT.set(index)
         return index
 
@@ -137,7 +142,7 @@ class Tracer:
         if index < 0:
             return
         span = self.spans[index]
-        span.t1 = perf_counter() - self.origin
+        span.t1 = perf_counter_ns() - self.origin
         if raised is not None:
             self.failed(span, raised)
         _AT.set(span.parent)
@@ -179,33 +184,35 @@ class Tracer:
 
     # -- what a span holds ----------------------------------------------------------------------------
     def field(self, path: str, value: Any) -> None:
-        """An expression at ``path`` evaluated to ``value`` in the task's current span."""
+        """An expression at ``path`` evaluated to ``value`` in the task's current span, listed by its path after
+        the span's own (``in`` for ``….for.in``; ``value`` for the span's own path: a ``return``'s value). A value
+        that cannot change (a number, a short text) is summarised when the trace is written out, any other now."""
         at = _AT.get()
         if at >= 0:
-            self._item(self.spans[at], "fields", path, value)
+            if later(value):
+                self.later.append((at, "fields", path, value))
+            else:
+                self._item(self.spans[at], "fields", path, self.summary(value))
 
-    def wrote(self, index: int, before: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
-              after: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], skip: frozenset[str]) -> None:
-        """List on span ``index`` the variables bound between ``before`` and ``after`` (namespace, agent, conv;
-        a name's value no longer the same object), runtime names (``skip``) left out but ``result`` kept."""
-        if index < 0:
-            return
-        span = self.spans[index]
-        for prefix, old, new in (("", before[0], after[0]), ("agent.", before[1], after[1]),
-                                 ("conv.", before[2], after[2])):
-            for name, value in new.items():
-                if old.get(name, _ABSENT) is not value and (prefix or name not in skip or name == "result"):
-                    if prefix or name != "result":
-                        self._item(span, "wrote", prefix + name, value)
-                    else:
-                        span.info["result"] = self.summary(value)
+    def bound(self, index: int, name: str, value: Any) -> None:
+        """Span ``index`` set the variable ``name`` (a target as written: ``x``, ``agent.x``, ``x[0]``) to
+        ``value``: an ``outputPath`` target, a loop's item in its pass."""
+        if index >= 0:
+            if later(value):
+                self.later.append((index, "wrote", name, value))
+            else:
+                self._item(self.spans[index], "wrote", name, self.summary(value))
 
-    def _item(self, span: Span, key: str, name: str, value: Any) -> None:
+    def _item(self, span: Span, key: str, name: str, text: str) -> None:
         items = span.info.get(key)
         if items is None:
             items = span.info[key] = {}
+        if key == "fields":
+            own = span.path
+            name = name[len(own) + 1:] if name.startswith(own) and len(name) > len(own) + 1 else \
+                "value" if name == own else name
         if len(items) < TRACE_ITEMS or name in items:
-            items[name] = self.summary(value)
+            items[name] = text
         else:
             span.info["more"] = span.info.get("more", 0) + 1
 
@@ -269,6 +276,12 @@ class Tracer:
         """``value`` as a trace shows it (:func:`shown`): at most :data:`~s2o_kernel.bounds.TRACE_VALUE_CHARS`
         characters, the cut ending in ``…``, in time bounded by that too; only ``…`` once the run's budget of
         characters is spent."""
+        t = type(value)
+        if t is float or t is bool or value is None or (t is int and -_SHORT_INT < value < _SHORT_INT) or \
+                (t is str and len(value) < _SHORT_STR):  # written whole, short: shown's own first step
+            text = repr(value)
+            self.chars -= len(text)
+            return text if self.chars >= 0 else "…"
         return self.cut(shown(value, TRACE_VALUE_CHARS))
 
     def cut(self, text: str, limit: int = TRACE_VALUE_CHARS) -> str:
@@ -279,42 +292,56 @@ class Tracer:
         return text if self.chars >= 0 else "…"
 
     # -- the JSON form --------------------------------------------------------------------------------
-    def finish(self, code: str, error: S2OError | None) -> dict[str, Any]:
-        """End the run's span with result ``code`` (and ``error``), give the task back its span, and return the
-        trace's flat form (:func:`nest` makes it the JSON form). Spans still open (a run stopped inside them)
-        end now."""
-        now = perf_counter() - self.origin
+    def finish(self, code: str, error: S2OError | None) -> Tracer:
+        """End the run's span with result ``code`` (and ``error``) and give the task back its span; spans still
+        open (a run stopped inside them) end now. Returns the tracer, whose :meth:`flat` form is made only when
+        someone reads it (:class:`TraceSource`): a run pays for recording its trace, not for writing it out."""
+        self.ended = perf_counter_ns() - self.origin
+        self.code = code
         root = self.spans[0]
         root.outcome = "ok" if code == "success" else code
         if error is not None and "error" not in root.info:
             root.info["error"] = {"code": error.code, "message": self.cut(error.message, TRACE_TEXT_CHARS),
                                   "path": (error.path or "")[:TRACE_TEXT_CHARS]}
         _AT.reset(self.token)
-        for span in self.spans:  # what a loop's passes not kept did: only what is not nothing
-            hidden = span.info.get("hidden")
-            if hidden is not None:
-                span.info["hidden"] = {k: v for k, v in hidden.items() if v or k == "passes"}
+        self.token = None  # a token holds its context, which holds what the run set: dropped with the run
+        return self
+
+    def flat(self) -> dict[str, Any]:
+        """The trace's flat form (:func:`nest` makes it the JSON form), once :meth:`finish` ended the run. Times are
+        whole microseconds, written as seconds."""
+        now, code = self.ended, self.code
+        for index, key, name, value in self.later:
+            self._item(self.spans[index], key, name, self.summary(value))
+        self.later = []
         nodes = []
         for span in self.spans:
-            t1 = now if span.t1 is None else span.t1
-            nodes.append({"kind": span.kind, "name": span.name[:TRACE_TEXT_CHARS], "path": span.path[:TRACE_TEXT_CHARS],
-                          "start": round(span.t0, 6), "duration": round(max(t1 - span.t0, 0.0), 6),
-                          "outcome": span.outcome, **_relative(span.info, span.path), "parent": span.parent})
-        return {"schema": SCHEMA, "version": VERSION, "code": code, "spans": nodes}
+            t0, t1 = span.t0 // 1000, (now if span.t1 is None else span.t1) // 1000
+            node = {"kind": span.kind, "name": span.name, "path": span.path, "start": t0 / 1e6,
+                    "duration": (t1 - t0) / 1e6, "outcome": span.outcome}
+            info = span.info
+            if info:
+                if "hidden" in info:  # what a loop's passes not kept did: only what is not nothing
+                    info["hidden"] = {k: v for k, v in info["hidden"].items() if v or k == "passes"}
+                node.update(info)
+            node["parent"] = span.parent
+            nodes.append(node)
+        return {"schema": SCHEMA, "version": VERSION, "code": code, "started": round(self.started, 6), "spans": nodes}
 
 
 def nest(flat: dict[str, Any]) -> dict[str, Any]:
-    """The JSON form (see the module doc) of a trace's flat form (``{"schema", "version", "code", "spans": [SPAN
-    with "parent": index, -1 for the run]}``, each span after its parent, as :meth:`Tracer.finish` and
-    :func:`check` give it): each span in its parent's ``spans``, in the order they started."""
-    nodes: list[dict[str, Any]] = []
-    for span in flat["spans"]:
-        node = {k: v for k, v in span.items() if k != "parent"}
+    """The JSON form (see the module doc) of a trace's flat form (``{"schema", "version", "code", "started",
+    "spans": [SPAN with "parent": index, -1 for the run]}``, each span after its parent, as
+    :meth:`Tracer.finish` and :func:`check` give it), made of its spans (``flat`` is used up): each span in its
+    parent's ``spans``, in the order they started."""
+    nodes: list[dict[str, Any]] = flat["spans"]
+    for node in nodes:  # in place: the flat form's spans become the nested form's
+        parent = node.pop("parent")
         node["spans"] = []
-        nodes.append(node)
-        if span["parent"] >= 0:
-            nodes[span["parent"]]["spans"].append(node)
-    return {"schema": flat["schema"], "version": flat["version"], "code": flat["code"], "root": nodes[0]}
+        if parent >= 0:
+            nodes[parent]["spans"].append(node)
+    return {"schema": flat["schema"], "version": flat["version"], "code": flat["code"], "started": flat["started"],
+            "root": nodes[0]}
 
 
 def flatten(trace: dict[str, Any]) -> dict[str, Any]:
@@ -327,7 +354,8 @@ def flatten(trace: dict[str, Any]) -> dict[str, Any]:
         index = len(nodes)
         nodes.append({**{k: v for k, v in node.items() if k != "spans"}, "parent": parent})
         stack.extend((child, index) for child in reversed(node.get("spans") or ()))
-    return {"schema": trace["schema"], "version": trace["version"], "code": trace["code"], "spans": nodes}
+    return {"schema": trace["schema"], "version": trace["version"], "code": trace["code"],
+            "started": trace["started"], "spans": nodes}
 
 
 def mask(flat: dict[str, Any], text: Any) -> dict[str, Any]:
@@ -342,23 +370,53 @@ def mask(flat: dict[str, Any], text: Any) -> dict[str, Any]:
     return {**flat, "spans": [{k: value(v) for k, v in span.items()} for span in flat["spans"]]}
 
 
+class TraceSource:
+    """A run's trace in its JSON form, made when first read (:meth:`json`) and kept: what ``RunResult.trace``
+    reads. ``TraceSource(flat, text)``: ``flat()`` gives the flat form (:meth:`Tracer.flat`, or a worker's,
+    checked), whose strings are passed through ``text`` (a masker's; ``None``: nothing to mask), then nested."""
+
+    __slots__ = ("_flat", "_json", "_text")
+
+    def __init__(self, flat: Callable[[], dict[str, Any]], text: Callable[[str], str] | None = None) -> None:
+        self._flat, self._text = flat, text
+        self._json: dict[str, Any] | None = None
+
+    def masked(self, text: Callable[[str], str] | None) -> TraceSource:
+        """The same trace, its strings passed through ``text`` instead."""
+        return TraceSource(self._flat, text)
+
+    def json(self) -> dict[str, Any]:
+        """The JSON form (the module doc), made on the first call."""
+        if self._json is None:
+            flat = self._flat()
+            self._json = nest(mask(flat, self._text) if self._text is not None else copy_flat(flat))
+        return self._json
+
+
+def copy_flat(flat: dict[str, Any]) -> dict[str, Any]:
+    """``flat`` with spans of its own (:func:`nest` uses its argument up)."""
+    return {**flat, "spans": [dict(span) for span in flat["spans"]]}
+
+
 #: What a span that a limit or an interrupt unwound shows as its outcome, by the exception's class name; the
 #: signals that unwind commands as the language says (``break``, ``continue``, ``return``, ``end``) leave ``ok``.
 _UNWOUND = {"RunTimeout": "timedOut", "TimeoutError": "timedOut", "CancelledError": "cancelled",
             "RunInterrupt": "stopped", "KeyboardInterrupt": "stopped", "RecursionError": "too-deep"}
 
-_ABSENT = object()
+#: Types of small values that cannot change once made (:func:`later`).
+_LATER = frozenset({float, bool, type(None), complex})
 
 
-def _relative(info: dict[str, Any], path: str) -> dict[str, Any]:
-    """``info`` with its ``fields`` keyed by their path after the span's own (``in`` for ``….for.in``; ``value``
-    for the span's own path: a ``return``'s value)."""
-    fields = info.get("fields")
-    if not fields:
-        return info
-    cut = len(path) + 1
-    return {**info, "fields": {("value" if k == path else k[cut:] if k.startswith(path) and len(k) > cut else k): v
-                               for k, v in fields.items()}}
+def later(value: Any) -> bool:
+    """Whether ``value`` may be summarised when the trace is written out rather than now: it cannot change and
+    is small (a number, a short text), so keeping it meanwhile holds on to nothing a run made big."""
+    t = type(value)
+    return t in _LATER or (t is int and -_SHORT_INT < value < _SHORT_INT) or (t is str and len(value) < _SHORT_STR)
+
+#: Values :meth:`Tracer.summary` writes with ``repr`` at once: ints of fewer digits, strings of fewer characters
+#: (their repr is then within :data:`~s2o_kernel.bounds.TRACE_VALUE_CHARS` unless escapes lengthen it).
+_SHORT_INT = 10**15
+_SHORT_STR = TRACE_VALUE_CHARS // 4
 
 
 # -- values, shown -------------------------------------------------------------------------------------------
@@ -501,7 +559,8 @@ def check(data: Any) -> dict[str, Any]:
     if type(spans) is not list or not 1 <= len(spans) <= TRACE_SPANS + 1:
         raise ValueError(f"a trace's spans are a list of 1 to {TRACE_SPANS + 1}")
     nodes = [_span(span, index) for index, span in enumerate(spans)]
-    return {"schema": SCHEMA, "version": VERSION, "code": _text(data.get("code")), "spans": nodes}
+    return {"schema": SCHEMA, "version": VERSION, "code": _text(data.get("code")),
+            "started": _seconds(data.get("started")), "spans": nodes}
 
 
 def _span(data: Any, index: int) -> dict[str, Any]:

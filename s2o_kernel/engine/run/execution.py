@@ -71,7 +71,7 @@ class Execution:
         #: The JSON path of the command a fragment run was running when it was interrupted (its ``stopped``),
         #: and that run's trace (SPEC 14), which its caller reports since the run itself never returned.
         self.stopped_at: str | None = None
-        self.stopped_trace: dict[str, Any] | None = None
+        self.stopped_trace: Any = None  # a fragments.trace.Tracer: the run module is below the fragments
         self.use_engine(engine)
         WATCHDOG.start()
 

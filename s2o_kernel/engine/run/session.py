@@ -23,7 +23,7 @@ from ..fragments.dataflow import Dataflow
 from ..fragments.interpreter import run_program
 from ..fragments.kind import fragment_kind
 from ..fragments.parser import parse_fragment
-from ..fragments.trace import mask, nest
+from ..fragments.trace import Tracer, TraceSource
 from ..outside.call import Outside
 from ..outside.gateway import Gateway
 from ..outside.secrets import shared_masker
@@ -52,7 +52,8 @@ class RunResult:
             itself writes there in-process (in the worker it is printed text too).
         trace: the run's trace (SPEC 14) in its JSON form, schema ``s2o-trace`` version 1
             (:mod:`~.fragments.trace`, ``docs/tracing.md``), every secret the session knows masked; ``None`` for
-            a fragment refused before it ran, or when the session keeps no trace (``keep_trace``).
+            a fragment refused before it ran, or when the session keeps no trace (``keep_trace``). A property:
+            the form is written out when first read, from ``trace_source``.
     """
 
     code: str = "success"
@@ -62,7 +63,12 @@ class RunResult:
     error: S2OError | None = None
     result: Any = None
     printed: str = ""
-    trace: dict[str, Any] | None = None
+    trace_source: TraceSource | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def trace(self) -> dict[str, Any] | None:
+        """The run's trace in its JSON form, or ``None`` (see the class doc)."""
+        return self.trace_source.json() if self.trace_source is not None else None
 
 
 class Session(SessionState):
@@ -169,25 +175,25 @@ class Session(SessionState):
             coro = run_program(self, program, on_output, start, run_inputs, on_print)
             try:
                 with definition_bounds.applied(self, program.bounds):
-                    code, value, outputs, logs, error, trace = self.run_coroutine(coro, start)
+                    code, value, outputs, logs, error, tracer = self.run_coroutine(coro, start)
             except S2OError as exc:
                 code = exc.code if exc.code in ("timedOut", "stopped") else "errorInAgent"
-                return RunResult(code=code, error=exc, trace=self.masked_trace(self.stopped_trace))
+                return RunResult(code=code, error=exc, trace_source=self.trace_source(self.stopped_trace))
         finally:
             g["sys"] = sys_scope
             self.items_written.clear()
         return RunResult(code=code, value=value, outputs=outputs, logs=logs, error=error,
-                         trace=self.masked_trace(trace))
+                         trace_source=self.trace_source(tracer))
 
-    def masked_trace(self, trace: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The JSON form of the flat ``trace`` (:mod:`~.fragments.trace`) with every text the session knows as
-        secret masked (the settings' secrets and credentials, and what the door outside holds: password
-        answers), as outputs are (SPEC 14, 7.1)."""
-        if trace is None:
+    def trace_source(self, tracer: Tracer | None) -> TraceSource | None:
+        """The JSON form of ``tracer``'s trace (:mod:`~.fragments.trace`), made when first read, every text the
+        session knows as secret masked (the settings' secrets and credentials, and what the door outside holds:
+        password answers, as they are now), as outputs are (SPEC 14, 7.1)."""
+        if tracer is None:
             return None
         door = self._outside
         masker = door.masker if isinstance(door, Gateway) else shared_masker(self.settings.sensitive_texts())
-        return nest(mask(trace, masker.text))
+        return TraceSource(tracer.flat, masker.text if masker.texts else None)
 
     def dataflow(self, fragment: Any) -> Dataflow:
         """The data flow of ``fragment`` (SPEC 8): every path it reads and writes, checked as

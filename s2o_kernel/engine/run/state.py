@@ -250,11 +250,6 @@ class SessionState(Execution):
         mark of the journal of items written (:attr:`items_written`)."""
         return dict(self.namespace()), dict(self._agent), dict(self._conv), self.items_written.mark()
 
-    def bindings(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-        """Shallow copies of (the current namespace, agent, conv): what a command's span compares to list the
-        variables it bound (:meth:`~..fragments.trace.Tracer.wrote`)."""
-        return dict(self.namespace()), dict(self._agent), dict(self._conv)
-
     def release(self, snap: Snapshot) -> None:
         """The command :meth:`snapshot` was taken for succeeded: nothing of it will be restored."""
         self.items_written.release(snap[3])

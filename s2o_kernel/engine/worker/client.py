@@ -46,7 +46,6 @@ from ..errors import S2OError
 from ..fragments.dataflow import Dataflow
 from ..fragments.definition_bounds import requested_cost, requested_time
 from ..fragments.depth import check_fragment_json
-from ..fragments.trace import mask, nest
 from ..outside.call import RECEIPT, OutsideCall
 from ..outside.gateway import Gateway
 from ..outside.llm import cost_limit_error
@@ -506,10 +505,10 @@ class IsolatedSession:
             self._time_limit = None
             self.on_print = held_print
         run.outputs, run.printed = kept, "".join(printed)
-        if run.trace is not None:  # the worker's, checked: every secret this side knows masked
+        if run.trace_source is not None:  # the worker's, checked: every secret this side knows masked
             door = self._outside
             masker = door.masker if door is not None else shared_masker(self._settings.sensitive_texts())
-            run.trace = nest(mask(run.trace, masker.text))
+            run.trace_source = run.trace_source.masked(masker.text if masker.texts else None)
         return run
 
     def validate(self, expr: str) -> Validation:

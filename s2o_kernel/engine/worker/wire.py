@@ -521,8 +521,9 @@ def decode_state(data: object) -> JSONDict:
 
 
 def decode_run(data: object) -> RunResult:
-    """The :class:`RunResult` of a ``run_fragment`` result (without outputs: they came as events); its ``trace``
-    is the flat form, checked (:func:`~..fragments.trace.check`), for the caller to mask and nest.
+    """The :class:`RunResult` of a ``run_fragment`` result (without outputs: they came as events); its trace is
+    the worker's, checked (:func:`~..fragments.trace.check`) and not masked: the caller masks it
+    (``trace_source.masked``).
 
     A result code the registry does not list as a result becomes ``unexpected``.
     """
@@ -536,8 +537,11 @@ def decode_run(data: object) -> RunResult:
         flat = trace.check(d["trace"]) if d.get("trace") is not None else None
     except ValueError as exc:
         raise fault(f"a run's trace is not a trace: {exc}") from None
-    return RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error,
-                     result=decode_value(d.get("result")), trace=flat)
+    run = RunResult(code=code, value=decode_value(d.get("value")), logs=logs, error=error,
+                    result=decode_value(d.get("result")))
+    if flat is not None:
+        run.trace_source = trace.TraceSource(lambda: flat)
+    return run
 
 
 def decode_validation(data: object) -> Validation:

@@ -66,6 +66,10 @@ class MagicContext(Protocol):
     #: How results show (``%display``): ``"plain"`` (text/plain, and a table for rows) or ``"json"``
     #: (also application/json).
     display: str
+    #: The last fragment run's trace (SPEC 14; ``%trace``), or ``None``; and whether a run shows its trace
+    #: after it (``%trace on``).
+    last_trace: dict[str, Any] | None
+    trace_after: bool
 
     def require_session(self) -> SessionLike:
         """The session; raises ``S2OError("unexpected")`` when the engine did not start."""

@@ -60,11 +60,16 @@ def write_text(path: str, text: str) -> None:
     local user could plant a link at in advance is ever opened. A link at ``path`` itself is replaced,
     never followed (a rename does not follow links). The file is the user's only (mode 0600).
     """
-    target = resolve(path)
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         raise S2OError("magic", f"cannot write {path}: the text holds a character UTF-8 cannot carry") from None
+    write_bytes(path, data)
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` as :func:`write_text` writes text: all or nothing, the user's only."""
+    target = resolve(path)
     tmp = ""
     try:
         fd, tmp = private_file(target)
