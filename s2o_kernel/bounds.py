@@ -201,6 +201,8 @@ TRACE_ITEMS = 40
 #: Characters of all the summaries of one run's trace together: 2,000 spans of 40 items of 160 characters would
 #: be 12.8 M, near a worker message's cap; past this budget a summary is only its ellipsis.
 TRACE_CHARS = 2 << 20
+#: Ints a trace writes whole at once are within ± this (SPEC 14); a larger one is written in bounded time instead.
+TRACE_SHORT_INT = 10**15
 #: Levels of containers a value's summary in a trace opens (SPEC 14); deeper ones show as ``[…]``.
 TRACE_DEPTH_SHOWN = 4
 #: Characters of a span's name, path or error message (SPEC 14): a JSON path 100 levels deep fits; longer is cut.

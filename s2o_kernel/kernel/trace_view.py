@@ -4,8 +4,9 @@ Both views show the same lines. Each span has a *head* (the ``<summary>`` in htm
 its outcome, and for model calls their tokens and price (summed over what a span holds, so an ``llm``
 command's head shows its turns' together); a failed span is marked ``✗`` (``!`` when ``onError`` or
 ``outputPath`` handled it) and open in html. Below the head come its *details*: the expressions it evaluated
-(``x = …``), the variables it set besides (``set x = …``: an ``outputPath`` target, a loop's item in its pass), an
-outside call's request (``→``) and response (``←``), the error, the passes of a loop that are counted but not shown; then the spans it holds.
+(``x = …``), the variables it set besides (``set x = …``: an ``outputPath`` target, a loop's item in its
+pass), an outside call's request (``→``) and response (``←``), the error, the passes of a loop that are
+counted but not shown; then the spans it holds.
 
 Shown traces are stable, so a stored ``%trace`` output passes nbval: no times and no word of replay unless
 ``times`` is asked for; then each span's head ends with its duration, a replayed outside call's taken from

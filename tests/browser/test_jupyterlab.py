@@ -13,7 +13,10 @@ kernel, runs all cells from the Run menu and reads the page:
    saved (Ctrl+S): the saved ``image/svg+xml`` is the kernel's, byte for byte; and the kernel's SVG,
    shown alone in the browser as an image, draws at its own size (``build/artefacts/dataflow-svg.png``);
 4. ``list(range(3000))`` shows its first 1,000 items, then ``...``, as IPython does (issue 31);
-5. an agent definition failing two calls deep shows the error: its ename (``runtime``), the source line
+5. ``%trace`` after a small agent shows its trace as nested ``<details>``, collapsed: the run's line only;
+   a click opens it and shows the ``var`` span's line, a click on that shows what its expression gave
+   (issue 33);
+6. an agent definition failing two calls deep shows the error: its ename (``runtime``), the source line
    with a caret under it, and the calls that led to it, outermost first (issue 31).
 
 A second test runs a cell past 2 s, sees its progress line while it runs, then a ``%dataflow`` cell,
@@ -72,6 +75,8 @@ CELLS = [
     "[{'item': 'tea', 'price': 3}, {'item': 'cake', 'price': 5}]",
     '%dataflow {"var": {"x": "\u2020conv.userInput || \u2020agent.default", "agent.seen": "{ x }"}}',
     "list(range(3000))",  # elided at 1,000 items, as IPython does (issue 31)
+    '{"functions": {"main": {"commands": [{"var": {"x": "{ 6 * 7 }"}}, {"return": "{ x }"}]}}}',
+    "%trace",  # the run's trace: nested <details>, collapsed (issue 33)
     # last: Run All Cells stops at an error; this one two calls deep (issue 31: the way back to it)
     '{"functions": {"main": {"commands": [{"call": {"function": "a"}}]}, '
     '"a": {"commands": [{"call": {"function": "b"}}]}, "b": {"commands": [{"return": "{ 7 // 0 }"}]}}}',
@@ -231,7 +236,7 @@ def _check_page(page: Page) -> None:
     cells = page.locator(".jp-Notebook .jp-CodeCell")
     assert cells.count() == len(CELLS)
     outputs = [cells.nth(i).locator(".jp-OutputArea-output") for i in range(len(CELLS))]
-    assert [o.count() for o in outputs] == [1, 1, 2, 1, 1]
+    assert [o.count() for o in outputs] == [1, 1, 2, 1, 1, 1, 1]
 
     # No JSON tree viewer anywhere: results are text/plain (and html for rows) unless %display json.
     assert page.locator(".jp-Notebook .jp-RenderedJSON").count() == 0
@@ -264,9 +269,12 @@ def _check_page(page: Page) -> None:
     shown = long.inner_text().strip().splitlines()
     assert shown[0] == "[0," and shown[-2:] == [" 999,", " ...]"] and len(shown) == 1001, shown[-3:]
 
-    # (5) the error: ename and message, the source line, a caret under it, the calls that led to it,
+    # (5) %trace: nested <details>, collapsed; each click opens one level and shows what it holds.
+    _check_trace(cells.nth(5).locator(".jp-OutputArea-executeResult .jp-RenderedHTMLCommon"))
+
+    # (6) the error: ename and message, the source line, a caret under it, the calls that led to it,
     # outermost first; no engine frames.
-    error = outputs[4]
+    error = outputs[6]
     assert error.get_attribute("data-mime-type") == "application/vnd.jupyter.stderr"
     lines = error.inner_text().splitlines()
     assert lines[0] == "runtime: ZeroDivisionError: integer division or modulo by zero", lines
@@ -276,6 +284,26 @@ def _check_page(page: Page) -> None:
     assert lines[chain + 1:chain + 3] == ["    functions.main.commands[0].call (a)",
                                           "    functions.a.commands[0].call (b)"], lines
     assert "Traceback" not in error.inner_text() and "s2o_kernel" not in error.inner_text()
+
+
+def _check_trace(shown: object) -> None:
+    """The ``%trace`` output (a locator of its html): the run's ``<details>`` closed, so its spans do not show;
+    a click on its summary opens it, a click on the ``var`` span's opens that and shows its field."""
+    run = shown.locator("details").first  # type: ignore[attr-defined]
+    run.scroll_into_view_if_needed()  # JupyterLab renders the cells in view only (innerText is empty elsewhere)
+    assert run.evaluate("(d) => d.open") is False
+    assert run.locator("xpath=./summary").inner_text() == "run (agent) · ok"
+    var = run.locator("details", has_text="var · functions.main.commands[0].var").first
+    assert not var.is_visible()
+    run.locator("xpath=./summary").click()
+    assert run.evaluate("(d) => d.open") is True
+    var.wait_for(state="visible")
+    assert var.locator("xpath=./summary").inner_text() == "var · functions.main.commands[0].var · ok"
+    field = var.locator("xpath=./div/div", has_text="x = 42")
+    assert not field.is_visible()
+    var.locator("xpath=./summary").click()
+    field.wait_for(state="visible")
+    assert field.inner_text() == "x = 42"
 
 
 def _saved(path: Path, count: int) -> dict[str, object]:

@@ -604,7 +604,7 @@ def test_magic_help_is_its_module_docstring() -> None:
     import inspect
 
     names = set(magics.line_magic_names()) | set(magics.cell_magic_names())
-    assert len(names) == 24  # %dataflow (issue 10) the sixteenth; %profiles (issue 9); %display, %time and %history
+    assert len(names) == 25  # %dataflow (issue 10) the sixteenth; %profiles (issue 9); %display, %time and %history
     # (issue 11); %timeit, %who and %%parameters (issue 31); %replay (issue 32)
     for name in names:
         module = importlib.import_module(f"s2o_kernel.kernel.magics.{name}_magic")

@@ -43,7 +43,15 @@ from itertools import islice
 from time import perf_counter_ns, time
 from typing import Any
 
-from ...bounds import TRACE_CHARS, TRACE_DEPTH_SHOWN, TRACE_ITEMS, TRACE_SPANS, TRACE_TEXT_CHARS, TRACE_VALUE_CHARS
+from ...bounds import (
+    TRACE_CHARS,
+    TRACE_DEPTH_SHOWN,
+    TRACE_ITEMS,
+    TRACE_SHORT_INT,
+    TRACE_SPANS,
+    TRACE_TEXT_CHARS,
+    TRACE_VALUE_CHARS,
+)
 from ..errors import S2OError
 from ..policy.parts import parts_of
 from ..policy.values import safe_repr
@@ -112,7 +120,9 @@ class Tracer:
         self.spans: list[Span] = [Span("run", name, "", -1, 0)]
         self.chars = TRACE_CHARS
         self.turns: dict[int, int] = {}  # span → model turns below it so far
-        #: Items whose values cannot change, summarised when the trace is written out: (span, key, name, value).
+        #: What is summarised when the trace is written out, as nothing changes it meanwhile: (span, key, name,
+        #: value): small values that cannot change (key ``fields``, ``wrote``), an outside call's request (its own
+        #: copy of the fields: ``request``, name the kind) and a model turn's answer (``response``).
         self.later: list[tuple[int, str, str, Any]] = []
         self.ended, self.code = 0, ""  # set by finish
         self.token: Any = _AT.set(0)
@@ -234,7 +244,7 @@ class Tracer:
             info = self.spans[index].info
             if profile is not None:
                 info["profile"] = self.cut(profile, TRACE_TEXT_CHARS)
-            info["request"] = self.cut(request_text(kind, fields))
+            self.later.append((index, "request", kind, fields))  # the call's own copy: nothing changes it
             if kind == "llm":  # model turns numbered within their llm command
                 parent = self.spans[index].parent
                 self.turns[parent] = info["turn"] = self.turns.get(parent, 0) + 1
@@ -247,7 +257,10 @@ class Tracer:
             self.hidden(tokens, price)
             return
         info = self.spans[index].info
-        info["response"] = self.cut(response_text(kind, result, self.summary))
+        if kind == "llm":  # a model turn's answer: the llm command reads it and hands the run only its text
+            self.later.append((index, "response", kind, result))
+        else:  # the run's result now, which the run may change
+            info["response"] = self.cut(response_text(kind, result, self.summary))
         if tokens is not None:
             info["tokens"] = {"input": tokens[0], "output": tokens[1]}
         if price is not None:
@@ -277,11 +290,9 @@ class Tracer:
         characters, the cut ending in ``…``, in time bounded by that too; only ``…`` once the run's budget of
         characters is spent."""
         t = type(value)
-        if t is float or t is bool or value is None or (t is int and -_SHORT_INT < value < _SHORT_INT) or \
-                (t is str and len(value) < _SHORT_STR):  # written whole, short: shown's own first step
-            text = repr(value)
-            self.chars -= len(text)
-            return text if self.chars >= 0 else "…"
+        if t is float or t is bool or value is None or (t is int and -TRACE_SHORT_INT < value < TRACE_SHORT_INT) or \
+                (t is str and len(value) < TRACE_VALUE_CHARS):  # written whole, short: shown's own first step
+            return self.cut(repr(value))
         return self.cut(shown(value, TRACE_VALUE_CHARS))
 
     def cut(self, text: str, limit: int = TRACE_VALUE_CHARS) -> str:
@@ -312,7 +323,12 @@ class Tracer:
         whole microseconds, written as seconds."""
         now, code = self.ended, self.code
         for index, key, name, value in self.later:
-            self._item(self.spans[index], key, name, self.summary(value))
+            if key == "request":
+                self.spans[index].info["request"] = self.cut(request_text(name, value))
+            elif key == "response":
+                self.spans[index].info["response"] = self.cut(response_text(name, value, self.summary))
+            else:
+                self._item(self.spans[index], key, name, self.summary(value))
         self.later = []
         nodes = []
         for span in self.spans:
@@ -411,12 +427,9 @@ def later(value: Any) -> bool:
     """Whether ``value`` may be summarised when the trace is written out rather than now: it cannot change and
     is small (a number, a short text), so keeping it meanwhile holds on to nothing a run made big."""
     t = type(value)
-    return t in _LATER or (t is int and -_SHORT_INT < value < _SHORT_INT) or (t is str and len(value) < _SHORT_STR)
+    return t in _LATER or (t is int and -TRACE_SHORT_INT < value < TRACE_SHORT_INT) or \
+        (t is str and len(value) < TRACE_VALUE_CHARS)
 
-#: Values :meth:`Tracer.summary` writes with ``repr`` at once: ints of fewer digits, strings of fewer characters
-#: (their repr is then within :data:`~s2o_kernel.bounds.TRACE_VALUE_CHARS` unless escapes lengthen it).
-_SHORT_INT = 10**15
-_SHORT_STR = TRACE_VALUE_CHARS // 4
 
 
 # -- values, shown -------------------------------------------------------------------------------------------
@@ -462,31 +475,44 @@ def _write(value: Any, out: list[str], left: list[int], depth: int) -> None:
 
 
 def _write_items(value: Any, out: list[str], left: list[int], depth: int) -> None:
-    """Write a built-in container (exact type, not empty) item by item while characters are left."""
+    """Write a built-in container (exact type, not empty) item by item while characters are left; a text or a
+    number is written here, anything else by :func:`_write`."""
     t = type(value)
     opening, closing = _OPEN[t]
     out.append(opening)
-    left[0] -= len(opening)
-    for i, item in enumerate(value.items() if t is dict else value):
-        if left[0] <= 0:
+    room = left[0] - len(opening)
+    pairs = t is dict
+    first = True
+    for item in value.items() if pairs else value:
+        if room <= 0:
             out.append("…" + closing)
             left[0] = 0
             return
-        if i:
+        if not first:
             out.append(", ")
-            left[0] -= 2
-        if t is dict:
-            _write(item[0], out, left, depth + 1)
-            out.append(": ")
-            left[0] -= 2
-            item = item[1]
-        _write(item, out, left, depth + 1)
+            room -= 2
+        first = False
+        for part in item if pairs else (item,):
+            kind = type(part)
+            if kind is str:
+                text = repr(part) if len(part) < room else repr(part[:max(room, 0)]) + "…"
+            elif kind is float or kind is bool or part is None or \
+                    (kind is int and -TRACE_SHORT_INT < part < TRACE_SHORT_INT):
+                text = repr(part)
+            else:
+                left[0] = room
+                _write(part, out, left, depth + 1)
+                room = left[0]
+                text = ""
+            out.append(text)
+            room -= len(text)
+            if pairs and part is item[0]:
+                out.append(": ")
+                room -= 2
     closing = ",)" if t is tuple and len(value) == 1 else closing
     out.append(closing)
-    left[0] -= len(closing)
+    left[0] = room - len(closing)
 
-
-# -- outside calls, summarised -----------------------------------------------------------------------------
 
 def request_text(kind: str, fields: dict[str, Any]) -> str:
     """An outside call's request in one line: ``GET /orders/7``; the SQL and its parameters' count; a model
