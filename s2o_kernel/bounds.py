@@ -198,13 +198,21 @@ TRACE_SPANS = 2_000
 TRACE_VALUE_CHARS = 160
 #: Fields and variables one span lists (SPEC 14): a ``var`` of 500 fields shows its first ones and a count.
 TRACE_ITEMS = 40
-#: Characters of all the summaries of one run's trace together: 2,000 spans of 40 items of 160 characters would
-#: be 12.8 M, near a worker message's cap; past this budget a summary is only its ellipsis.
-TRACE_CHARS = 2 << 20
+#: Characters of all the text of one run's trace together (SPEC 14): summaries, names, paths, keys, messages.
+#: Past it a summary is only its ellipsis and no span is kept. Written as JSON with escapes (six bytes a
+#: character at worst) it stays within 6 MiB, well inside a worker's reply (16 MiB at least).
+TRACE_CHARS = 1 << 20
 #: Ints a trace writes whole at once are within ± this (SPEC 14); a larger one is written in bounded time instead.
 TRACE_SHORT_INT = 10**15
 #: Levels of containers a value's summary in a trace opens (SPEC 14); deeper ones show as ``[…]``.
 TRACE_DEPTH_SHOWN = 4
+#: The largest count a trace sums (SPEC 14): a reader (the parent of a worker) takes counts below 2**53.
+TRACE_MOST_COUNT = 2**53 - 1
+#: The largest price, in US dollars, a trace sums (SPEC 14): a reader takes finite prices only.
+TRACE_MOST_PRICE = 1e300
+#: Characters of lines ``%trace`` shows (SPEC 14): the spans past them are counted on a last line. The html of
+#: that many characters is at most about 2 MB after escapes, and sanitised in about a tenth of a second.
+TRACE_SHOWN_CHARS = 256 * 1024
 #: Characters of a span's name, path or error message (SPEC 14): a JSON path 100 levels deep fits; longer is cut.
 TRACE_TEXT_CHARS = 8_192
 #: Seconds a thread waiting for an outside call on the gateway's loop waits past the call's own timeout, and

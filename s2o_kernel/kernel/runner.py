@@ -163,8 +163,9 @@ class CellRunner:
         self.history: HistoryLike | None = None
         #: How results show (``%display``, SPEC 9): ``"plain"`` or ``"json"`` (adds ``application/json``).
         self.display = "plain"
-        #: The last fragment run's trace (``%trace``, SPEC 14), and whether each run shows it (``%trace on``).
-        self.last_trace: dict[str, Any] | None = None
+        #: The last fragment run's trace, written out when read (:attr:`last_trace`), and whether each run shows
+        #: its trace (``%trace on``, SPEC 14).
+        self._trace_source: Any = None
         self.trace_after = False
         self._live = False
         self._silent = False
@@ -367,9 +368,15 @@ class CellRunner:
 
         run = session.run_fragment(data, on_output=on_output, inputs=inputs, function=function,
                                    on_print=self._on_print)
-        if run.trace is not None:  # a fragment refused before it ran keeps the last run's
-            self.last_trace = run.trace
+        if run.trace_source is not None or run.error is None or run.error.stage != "validate":
+            # a fragment refused before it ran leaves the last run's trace; a run whose worker was killed, none
+            self._trace_source = run.trace_source  # written out only when %trace reads it
         return run
+
+    @property
+    def last_trace(self) -> dict[str, Any] | None:
+        """The last fragment run's trace (``%trace``, SPEC 14), or ``None``."""
+        return self._trace_source.json() if self._trace_source is not None else None
 
     def show_run(self, run: RunResult, *, quiet: bool = False) -> None:
         """Show a fragment's RunResult: printed text and output parts it kept (none when they went to the
@@ -385,7 +392,10 @@ class CellRunner:
         if run.logs:
             self.emit_stream("stderr", "".join(f"{line}\n" for line in run.logs))
         if self.trace_after and run.trace is not None:
-            self.emit_display(trace_view.bundle(run.trace, redact=self.redact))
+            try:
+                self.emit_display(trace_view.bundle(run.trace, redact=self.redact))
+            except Exception:  # the run's own outcome is shown whatever happens to its trace
+                self.log.warning("s2o: could not show a run's trace", exc_info=True)
         if run.code == "success" and run.error is None:
             if not quiet:
                 self.show_value(run.value)

@@ -20,6 +20,9 @@ import html
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from s2o_kernel.bounds import TRACE_SHOWN_CHARS
+from s2o_kernel.kernel.render import escape_text
+
 #: Markers of a failed span in a head: not handled, and handled (``onError``, ``outputPath``).
 FAILED, HANDLED = "✗", "!"
 
@@ -29,9 +32,31 @@ INDENT = "  "
 
 def bundle(trace: dict[str, Any], *, times: bool = False, redact: Callable[[str], str] = str) -> dict[str, str]:
     """``{"text/plain", "text/html"}`` of ``trace`` (the JSON form, ``RunResult.trace``), each text passed
-    through ``redact`` (the session's secrets masked once more)."""
-    text = "\n".join(INDENT * depth + line for depth, line in _lines(trace["root"], 0, times))
-    return {"text/plain": redact(text), "text/html": _sanitised(redact(_html(trace["root"], times)))}
+    through ``redact`` (the session's secrets masked once more). The spans shown stop at
+    :data:`~s2o_kernel.bounds.TRACE_SHOWN_CHARS` characters of lines; a last line says how many more the trace
+    holds (``%trace save`` writes them all)."""
+    shown, more = _within(trace["root"], TRACE_SHOWN_CHARS, times)
+    lines = [INDENT * depth + line for depth, line in _lines(trace["root"], 0, times, shown)]
+    tail = f"… {more} more spans not shown here: %trace save FILE writes the whole trace" if more else ""
+    text = "\n".join([*lines, tail] if tail else lines)
+    page = _html(trace["root"], times, shown) + (f"<div>{html.escape(tail)}</div>" if tail else "")
+    return {"text/plain": escape_text(redact(text)), "text/html": _sanitised(escape_text(redact(page)))}
+
+
+def _within(root: dict[str, Any], budget: int, times: bool) -> tuple[set[int], int]:
+    """The spans shown (their ids), depth first while their lines fit in ``budget`` characters, and how many
+    are not."""
+    shown: set[int] = set()
+    more, stack = 0, [root]
+    while stack:
+        span = stack.pop()
+        budget -= len(head(span, times)) + sum(len(line) for line in details(span))
+        if budget < 0:
+            more += 1
+        else:
+            shown.add(id(span))
+        stack.extend(reversed(span["spans"]))
+    return shown, more
 
 
 def _sanitised(text: str) -> str:
@@ -41,18 +66,22 @@ def _sanitised(text: str) -> str:
     return nh3.clean(text, attributes=attributes)
 
 
-def _lines(span: dict[str, Any], depth: int, times: bool) -> Iterator[tuple[int, str]]:
+def _lines(span: dict[str, Any], depth: int, times: bool, shown: set[int]) -> Iterator[tuple[int, str]]:
+    if id(span) not in shown:
+        return
     yield depth, head(span, times)
     for line in details(span):
         yield depth + 1, line
     for child in span["spans"]:
-        yield from _lines(child, depth + 1, times)
+        yield from _lines(child, depth + 1, times, shown)
 
 
-def _html(span: dict[str, Any], times: bool) -> str:
+def _html(span: dict[str, Any], times: bool, shown: set[int]) -> str:
+    if id(span) not in shown:
+        return ""
     failed = span["outcome"] != "ok" and "handled" not in span
     body = "".join(f"<div>{html.escape(line)}</div>" for line in details(span))
-    children = "".join(_html(child, times) for child in span["spans"])
+    children = "".join(_html(child, times, shown) for child in span["spans"])
     inner = f"<div>{body}{children}</div>" if body or children else ""
     return f"<details{' open' if failed else ''}><summary>{html.escape(head(span, times))}</summary>{inner}</details>"
 
@@ -129,7 +158,7 @@ def details(span: dict[str, Any]) -> list[str]:
     if "response" in span:
         lines.append(f"← {span['response']}")
     error = span.get("error")
-    if error:
+    if error and not any(child.get("error") == error for child in span["spans"]):  # shown where it happened
         handled = f" (handled by {span['handled']})" if "handled" in span else ""
         lines.append(f"error {error['code']} at {error['path'] or '?'}: {error['message']}{handled}")
     hidden = span.get("hidden")

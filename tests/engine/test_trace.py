@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from s2o_kernel.bounds import TRACE_PASSES, TRACE_SPANS, TRACE_VALUE_CHARS
+from s2o_kernel.bounds import TRACE_CHARS, TRACE_PASSES, TRACE_SPANS, TRACE_TEXT_CHARS, TRACE_VALUE_CHARS
 from s2o_kernel.engine import Engine, IsolatedSession, Session, default_settings, make_settings
 from s2o_kernel.engine.commands import loops
 from s2o_kernel.engine.fragments import trace as trace_module
@@ -338,3 +338,70 @@ def test_a_worker_that_sends_a_bad_trace_is_a_protocol_fault(monkeypatch: pytest
     with pytest.raises(Exception) as raised:
         wire.decode_run(encoded)
     assert getattr(raised.value, "code", None) == wire.FAULT_CODE
+
+
+# -- what a newcomer's and a red team's trial found (issue 33): every text bounded and UTF-8 ---------------------
+
+def test_a_lone_surrogate_in_a_name_or_a_value_is_escaped_everywhere_a_trace_goes(session: Any) -> None:
+    run = session.run_fragment([{"var": {"d": {"\ud800k": "{ 1 }"}, "s": "{ 'x\\udc80y' }"}}])
+    assert run.code == "success", run.error
+    text = json.dumps(run.trace, ensure_ascii=False)
+    text.encode("utf-8")  # nothing a front end, nh3 or protobuf cannot carry
+    fields = run.trace["root"]["spans"][0]["fields"]
+    assert "d.\\ud800k" in fields and fields["s"] == "'x\\udc80y'"
+    from s2o_kernel.engine import trace_to_protobuf
+    assert trace_to_protobuf(run.trace)
+
+
+def test_long_names_and_targets_are_cut_and_a_worker_run_still_succeeds(session: Any) -> None:
+    long_key, long_target = "k" * 9000, "y" * 9000
+    run = session.run_fragment([{"var": {"keep": 42}}, {"var": {"d": {long_key: "{ 1 }"}}},
+                                {"api": {"profile": "echo", "path": "/x", "outputPath": f"†agent.{long_target}"}},
+                                {"return": "{ keep }"}])
+    assert (run.code, run.value) == ("success", 42), run.error
+    names = [name for span in spans(run.trace["root"]) for key in ("fields", "wrote")
+             for name in span.get(key, {})]
+    assert names and all(len(name) <= TRACE_TEXT_CHARS for name in names)
+
+
+def test_counts_of_passes_not_kept_stay_within_what_a_reader_takes() -> None:
+    settings = {"profiles": {"llm": {"huge": {"adapter": "scripted", "model": "m", "script": [
+        {"text": "hi", "input_tokens": 2**52, "output_tokens": 1}]}}}}
+    fragment = [{"for": {"item": "i", "in": "{ range(23) }", "commands": {"llm": {"profile": "huge", "input": "x"}}}}]
+    s = IsolatedSession(make_settings(settings))
+    try:
+        run = s.run_fragment(fragment)
+    finally:
+        s.close()
+    assert run.code == "success", run.error
+    assert run.trace["root"]["spans"][0]["hidden"]["input_tokens"] == 2**53 - 1  # three passes' sum, held below 2**53
+
+
+def test_a_trace_is_bounded_in_characters_whatever_the_fragment(session: Any) -> None:
+    keys = {("&" * 440) + str(i): "{ 1 }" for i in range(40)}
+    inner = {"for": {"item": "c", "in": "{ range(20) }", "commands": {"var": {"d": keys}}}}
+    middle = {"for": {"item": "b", "in": "{ range(20) }", "commands": inner}}
+    run = session.run_fragment({"for": {"item": "a", "in": "{ range(20) }", "commands": middle}})
+    assert run.code == "success", run.error
+    written = json.dumps(run.trace, ensure_ascii=False)
+    assert len(written) < TRACE_CHARS + TRACE_SPANS * 400  # the text budget and each span's fixed keys
+    assert run.trace["root"]["dropped"] > 0  # spans past the budget counted, not kept
+
+
+def test_a_secret_placeholder_cut_in_a_request_shows_as_the_secret_name(http_server: Any) -> None:
+    data = {"secrets": {"TOK": "sk-placeholder-9f1e"},
+            "profiles": {"api": {"crm": {"url": http_server.url, "allow_path": True}}}}
+    for prefix in (120, 140, 150):
+        run = Session(Engine(make_settings(data))).run_fragment(
+            [{"api": {"profile": "crm", "path": "{ f'/json/" + "a" * prefix + "{sys.secret[\"TOK\"]}' }"}}])
+        assert run.code == "success", run.error
+        text = json.dumps(run.trace, ensure_ascii=False)
+        assert "s2o-secret" not in text and "\u2063" not in text and "sk-placeholder" not in text
+        assert "<secret TOK>" in text or text.count("a" * 100) >= 1
+
+
+def test_a_loop_stopped_at_its_limit_counts_the_passes_it_made() -> None:
+    s = Session(Engine(make_settings({"limits": {"loop_iterations": 30}})))
+    run = s.run_fragment({"while": {"condition": "{ True }", "commands": {"var": {"x": 1}}}})
+    assert run.error.code == "loop-limit"
+    assert run.trace["root"]["spans"][0]["passes"] == 30

@@ -139,7 +139,8 @@ def test_who_shows_the_variables_as_vars_does(kc: Any) -> None:
 
 
 @pytest.mark.parametrize(("code", "closest"), [
-    ("%debug", "Closest: %validate (an error shows its code, the expression with a caret"),
+    ("%debug", "Closest: %trace, %validate (an error shows its code, the expression with a caret"),
+    ("%tb", "Closest: %trace (an error shows its code, the expression with a caret"),
     ("%%capture\n1 + 1", "Closest: a trailing ';' runs a cell and shows no result, as in IPython."),
     ("%whos", "Closest: %vars, %who."),
     ("%limit", "Closest: %limits"),

@@ -77,3 +77,25 @@ class Tags(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text += data
+
+
+def test_an_error_shows_once_where_it_happened_and_the_chain_above_it_is_marked() -> None:
+    run = Session(Engine(make_settings({}))).run_fragment({"functions": {
+        "main": {"commands": [{"call": {"function": "a"}}]},
+        "a": {"commands": [{"call": {"function": "b"}}]},
+        "b": {"commands": [{"var": {"x": "{ 1 / 0 }"}}]}}})
+    text = trace_view.bundle(run.trace)["text/plain"]
+    assert text.count("error runtime at functions.b.commands[0].var.x: ZeroDivisionError") == 1
+    assert text.count("✗ runtime") == 5  # call, function a, call, function b, var
+    assert text.splitlines()[0] == "run (agent) · ✗ errorInAgent"
+
+
+def test_a_shown_trace_stops_at_its_bound_and_says_how_many_spans_it_left_out() -> None:
+    session = Session(Engine(make_settings({"limits": {"definition_length": 200_000}})))
+    run = session.run_fragment([{"var": {f"v{i}": "{ 'x' * 150 }" for i in range(30)}} for i in range(200)])
+    assert run.code == "success", run.error
+    shown = trace_view.bundle(run.trace)
+    last = shown["text/plain"].splitlines()[-1]
+    assert last.startswith("… ") and last.endswith(" more spans not shown here: %trace save FILE writes the whole trace")
+    assert len(shown["text/plain"]) < 300_000 and len(shown["text/html"]) < 2_000_000
+    assert "more spans not shown here" in shown["text/html"]

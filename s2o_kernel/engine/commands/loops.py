@@ -340,10 +340,10 @@ class LoopTrace:
     then the task muted (:meth:`~..fragments.trace.Tracer.mute`) and the passes counted. ``count``: passes made
     so far; ``loop``: the loop command's span."""
 
-    __slots__ = ("count", "loop", "token", "tracer")
+    __slots__ = ("count", "limit", "loop", "token", "tracer")
 
-    def __init__(self, tracer: Tracer, loop: int) -> None:
-        self.tracer, self.loop, self.count, self.token = tracer, loop, 0, None
+    def __init__(self, tracer: Tracer, loop: int, limit: int) -> None:
+        self.tracer, self.loop, self.count, self.token, self.limit = tracer, loop, 0, None, limit
 
     @classmethod
     def of(cls, it: Interpreter) -> LoopTrace | None:
@@ -352,7 +352,7 @@ class LoopTrace:
         if tracer is None:
             return None
         loop = tracer.current()
-        return cls(tracer, loop) if loop >= 0 else None
+        return cls(tracer, loop, it.limits.loop_iterations) if loop >= 0 else None
 
     async def run_pass(self, it: Interpreter, body: list[Command], bound: tuple[tuple[str, Any], ...] = ()) -> bool:
         """Run pass :attr:`count` in a span of its own (:func:`pass_async`), which shows the loop's names
@@ -379,7 +379,9 @@ class LoopTrace:
         self.token = self.tracer.mute(self.loop, self.count)
 
     def end(self) -> None:
-        """The loop ended (however): its passes on its span; the task records again."""
+        """The loop ended (however): its passes on its span (a pass refused by ``loop-limit`` was not made); the
+        task records again."""
+        self.count = min(self.count, self.limit)
         if self.token is not None:
             self.tracer.unmute(self.token, self.loop, self.count, TRACE_PASSES)
         else:

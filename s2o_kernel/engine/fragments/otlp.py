@@ -119,7 +119,10 @@ def to_protobuf(trace: dict[str, Any], service: str = "s2o-kernel") -> bytes:
         raise S2OError("trace", "a protobuf export needs the OpenTelemetry extra: pip install 's2o-kernel[otel]' "
                        "(or write OTLP JSON, which needs nothing)") from None
     message = ExportTraceServiceRequest()
-    json_format.ParseDict(protobuf_json(to_otlp(trace, service)), message)
+    try:
+        json_format.ParseDict(protobuf_json(to_otlp(trace, service)), message)
+    except json_format.ParseError as exc:  # a text protobuf cannot carry (a trace's texts are UTF-8: a guard)
+        raise S2OError("trace", f"the trace cannot be written as protobuf: {str(exc)[:200]}") from None
     data: bytes = message.SerializeToString()
     return data
 

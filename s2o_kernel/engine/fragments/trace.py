@@ -37,6 +37,7 @@ whose messages nest no deeper than values do, and :func:`check` reads it back fr
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from contextvars import ContextVar
 from itertools import islice
@@ -47,6 +48,8 @@ from ...bounds import (
     TRACE_CHARS,
     TRACE_DEPTH_SHOWN,
     TRACE_ITEMS,
+    TRACE_MOST_COUNT,
+    TRACE_MOST_PRICE,
     TRACE_SHORT_INT,
     TRACE_SPANS,
     TRACE_TEXT_CHARS,
@@ -55,6 +58,7 @@ from ...bounds import (
 from ..errors import S2OError
 from ..policy.parts import parts_of
 from ..policy.values import safe_repr
+from ..run.scopes import PLACEHOLDER_END, PLACEHOLDER_START
 
 #: The schema's name and version in the JSON form (``docs/tracing.md``): a reader checks both.
 SCHEMA = "s2o-trace"
@@ -130,7 +134,8 @@ class Tracer:
     # -- spans ------------------------------------------------------------------------------------
     def open(self, kind: str, name: str, path: str) -> int:
         """Open a span below the task's current one and make it current; its index, or ``-1`` when nothing is
-        recorded (a muted pass, or past :data:`~s2o_kernel.bounds.TRACE_SPANS`: then counted as ``dropped``)."""
+        recorded (a muted pass, or past :data:`~s2o_kernel.bounds.TRACE_SPANS` or the run's characters: then
+        counted as ``dropped``). Its name and path count against the characters (:meth:`cut`)."""
         at = _AT.get()
         if at < 0:
             return -1
@@ -139,10 +144,17 @@ class Tracer:
             info = spans[0].info
             info["dropped"] = info.get("dropped", 0) + 1
             return -1
+        if not (name.isascii() and path.isascii()):
+            name, path = readable(name), readable(path)
+        if len(name) > TRACE_TEXT_CHARS or len(path) > TRACE_TEXT_CHARS:
+            name, path = name[:TRACE_TEXT_CHARS], path[:TRACE_TEXT_CHARS]
+        self.chars -= len(name) + len(path)
+        if self.chars < 0:  # the run's characters are spent: no more spans
+            info = spans[0].info
+            info["dropped"] = info.get("dropped", 0) + 1
+            return -1
         index = len(spans)
-        spans.append(Span(kind, name if len(name) <= TRACE_TEXT_CHARS else name[:TRACE_TEXT_CHARS],
-                          path if len(path) <= TRACE_TEXT_CHARS else path[:TRACE_TEXT_CHARS], at,
-                          perf_counter_ns() - self.origin))
+        spans.append(Span(kind, name, path, at, perf_counter_ns() - self.origin))
         _AT.set(index)
         return index
 
@@ -163,7 +175,7 @@ class Tracer:
             if "error" not in span.info:
                 span.outcome = raised.code
                 span.info["error"] = {"code": raised.code, "message": self.cut(raised.message, TRACE_TEXT_CHARS),
-                                      "path": (raised.path or "")[:TRACE_TEXT_CHARS]}
+                                      "path": self.cut(raised.path or "", TRACE_TEXT_CHARS)}
         elif span.outcome == "ok":
             error = getattr(raised, "error", None) if type(raised).__name__ == "Fail" else None
             if isinstance(error, S2OError):  # fail: the span ends with the error it names
@@ -221,6 +233,7 @@ class Tracer:
             own = span.path
             name = name[len(own) + 1:] if name.startswith(own) and len(name) > len(own) + 1 else \
                 "value" if name == own else name
+        name = self.cut(name, TRACE_TEXT_CHARS)
         if len(items) < TRACE_ITEMS or name in items:
             items[name] = text
         else:
@@ -231,12 +244,12 @@ class Tracer:
         at = _AT.get()
         if at < -1:
             hidden = self.spans[-at - 2].info.setdefault("hidden", dict.fromkeys(HIDDEN_KEYS, 0))
-            hidden["calls"] += 1
-            if tokens is not None:
-                hidden["input_tokens"] += tokens[0]
-                hidden["output_tokens"] += tokens[1]
+            hidden["calls"] = min(hidden["calls"] + 1, TRACE_MOST_COUNT)
+            if tokens is not None:  # sums kept within what a reader takes (a count below 2**53, a finite price)
+                hidden["input_tokens"] = min(hidden["input_tokens"] + tokens[0], TRACE_MOST_COUNT)
+                hidden["output_tokens"] = min(hidden["output_tokens"] + tokens[1], TRACE_MOST_COUNT)
             if price is not None:
-                hidden["price"] += price
+                hidden["price"] = min(hidden["price"] + price, TRACE_MOST_PRICE)
 
     def request(self, index: int, kind: str, profile: str | None, fields: dict[str, Any]) -> None:
         """Note on outside span ``index`` its profile and request (:func:`request_text`)."""
@@ -296,7 +309,10 @@ class Tracer:
         return self.cut(shown(value, TRACE_VALUE_CHARS))
 
     def cut(self, text: str, limit: int = TRACE_VALUE_CHARS) -> str:
-        """``text`` within ``limit`` characters and the run's budget (see :meth:`summary`)."""
+        """``text`` as every text enters a trace: :func:`readable`, within ``limit`` characters and the run's
+        budget of :data:`~s2o_kernel.bounds.TRACE_CHARS` (only ``…`` once that is spent)."""
+        if not text.isascii():
+            text = readable(text)
         if len(text) > limit:
             text = text[:limit - 1] + "…"
         self.chars -= len(text)
@@ -313,7 +329,7 @@ class Tracer:
         root.outcome = "ok" if code == "success" else code
         if error is not None and "error" not in root.info:
             root.info["error"] = {"code": error.code, "message": self.cut(error.message, TRACE_TEXT_CHARS),
-                                  "path": (error.path or "")[:TRACE_TEXT_CHARS]}
+                                  "path": self.cut(error.path or "", TRACE_TEXT_CHARS)}
         _AT.reset(self.token)
         self.token = None  # a token holds its context, which holds what the run set: dropped with the run
         return self
@@ -419,6 +435,22 @@ def copy_flat(flat: dict[str, Any]) -> dict[str, Any]:
 _UNWOUND = {"RunTimeout": "timedOut", "TimeoutError": "timedOut", "CancelledError": "cancelled",
             "RunInterrupt": "stopped", "KeyboardInterrupt": "stopped", "RecursionError": "too-deep"}
 
+_PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_START) + "([^" + PLACEHOLDER_END + "]*)" + PLACEHOLDER_END)
+
+
+def readable(text: str) -> str:
+    """``text`` as a trace holds it: a secret's placeholder (``scopes.PLACEHOLDER_START``, in a request's fields)
+    written as ``<secret NAME>`` before anything cuts it, and a lone surrogate as its escape (``\\ud800``), so
+    the text is UTF-8 wherever it goes (a message, nh3, protobuf)."""
+    if PLACEHOLDER_START in text:
+        text = _PLACEHOLDER.sub(lambda found: f"<secret {found.group(1)}>", text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 #: Types of small values that cannot change once made (:func:`later`).
 _LATER = frozenset({float, bool, type(None), complex})
 
@@ -456,6 +488,8 @@ def _write(value: Any, out: list[str], left: list[int], depth: int) -> None:
         return
     t = type(value)
     if t is str or t is bytes:
+        if t is str and not value.isascii():
+            value = readable(value)
         text = repr(value[:left[0]]) + ("…" if len(value) > left[0] else "")
     elif t is int:
         text = repr(value) if -10**60 < value < 10**60 else f"<int of {value.bit_length()} bits>"
@@ -495,6 +529,8 @@ def _write_items(value: Any, out: list[str], left: list[int], depth: int) -> Non
         for part in item if pairs else (item,):
             kind = type(part)
             if kind is str:
+                if not part.isascii():
+                    part = readable(part)
                 text = repr(part) if len(part) < room else repr(part[:max(room, 0)]) + "…"
             elif kind is float or kind is bool or part is None or \
                     (kind is int and -TRACE_SHORT_INT < part < TRACE_SHORT_INT):
@@ -524,18 +560,24 @@ def request_text(kind: str, fields: dict[str, Any]) -> str:
         count = f" ({len(params)} parameters)" if type(params) is dict and params else ""
         return _plain(fields.get("sql"), 200) + count
     if kind == "llm":
-        messages: Any = fields.get("messages") if type(fields.get("messages")) is list else []
-        tools = [t.get("name") for t in islice(fields.get("tools") or (), 20) if type(t) is dict]
-        last = messages[-1] if messages and type(messages[-1]) is dict else {}
-        text = f"{len(messages)} messages, last {_plain(last.get('role'), 20)}: {shown(last.get('content'), 60)}"
-        return text + (f"; tools: {', '.join(_plain(t, 40) for t in tools)}" if tools else "")
+        return _llm_request(fields)
     inputs = [q.get("name") for q in islice(fields.get("inputs") or (), 20) if type(q) is dict]
     return f"{_plain(fields.get('message'), 60)}: {', '.join(_plain(n, 40) for n in inputs)}"
 
 
+def _llm_request(fields: dict[str, Any]) -> str:
+    """A model turn's request in one line: how many messages, the last one's role and start, the tools."""
+    messages: Any = fields.get("messages") if type(fields.get("messages")) is list else []
+    tools = [t.get("name") for t in islice(fields.get("tools") or (), 20) if type(t) is dict]
+    last = messages[-1] if messages and type(messages[-1]) is dict else {}
+    count = f"{len(messages)} message{'s' if len(messages) != 1 else ''}"
+    text = f"{count}, last {_plain(last.get('role'), 20)}: {shown(last.get('content'), 60)}"
+    return text + (f"; tools: {', '.join(_plain(t, 40) for t in tools)}" if tools else "")
+
+
 def _plain(value: Any, limit: int) -> str:
     """Text as itself, anything else as :func:`shown`, at most about ``limit`` characters."""
-    return value[:limit] if type(value) is str else shown(value, limit)
+    return readable(value)[:limit] if type(value) is str else shown(value, limit)
 
 
 def response_text(kind: str, result: Any, summary: Callable[[Any], str]) -> str:
@@ -614,9 +656,7 @@ def _info(key: str, value: Any) -> Any:
     if kind is str:
         return _text(value)
     if kind is int:
-        if type(value) is not int or not 0 <= value < 2**53:
-            raise ValueError(f"a span's {key} is a count")
-        return value
+        return _count(key, value)
     if kind is float:
         return _seconds(value)
     if kind is bool:
@@ -629,10 +669,16 @@ def _info(key: str, value: Any) -> Any:
         keys = TOKEN_KEYS if key == "tokens" else HIDDEN_KEYS
         if set(value) - set(keys):
             raise ValueError(f"a span's {key} has unknown keys")
-        return {k: _seconds(v) if k == "price" else _info("more", v) for k, v in value.items()}
+        return {k: _seconds(v) if k == "price" else _count(f"{key}.{k}", v) for k, v in value.items()}
     if key == "error" and set(value) != set(ERROR_KEYS):
         raise ValueError("a span's error is {code, message, path}")
     return {_text(k): _text(v) for k, v in value.items()}
+
+
+def _count(key: str, value: Any) -> int:
+    if type(value) is not int or not 0 <= value < 2**53:
+        raise ValueError(f"a span's {key} is a count below 2**53")
+    return value
 
 
 def _text(value: Any) -> str:

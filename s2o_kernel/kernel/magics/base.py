@@ -66,10 +66,13 @@ class MagicContext(Protocol):
     #: How results show (``%display``): ``"plain"`` (text/plain, and a table for rows) or ``"json"``
     #: (also application/json).
     display: str
-    #: The last fragment run's trace (SPEC 14; ``%trace``), or ``None``; and whether a run shows its trace
-    #: after it (``%trace on``).
-    last_trace: dict[str, Any] | None
+    #: Whether a run shows its trace after it (``%trace on``, SPEC 14).
     trace_after: bool
+
+    @property
+    def last_trace(self) -> dict[str, Any] | None:
+        """The last fragment run's trace (SPEC 14; ``%trace``), or ``None``."""
+        ...
 
     def require_session(self) -> SessionLike:
         """The session; raises ``S2OError("unexpected")`` when the engine did not start."""
