@@ -120,6 +120,9 @@ CODES: dict[str, Code] = _table(
     # -- the run trace (SPEC 14) ----------------------------------------------------------------
     ("trace", "run", "14", "a trace that cannot be shown, saved or exported: no run kept one, a file that cannot "
      "be written, or the OpenTelemetry extra missing for a protobuf export"),
+    # -- batch runs (SPEC 15) -------------------------------------------------------------------
+    ("batch", "load", "15", "a batch's agent or case file that cannot be read or is not of the schema (the file and "
+     "line are named)"),
     # -- loading settings (SPEC 10, 12) --------------------------------------------------------
     ("settings", "load", "10", "a setting that cannot be used"),
     ("allowlist", "load", "4", "an allowlist line that cannot be loaded"),

@@ -1,0 +1,189 @@
+"""``python -m s2o_kernel.batch`` (SPEC 15, issue 34): an agent over recorded cases in contained workers.
+
+The suite: the orders agent (a scripted model that calls ``get_order``, which calls the built-in echo API),
+its calls for orders 7 and 3 recorded into a cassette by a real recording run; cases with every kind of
+expectation, passing and failing, and cases that end on a limit (a loop past its limit, a worker past its
+memory, which kills it, a run past its time). Each of those fails alone, with its code, and the others
+pass. The results file has each case once; the JUnit XML is read by
+``junitparser``; ``--resume`` and ``--rerun-failed`` run only what they say; bad input exits 2 naming the
+file and line; under replay no process of the run connects a socket (an audit hook logs every connect).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from junitparser import Error, Failure, JUnitXml
+
+from s2o_kernel.batch.__main__ import main
+from s2o_kernel.engine import Engine, Session, make_settings
+
+pytestmark = pytest.mark.timeout(240)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+AGENT = {"functions": {
+    "get_order": {"args": {"order_id": "int"},
+                  "commands": [{"api": {"profile": "echo", "path": "{ f'/orders/{order_id}' }"}},
+                               {"return": "{ result }"}]},
+    "main": {"args": {"order_id": "int"}, "commands": [
+        {"if": {"condition": "{ sys.inputs.get('mode') == 'loop' }",
+                "then": [{"while": {"condition": "{ True }", "commands": [{"var": {"k": 1}}]}}]}},
+        {"if": {"condition": "{ sys.inputs.get('mode') == 'memory' }",
+                "then": [{"var": {"big": "{ ['x' * 10 ** 7 + str(i) for i in range(100)] }"}}]}},
+        {"if": {"condition": "{ sys.inputs.get('mode') == 'slow' }",
+                "then": [{"while": {"condition": "{ True }",
+                                    "commands": [{"var": {"s": "{ sorted(range(10 ** 6), reverse=True)[0] }"}}]}}]}},
+        {"llm": {"profile": "orders", "prompt": "demo", "input": "{ f'Where is my order {order_id}?' }",
+                 "functions": ["get_order"]}},
+        {"output": "{ result }"},
+        {"return": "{ result }"}]}}}
+
+SHIPPED = "Order 7 has shipped"
+ANSWER = "Order 7 has shipped: the echo service answered for /orders/7, so it is on its way."
+#: id → (case without its id, the outcome expected)
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "plain": ({"inputs": {"order_id": 7}}, "pass"),
+    "code-pass": ({"inputs": {"order_id": 7}, "expect": {"code": "success"}}, "pass"),
+    "code-fail": ({"inputs": {"order_id": 7}, "expect": {"code": "errorInAgent"}}, "fail"),
+    "value-pass": ({"inputs": {"order_id": 7}, "expect": {"value": ANSWER}}, "pass"),
+    "value-fail": ({"inputs": {"order_id": 3}, "expect": {"value": None}}, "fail"),
+    "value-contains-pass": ({"inputs": {"order_id": 7}, "expect": {"value_contains": SHIPPED}}, "pass"),
+    "value-contains-fail": ({"inputs": {"order_id": 7}, "expect": {"value_contains": "cancelled"}}, "fail"),
+    "error-pass": ({"inputs": {"order_id": 9}, "expect": {"code": "callFailed", "error": "replay-miss"}}, "pass"),
+    "error-fail": ({"inputs": {"order_id": 7}, "expect": {"error": "replay-miss"}}, "fail"),
+    "outputs-pass": ({"inputs": {"order_id": 3}, "expect": {"outputs_contain": ["has shipped"]}}, "pass"),
+    "outputs-fail": ({"inputs": {"order_id": 3}, "expect": {"outputs_contain": ["cancelled"]}}, "fail"),
+    "cost-pass": ({"inputs": {"order_id": 7}, "expect": {"max_cost": 1.0}}, "pass"),
+    "cost-fail": ({"inputs": {"order_id": 7}, "expect": {"max_cost": 0.000001}}, "fail"),
+    "time-pass": ({"inputs": {"order_id": 7}, "expect": {"max_time": 30}}, "pass"),
+    "time-fail": ({"inputs": {"order_id": 7}, "expect": {"max_time": 0.000001}}, "fail"),
+    "query": ({"inputs": {"order_id": 7}, "query": "hello", "agent": {"seen": 1}, "expect": {}}, "pass"),
+    "no-cassette": ({"inputs": {"order_id": 7}, "cassette": None}, "error"),
+    "loop-limit": ({"inputs": {"order_id": 7, "mode": "loop"}, "settings": {"limits": {"loop_iterations": 500}}},
+                   "fail"),
+    "memory": ({"inputs": {"order_id": 7, "mode": "memory"}, "settings": {"limits": {"memory": 300 << 20}}},
+               "fail"),
+    "slow": ({"inputs": {"order_id": 7, "mode": "slow"}, "settings": {"limits": {"time": 0.5}}}, "fail"),
+}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with ``agent.json``, ``orders.cassette.json`` (recorded now) and ``cases.jsonl``."""
+    folder = tmp_path_factory.mktemp("suite")
+    (folder / "agent.json").write_text(json.dumps(AGENT))
+    cassette = folder / "orders.cassette.json"
+    recorder = Session(Engine(make_settings({"replay": {"mode": "record", "cassette": str(cassette)}})))
+    for order in (7, 3):
+        recorder.llm_messages = []
+        assert recorder.run_fragment(AGENT, inputs={"order_id": order}).code == "success"
+    lines = []
+    for case_id, (case, _) in CASES.items():
+        lines.append(json.dumps({"id": case_id, "cassette": "orders.cassette.json", **case}))
+    (folder / "cases.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def run_batch(suite: Path, *more: str) -> tuple[int, list[dict[str, Any]]]:
+    """The exit status of a batch run of the suite, and its results file's lines."""
+    status = main([str(suite / "agent.json"), str(suite / "cases.jsonl"), "--results",
+                   str(suite / "results.jsonl"), "--no-progress", *more])
+    lines = (suite / "results.jsonl").read_text().splitlines()
+    return status, [json.loads(line) for line in lines if line.startswith('{"id": ') and line.endswith("}")]
+
+
+def test_every_kind_of_expectation_and_every_limit_fails_alone(suite: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("S2O_REPLAY", raising=False)
+    status, lines = run_batch(suite, "--workers", "2", "--junit", str(suite / "junit.xml"))
+    assert status == 1
+    assert sorted(line["id"] for line in lines) == sorted(CASES)  # each case once
+    got = {line["id"]: line for line in lines}
+    assert {i: got[i]["outcome"] for i in CASES} == {i: outcome for i, (_, outcome) in CASES.items()}, \
+        {i: (got[i]["outcome"], got[i]["diff"]) for i in CASES}
+    assert (got["loop-limit"]["error"], got["memory"]["error"], got["slow"]["code"]) == (
+        "loop-limit", "memory-limit", "timedOut")
+    assert got["code-fail"]["diff"] == ["code: expected errorInAgent, got success"]
+    assert got["cost-fail"]["diff"][0].startswith("max_cost: the run cost $0.000500, more than $0.000001")
+    assert got["plain"]["trace"]["root"]["spans"][3]["name"] == "llm" and got["plain"]["cost"] > 0
+    assert "no-cassette" in capsys.readouterr().out  # named in the summary
+    xml = JUnitXml.fromfile(str(suite / "junit.xml"))
+    [suite_xml] = list(xml)
+    failures = sum(1 for case in suite_xml for r in case.result if isinstance(r, Failure))
+    errors = sum(1 for case in suite_xml for r in case.result if isinstance(r, Error))
+    expected = [outcome for _, outcome in CASES.values()]
+    assert (suite_xml.tests, failures, errors) == (len(CASES), expected.count("fail"), expected.count("error"))
+
+
+def test_resume_runs_only_the_cases_not_in_the_results_and_rerun_failed_only_those(
+        suite: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("S2O_REPLAY", raising=False)
+    fast = [i for i, (case, _) in CASES.items() if "settings" not in case]
+    done = [json.dumps({"id": i, "outcome": "pass", "diff": [], "code": "success", "error": None,
+                        "duration": 0.0, "cost": 0.0, "trace": None}) for i in fast[:5]]
+    (suite / "results.jsonl").write_text("\n".join(done) + '\n{"id": "cut-by-a-cra')  # a crash cut the last line
+    status, lines = run_batch(suite, "--resume")
+    ran = [line["id"] for line in lines[5:]]
+    assert sorted(ran) == sorted(set(CASES) - set(fast[:5])) and status == 1
+    before = len(lines)
+    status, lines = run_batch(suite, "--rerun-failed")
+    rerun = [line["id"] for line in lines[before:]]
+    marked = set(fast[:5])  # passed by the results written above, whatever they would do
+    assert sorted(rerun) == sorted(i for i, (_, outcome) in CASES.items() if outcome != "pass" and i not in marked)
+    assert status == 1
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"id": "a"}\n{"id": "a"}', "cases.jsonl:2: the id 'a' is already the id of the case at"),
+    ('{"id": "a", "expect": {"valu": 1}}', "cases.jsonl:1: expect.valu: Extra inputs are not permitted"),
+    ('{"id": "a"}\nnot json', "cases.jsonl:2: not JSON"),
+    ('[1]', "cases.jsonl:1: a case is a JSON object"),
+])
+def test_bad_input_exits_2_naming_the_file_and_line(line: str, message: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "agent.json").write_text(json.dumps(AGENT))
+    (tmp_path / "cases.jsonl").write_text(line + "\n")
+    status = main([str(tmp_path / "agent.json"), str(tmp_path / "cases.jsonl"), "--no-progress",
+                   "--results", str(tmp_path / "r.jsonl")])
+    assert status == 2
+    assert message in capsys.readouterr().err
+
+
+#: Logs every ``socket.connect`` of the Python processes that load it (the runner and its workers).
+SITECUSTOMIZE = '''
+import os, sys
+_log = os.environ.get("S2O_TEST_CONNECT_LOG")
+if _log:
+    def _hook(event, args):
+        if event == "socket.connect":
+            with open(_log, "a") as f:
+                f.write(repr(args[1]) + "\\n")
+    sys.addaudithook(_hook)
+'''
+
+
+def test_no_process_of_a_replayed_batch_connects_a_socket(suite: Path, tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    log = tmp_path / "connects.log"
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"id": i, "inputs": {"order_id": 7},
+                                         "cassette": str(suite / "orders.cassette.json")}) + "\n" for i in "abcd"))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{hooks}:{ROOT}", "S2O_TEST_CONNECT_LOG": str(log),
+           "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "s2o_kernel.batch", str(suite / "agent.json"), str(cases),
+                           "--workers", "2", "--results", str(tmp_path / "r.jsonl"), "--no-progress"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 cases: 4 passed" in done.stdout
+    probe = subprocess.run([sys.executable, "-c", "import socket; socket.create_connection(('127.0.0.1', 9))"],
+                           env=env, capture_output=True, timeout=30, check=False)  # the hook logs a connect
+    assert probe.returncode != 0 and "9)" in log.read_text()  # so an empty log above means no connect
+    assert log.read_text().count("\n") == 1
