@@ -1,11 +1,13 @@
-"""``python -m s2o_kernel.batch AGENT CASES [--results FILE] [--junit FILE] [--workers N] [--settings FILE]
-[--resume | --rerun-failed] [--no-progress]``: an agent over many cases (SPEC 15).
+"""``python -m s2o_kernel.batch AGENT CASES [--results FILE] [--junit FILE] [--workers N] [--dask ADDRESS]
+[--settings FILE] [--resume | --rerun-failed] [--no-progress]``: an agent over many cases (SPEC 15).
 
 ``AGENT`` is an agent definition (JSON); ``CASES`` a JSONL file or a folder of them (:mod:`.cases`). Each
 case's result line goes to ``--results`` (default ``batch-results.jsonl``) as it ends; ``--resume`` skips the
 cases already there, ``--rerun-failed`` runs only those whose outcome there is ``fail`` or ``error``. A
 progress bar shows on standard error; the summary (:func:`.results.summary`) on standard output, and JUnit
 XML in ``--junit``. ``--settings`` is a TOML file merged over the embedded default, under each case's own.
+``--dask ADDRESS`` runs the cases on a Dask cluster (``local``: a local one of ``--workers`` processes;
+:mod:`.cluster`).
 Exit status: 0 when every case passed, 1 when one failed or erred, 2 on bad input (the file and line named).
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 from s2o_kernel.engine import S2OError, read_toml
 
 from .cases import Case, read_agent, read_cases
+from .cluster import run_on_dask
 from .results import ResultsFile, read_results, summary, write_junit
 from .runner import Runner
 
@@ -30,7 +33,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("cases", type=Path, help="a JSONL file of cases, or a folder of them")
     p.add_argument("--results", type=Path, default=Path("batch-results.jsonl"), help="the results file (JSONL)")
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
-    p.add_argument("--workers", type=int, default=1, help="contained workers run in parallel (default 1)")
+    p.add_argument("--workers", type=int, default=1, help="contained workers run in parallel (default 1); with "
+                   "--dask local, the local cluster's worker processes")
+    p.add_argument("--dask", metavar="ADDRESS", help="run the cases on the Dask cluster at ADDRESS (local: start one)")
     p.add_argument("--settings", type=Path, help="a settings file (TOML) under each case's settings")
     again = p.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true", help="skip the cases already in the results file")
@@ -52,10 +57,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
     try:
+        return _run(args, agent, cases, base, records, results)
+    except S2OError as exc:  # the cluster could not be reached
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, agent: dict[str, Any], cases: list[Case], base: dict[str, Any],
+         records: dict[str, dict[str, Any]], results: ResultsFile) -> int:
+    """Run ``cases``, each result written to ``results`` and kept in ``records``; the summary, the JUnit XML;
+    the exit status."""
+    try:
         from tqdm import tqdm
 
         with tqdm(total=len(cases), unit="case", disable=args.no_progress, file=sys.stderr) as bar:
-            for record in Runner(agent, base, args.workers).run(cases):
+            ran = Runner(agent, base, args.workers).run(cases) if args.dask is None else \
+                run_on_dask(agent, base, cases, args.dask, args.workers)
+            for record in ran:
                 results.write(record)
                 records[record["id"]] = record
                 bar.update(1)
