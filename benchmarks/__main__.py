@@ -28,7 +28,7 @@ from .common import Figure, Target, machine
 from .report import render_chart, render_tables, render_targets
 
 #: Every section, in the order they run and print.
-SECTIONS = ("engine", "fragments", "kernel", "scale")
+SECTIONS = ("engine", "fragments", "kernel", "scale", "batch")
 
 
 def _load(section: str) -> object | None:

@@ -202,6 +202,14 @@ TRACE_ITEMS = 40
 #: Past it a summary is only its ellipsis and no span is kept. Written as JSON with escapes (six bytes a
 #: character at worst) it stays within 6 MiB, well inside a worker's reply (16 MiB at least).
 TRACE_CHARS = 1 << 20
+# -- batch runs (SPEC 15) -------------------------------------------------------------------------------
+
+#: Times Dask runs a case's task again when it raised (a Dask worker that dies is rescheduled by Dask anyway).
+BATCH_RETRIES = 2
+#: Cases under way at once per worker of a batch run (the next starts as one ends): enough to keep every
+#: worker busy, few enough that the runner's memory does not grow with the cases.
+BATCH_IN_FLIGHT = 2
+
 #: Ints a trace writes whole at once are within ± this (SPEC 14); a larger one is written in bounded time instead.
 TRACE_SHORT_INT = 10**15
 #: Levels of containers a value's summary in a trace opens (SPEC 14); deeper ones show as ``[…]``.

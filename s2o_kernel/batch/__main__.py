@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace, agent: dict[str, Any], cases: list[Case], bas
                 run_on_dask(agent, base, cases, args.dask, args.workers)
             for record in ran:
                 results.write(record)
-                records[record["id"]] = record
+                records[record["id"]] = {k: v for k, v in record.items() if k != "trace"}  # the file keeps it
                 bar.update(1)
     finally:
         results.close()

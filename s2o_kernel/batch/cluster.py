@@ -19,13 +19,11 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from s2o_kernel.bounds import BATCH_IN_FLIGHT, BATCH_RETRIES
 from s2o_kernel.engine import S2OError
 
 from .cases import Case
 from .runner import Runner
-
-#: How many times Dask runs a case's task again when it raised (a worker that dies is rescheduled anyway).
-RETRIES = 2
 
 #: The runners of this process (a Dask worker's), by the batch's agent and settings as JSON.
 _RUNNERS: dict[str, Runner] = {}
@@ -72,10 +70,23 @@ def run_on_dask(agent: dict[str, Any], base: dict[str, Any], cases: Iterable[Cas
             cluster.close()
         raise S2OError("batch", f"cannot reach the Dask cluster at {address}: {type(exc).__name__}: {exc}") from None
     try:
-        futures = [client.submit(run_case, agent, base, case.model_dump(exclude_unset=True),  # as the case says
-                                 key=f"s2o-case-{i}", pure=False, retries=RETRIES) for i, case in enumerate(cases)]
-        for future in as_completed(futures):
+        waiting = enumerate(cases)
+
+        def submit() -> Any:
+            found = next(waiting, None)
+            if found is None:
+                return None
+            i, case = found
+            return client.submit(run_case, agent, base, case.model_dump(exclude_unset=True),  # as the case says
+                                 key=f"s2o-case-{i}", pure=False, retries=BATCH_RETRIES)
+        first = [f for f in (submit() for _ in range(2 * BATCH_IN_FLIGHT * max(workers, 1))) if f is not None]
+        running = as_completed(first)
+        for future in running:  # a case ends, the next is submitted: the caller's memory stays flat
             yield future.result()
+            future.release()
+            following = submit()
+            if following is not None:
+                running.add(following)
     finally:
         client.close()
         if cluster is not None:

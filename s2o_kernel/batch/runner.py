@@ -18,9 +18,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from s2o_kernel.bounds import BATCH_IN_FLIGHT
 from s2o_kernel.engine import IsolatedSession, RunResult, S2OError, make_settings
 from s2o_kernel.engine.settings import merge
 
@@ -42,14 +43,26 @@ class Runner:
         self._lock = threading.Lock()
 
     def run(self, cases: Iterable[Case]) -> Iterator[dict[str, Any]]:
-        """Each case's result line (:mod:`.results`), in the order the cases end."""
+        """Each case's result line (:mod:`.results`), in the order the cases end. At most
+        :data:`~s2o_kernel.bounds.BATCH_IN_FLIGHT` cases a worker are under way at once, and nothing keeps a
+        line once it is handed on: the runner's memory does not grow with the number of cases."""
+        waiting = iter(cases)
         with ThreadPoolExecutor(self.workers, thread_name_prefix="s2o-batch") as pool:
-            futures: list[Future[dict[str, Any]]] = [pool.submit(self.run_case, case) for case in cases]
+            running: set[Future[dict[str, Any]]] = set()
             try:
-                for future in as_completed(futures):
-                    yield future.result()
+                while True:
+                    while len(running) < BATCH_IN_FLIGHT * self.workers:
+                        case = next(waiting, None)
+                        if case is None:
+                            break
+                        running.add(pool.submit(self.run_case, case))
+                    if not running:
+                        break
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        yield future.result()
             finally:
-                for future in futures:
+                for future in running:
                     future.cancel()
         self.close()
 
@@ -82,8 +95,10 @@ class Runner:
             finally:
                 session.close()
         session = self._session()
-        session.reset()
-        session.update_settings(replay)
+        session.reset()  # no variable of the case before; the cassette answers from its first entry again
+        if getattr(self._local, "cassette", None) != case.cassette:  # a new engine in the worker: only on a change
+            session.update_settings(replay)
+            self._local.cassette = case.cassette
         return self._start(session, case)
 
     def _start(self, session: IsolatedSession, case: Case) -> tuple[RunResult, float]:
@@ -98,7 +113,7 @@ class Runner:
         session: IsolatedSession | None = getattr(self._local, "session", None)
         if session is None:
             session = IsolatedSession(make_settings(self.base))
-            self._local.session = session
+            self._local.session, self._local.cassette = session, object()  # no cassette set yet
             with self._lock:
                 self._sessions.append(session)
         return session

@@ -232,7 +232,9 @@ class SessionState(Execution):
         self._conv[name] = copy_json(value)
 
     def reset(self) -> None:
-        """Clear locals, agent and conversation variables; the settings stay."""
+        """Clear locals, agent and conversation variables; the settings stay. The session's own door outside
+        closes its pooled connections and is made anew on the next call, so a cassette answers from its first
+        entry again (SPEC 13), as in a new session; a door the caller gave is closed only."""
         g = self.globals
         self.forget_functions()
         for name in list(self.locals):
@@ -244,6 +246,8 @@ class SessionState(Execution):
         self.llm_messages.clear()
         if self._outside is not None:
             self._outside.close()  # pooled connections go; the next call opens them anew
+            if self._own_outside:
+                self._outside = None
 
     def snapshot(self) -> Snapshot:
         """Shallow copies of (the current namespace, agent, conv), to restore after a failed command, and the
