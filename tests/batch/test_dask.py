@@ -4,7 +4,8 @@
 each limit case once), give the same results file, ordered by id, through ``--workers 2`` and through
 ``--dask local`` with two worker processes: outcomes, differences, codes, costs and traces but for their
 times (and for how many passes the run stopped by its time limit made). A Dask worker process killed (SIGKILL) while the cases run loses none: every case comes back exactly
-once, passed, its tasks rescheduled on the worker the nanny starts again.
+once, passed, its tasks rescheduled on the worker the nanny starts again; and the contained worker it had
+started ends too (its answer from the parent never comes: it stops at once, not at its time limit).
 """
 
 from __future__ import annotations
@@ -104,5 +105,7 @@ def test_a_dask_worker_killed_mid_run_loses_no_case(suite: Path, monkeypatch: py
             seen.append(line["id"])
             assert line["outcome"] == "pass", line["diff"]
             if len(seen) == 5:
+                orphans = workers[0].children(recursive=True)  # its contained worker, mid-case
                 os.kill(workers[0].pid, signal.SIGKILL)  # one Dask worker, mid-run: its nanny starts another
     assert sorted(seen) == sorted(case.id for case in cases)  # every case, exactly once
+    assert orphans and not psutil.wait_procs(orphans, timeout=10)[1]  # nothing it started outlives it

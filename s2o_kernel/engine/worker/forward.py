@@ -58,6 +58,8 @@ class Forwarder:
         #: Guards :attr:`_waiting`; notified when a call starts waiting (the answer thread wakes).
         self._owed = threading.Condition()
         self._waiting: collections.deque[Waiter] = collections.deque()
+        #: Set once the parent is gone (the end of stdin): no answer will ever come.
+        self._gone = False
 
     async def call(self, request: OutsideCall, on_stream: StreamFn | None = None) -> Any:
         """Send ``request`` to the parent and wait for its answer; raises the call's coded error."""
@@ -72,6 +74,8 @@ class Forwarder:
             raise S2OError(exc.code, f"the outside call is too large to send ({exc.message})",
                            path=request.path) from None
         with self._owed:  # the event goes out in the order of the waiters
+            if self._gone:
+                raise S2OError("stopped", PARENT_GONE, path=request.path)
             self._waiting.append((loop, future))
             self.worker.send_line(wire.encode_outside(request_id, request))
             self._owed.notify()
@@ -99,6 +103,20 @@ class Forwarder:
         if not loop.is_closed():
             loop.call_soon_threadsafe(settle)
 
+    def orphaned(self) -> None:
+        """The parent is gone (stdin ended while an answer was owed): every waiting call, and every call after,
+        ends ``stopped`` now, so the run ends at once instead of at its time limit and the worker exits."""
+        with self._owed:
+            self._gone = True
+            waiters, self._waiting = list(self._waiting), collections.deque()
+        for loop, future in waiters:
+            def fail(future: asyncio.Future[bytes] = future) -> None:
+                if not future.done():
+                    future.set_exception(S2OError("stopped", PARENT_GONE))
+
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(fail)
+
     def owed(self) -> bool:
         """Whether some call waits for its answer."""
         with self._owed:
@@ -120,6 +138,9 @@ class Forwarder:
 
 
 Line = bytes | S2OError | None
+
+#: What a call waiting for the parent's answer ends with when the parent is gone.
+PARENT_GONE = "the worker's parent process is gone: no answer will come"
 
 
 def _is_answer(line: Line) -> TypeGuard[bytes]:
@@ -176,6 +197,7 @@ class StdinReader:
                     continue
                 self._held.append(line)
                 if line is None:
+                    self._forwarder.orphaned()  # the parent is gone: the waiting call gets no answer
                     return  # the end of input: nothing more to read
 
 
