@@ -209,6 +209,9 @@ BATCH_RETRIES = 2
 #: Cases under way at once per worker of a batch run (the next starts as one ends): enough to keep every
 #: worker busy, few enough that the runner's memory does not grow with the cases.
 BATCH_IN_FLIGHT = 2
+#: The same per Dask worker: a case's round trip through the scheduler takes milliseconds, so more wait
+#: queued there for a worker to take them the moment it is free.
+BATCH_DASK_IN_FLIGHT = 32
 
 #: Ints a trace writes whole at once are within ± this (SPEC 14); a larger one is written in bounded time instead.
 TRACE_SHORT_INT = 10**15

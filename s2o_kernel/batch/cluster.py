@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from s2o_kernel.bounds import BATCH_IN_FLIGHT, BATCH_RETRIES
+from s2o_kernel.bounds import BATCH_DASK_IN_FLIGHT, BATCH_RETRIES
 from s2o_kernel.engine import S2OError
 
 from .cases import Case
@@ -79,7 +79,7 @@ def run_on_dask(agent: dict[str, Any], base: dict[str, Any], cases: Iterable[Cas
             i, case = found
             return client.submit(run_case, agent, base, case.model_dump(exclude_unset=True),  # as the case says
                                  key=f"s2o-case-{i}", pure=False, retries=BATCH_RETRIES)
-        first = [f for f in (submit() for _ in range(2 * BATCH_IN_FLIGHT * max(workers, 1))) if f is not None]
+        first = [f for f in (submit() for _ in range(BATCH_DASK_IN_FLIGHT * max(workers, 1))) if f is not None]
         running = as_completed(first)
         for future in running:  # a case ends, the next is submitted: the caller's memory stays flat
             yield future.result()
