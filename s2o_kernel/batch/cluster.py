@@ -41,7 +41,6 @@ def run_case(agent: dict[str, Any], base: dict[str, Any], case: dict[str, Any]) 
     return runner.run_case(Case.model_validate(case))
 
 
-@atexit.register
 def _close_runners() -> None:
     """A Dask worker that exits stops the contained workers its runners started."""
     with _LOCK:
@@ -49,6 +48,9 @@ def _close_runners() -> None:
         _RUNNERS.clear()
     for runner in runners:
         runner.close()
+
+
+atexit.register(_close_runners)
 
 
 def run_on_dask(agent: dict[str, Any], base: dict[str, Any], cases: Iterable[Case], address: str,
