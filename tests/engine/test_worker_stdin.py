@@ -168,8 +168,12 @@ def test_the_end_of_input_ends_the_main_threads_reading(pipes: Pipes) -> None:
 
 
 def test_the_end_of_input_while_an_answer_is_owed_reaches_the_main_thread(pipes: Pipes) -> None:
+    """The parent gone while a call waits: the main thread gets the end of input, and the waiting call ends
+    ``stopped`` at once (no answer will come), so its run ends instead of waiting for its time limit."""
     future = pipes.call(2)
     pipes.event()
     pipes.requests.close()  # the parent is gone: no answer, no request
     assert _next(pipes) is None
-    assert not future.done()
+    with pytest.raises(S2OError) as raised:
+        future.result(timeout=5)
+    assert raised.value.code == "stopped" and "parent process is gone" in raised.value.message

@@ -4,6 +4,7 @@ limit, its calls recorded into a cassette by a real recording run, and cases of 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,19 @@ def make_suite(folder: Path) -> Path:
     """``folder`` with ``agent.json``, ``orders.cassette.json`` (recorded now) and ``cases.jsonl``."""
     (folder / "agent.json").write_text(json.dumps(AGENT))
     cassette = folder / "orders.cassette.json"
-    recorder = Session(Engine(make_settings({"replay": {"mode": "record", "cassette": str(cassette)}})))
-    for order in (7, 3):
-        recorder.llm_messages = []
-        assert recorder.run_fragment(AGENT, inputs={"order_id": order}).code == "success"
+    held = os.environ.get("S2O_REPLAY")
+    os.environ["S2O_REPLAY"] = "record"  # records under CI=true too (which replays only, unless S2O_REPLAY says)
+    try:
+        recorder = Session(Engine(make_settings({"replay": {"mode": "record", "cassette": str(cassette)}})))
+        for order in (7, 3):
+            recorder.reset()
+            run = recorder.run_fragment(AGENT, inputs={"order_id": order})
+            assert run.code == "success", run.error
+    finally:
+        if held is None:
+            os.environ.pop("S2O_REPLAY", None)
+        else:
+            os.environ["S2O_REPLAY"] = held
     lines = []
     for case_id, (case, _) in CASES.items():
         lines.append(json.dumps({"id": case_id, "cassette": "orders.cassette.json", **case}))
