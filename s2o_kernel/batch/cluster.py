@@ -23,7 +23,7 @@ from s2o_kernel.bounds import BATCH_DASK_IN_FLIGHT, BATCH_RETRIES
 from s2o_kernel.engine import S2OError
 
 from .cases import Case
-from .runner import Runner
+from .runner import Runner, error_line
 
 #: The runners of this process (a Dask worker's), by the batch's agent and settings as JSON.
 _RUNNERS: dict[str, Runner] = {}
@@ -73,18 +73,24 @@ def run_on_dask(agent: dict[str, Any], base: dict[str, Any], cases: Iterable[Cas
         raise S2OError("batch", f"cannot reach the Dask cluster at {address}: {type(exc).__name__}: {exc}") from None
     try:
         waiting = enumerate(cases)
+        cases_of: dict[str, Case] = {}
 
         def submit() -> Any:
             found = next(waiting, None)
             if found is None:
                 return None
             i, case = found
+            cases_of[f"s2o-case-{i}"] = case
             return client.submit(run_case, agent, base, case.model_dump(exclude_unset=True),  # as the case says
                                  key=f"s2o-case-{i}", pure=False, retries=BATCH_RETRIES)
         first = [f for f in (submit() for _ in range(BATCH_DASK_IN_FLIGHT * max(workers, 1))) if f is not None]
         running = as_completed(first)
         for future in running:  # a case ends, the next is submitted: the caller's memory stays flat
-            yield future.result()
+            case = cases_of.pop(future.key)
+            try:
+                yield future.result()
+            except Exception as exc:  # the task failed on every try (a worker that could not run it)
+                yield error_line(case, "unexpected", f"Dask: {type(exc).__name__}: {exc}", 0.0)
             future.release()
             following = submit()
             if following is not None:

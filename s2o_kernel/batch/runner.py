@@ -15,6 +15,7 @@ read (``cassette``, ``replay-mode``), or a fault of the engine (``unexpected``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -79,8 +80,10 @@ class Runner:
         try:
             run, seconds = self._run(case)
         except S2OError as exc:  # refused before it ran (its settings)
-            return _line(case, ERROR, [f"{exc.code}: {exc.message[:500]}"], exc.code, exc.code,
-                         time.monotonic() - started, None)
+            return error_line(case, exc.code, exc.message, time.monotonic() - started)
+        except Exception as exc:  # a fault outside the run (a worker that cannot start): this case's error only
+            self._drop_session()
+            return error_line(case, "unexpected", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
         outcome, diff = judge(case.expect, run, seconds)
         if run.error is not None and run.error.code in SETUP_CODES and case.expect.error != run.error.code:
             outcome = ERROR
@@ -108,6 +111,17 @@ class Runner:
         run = session.run_fragment(self.agent, inputs=case.run_inputs())
         return run, time.monotonic() - started
 
+    def _drop_session(self) -> None:
+        """Close this thread's session (after a fault): the next case starts a new one."""
+        session = getattr(self._local, "session", None)
+        self._local.session = None
+        if session is not None:
+            with self._lock:
+                if session in self._sessions:
+                    self._sessions.remove(session)
+            with contextlib.suppress(Exception):  # closing what a fault left: nothing more to do
+                session.close()
+
     def _session(self) -> IsolatedSession:
         """This thread's session, made on first use over the runner's settings."""
         session: IsolatedSession | None = getattr(self._local, "session", None)
@@ -117,6 +131,11 @@ class Runner:
             with self._lock:
                 self._sessions.append(session)
         return session
+
+
+def error_line(case: Case, code: str, message: str, seconds: float) -> dict[str, Any]:
+    """The result line of ``case`` ending in ``error`` with ``code`` before or outside its run."""
+    return _line(case, ERROR, [f"{code}: {message[:500]}"], code, code, seconds, None)
 
 
 def _line(case: Case, outcome: str, diff: list[str], code: str, error: str | None, seconds: float,

@@ -130,3 +130,31 @@ def test_no_process_of_a_replayed_batch_connects_a_socket(suite: Path, tmp_path:
                            env=env, capture_output=True, timeout=30, check=False)  # the hook logs a connect
     assert probe.returncode != 0 and "9)" in log.read_text()  # so an empty log above means no connect
     assert log.read_text().count("\n") == 1
+
+
+def test_a_case_whose_worker_cannot_start_errs_alone(suite: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault outside any run (here a worker that cannot start, injected for one case's settings) is that
+    case's ``error``; the batch goes on and the other cases pass."""
+    from s2o_kernel.batch import runner
+
+    real = runner.IsolatedSession
+
+    def starting(settings: Any, **kwargs: Any) -> Any:
+        if settings.limits.time == 7:
+            raise OSError("no worker could start")
+        return real(settings, **kwargs)
+    monkeypatch.setattr(runner, "IsolatedSession", starting)
+    monkeypatch.delenv("S2O_REPLAY", raising=False)
+    cases = tmp_path / "cases.jsonl"
+    cassette = str(suite / "orders.cassette.json")
+    cases.write_text("".join(json.dumps(case) + "\n" for case in [
+        {"id": "ok-1", "inputs": {"order_id": 7}, "cassette": cassette},
+        {"id": "broken", "inputs": {"order_id": 7}, "cassette": cassette, "settings": {"limits": {"time": 7}}},
+        {"id": "ok-2", "inputs": {"order_id": 7}, "cassette": cassette}]))
+    status = main([str(suite / "agent.json"), str(cases), "--results", str(tmp_path / "r.jsonl"), "--no-progress"])
+    lines = {line["id"]: line for line in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines())}
+    assert status == 1
+    assert (lines["ok-1"]["outcome"], lines["ok-2"]["outcome"]) == ("pass", "pass")
+    assert (lines["broken"]["outcome"], lines["broken"]["diff"]) == (
+        "error", ["unexpected: OSError: no worker could start"])
