@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from batch_suite import AGENT, CASES, make_suite
+from connect_log import SITECUSTOMIZE
 from junitparser import Error, Failure, JUnitXml
 
 from s2o_kernel.batch.__main__ import main
@@ -98,17 +99,6 @@ def test_bad_input_exits_2_naming_the_file_and_line(line: str, message: str, tmp
     assert message in capsys.readouterr().err
 
 
-#: Logs every ``socket.connect`` of the Python processes that load it (the runner and its workers).
-SITECUSTOMIZE = '''
-import os, sys
-_log = os.environ.get("S2O_TEST_CONNECT_LOG")
-if _log:
-    def _hook(event, args):
-        if event == "socket.connect":
-            with open(_log, "a") as f:
-                f.write(repr(args[1]) + "\\n")
-    sys.addaudithook(_hook)
-'''
 
 
 def test_no_process_of_a_replayed_batch_connects_a_socket(suite: Path, tmp_path: Path) -> None:

@@ -17,18 +17,11 @@ from typing import Any
 
 import pytest
 
+from benchmarks.fragments import ORDERS_AGENT  # the orders agent of notebooks/outside-world.ipynb
 from s2o_kernel.bounds import TRACE_CHARS, TRACE_PASSES, TRACE_SPANS, TRACE_TEXT_CHARS, TRACE_VALUE_CHARS
 from s2o_kernel.engine import Engine, IsolatedSession, Session, default_settings, make_settings
 from s2o_kernel.engine.commands import loops
 from s2o_kernel.engine.fragments import trace as trace_module
-
-ORDERS_AGENT = {"functions": {
-    "get_order": {"args": {"order_id": "int"},
-                  "commands": [{"api": {"profile": "echo", "path": "{ f'/orders/{order_id}' }"}},
-                               {"return": "{ result }"}]},
-    "main": {"commands": [{"llm": {"profile": "orders", "prompt": "demo", "input": "Where is my order 7?",
-                                   "functions": ["get_order"]}},
-                          {"return": "{ result }"}]}}}
 
 
 @pytest.fixture(params=["in-process", "worker"])
@@ -340,7 +333,7 @@ def test_a_worker_that_sends_a_bad_trace_is_a_protocol_fault(monkeypatch: pytest
     assert getattr(raised.value, "code", None) == wire.FAULT_CODE
 
 
-# -- what a newcomer's and a red team's trial found (issue 33): every text bounded and UTF-8 ---------------------
+# -- every text of a trace bounded and UTF-8, whatever the fragment ----------------------------------------------
 
 def test_a_lone_surrogate_in_a_name_or_a_value_is_escaped_everywhere_a_trace_goes(session: Any) -> None:
     run = session.run_fragment([{"var": {"d": {"\ud800k": "{ 1 }"}, "s": "{ 'x\\udc80y' }"}}])

@@ -15,15 +15,8 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from benchmarks.fragments import ORDERS_AGENT  # the orders agent of notebooks/outside-world.ipynb
 from s2o_kernel.engine import Engine, Session, default_settings, trace_to_otlp, trace_to_protobuf
-
-ORDERS_AGENT = {"functions": {
-    "get_order": {"args": {"order_id": "int"},
-                  "commands": [{"api": {"profile": "echo", "path": "{ f'/orders/{order_id}' }"}},
-                               {"return": "{ result }"}]},
-    "main": {"commands": [{"llm": {"profile": "orders", "prompt": "demo", "input": "Where is my order 7?",
-                                   "functions": ["get_order"]}},
-                          {"return": "{ result }"}]}}}
 
 
 def parsed(request: dict[str, Any]) -> ExportTraceServiceRequest:

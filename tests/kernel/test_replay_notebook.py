@@ -20,23 +20,13 @@ from typing import Any
 
 import nbformat
 import pytest
+from connect_log import SITECUSTOMIZE
 from kernel_harness import install_spec, kernel_env
 
 pytestmark = pytest.mark.timeout(300)
 
 KEY = "sk-record-2b7e9d41c3"
 
-#: Logs every ``socket.connect`` of the Python processes that load it (the kernel, its worker, nbval).
-SITECUSTOMIZE = '''
-import os, sys
-_log = os.environ.get("S2O_TEST_CONNECT_LOG")
-if _log:
-    def _hook(event, args):
-        if event == "socket.connect":
-            with open(_log, "a") as f:
-                f.write(repr(args[1]) + "\\n")
-    sys.addaudithook(_hook)
-'''
 
 AGENT = {"functions": {
     "lookUp": {"args": {"orderId": "int"}, "commands": [{"return": "{ {'id': orderId, 'status': 'shipped'} }"}]},

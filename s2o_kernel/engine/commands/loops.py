@@ -376,7 +376,7 @@ class LoopTrace:
 
     def mute(self) -> None:
         """The recorded passes are done: the rest are counted, not kept."""
-        self.token = self.tracer.mute(self.loop, self.count)
+        self.token = self.tracer.mute(self.loop)
 
     def end(self) -> None:
         """The loop ended (however): its passes on its span (a pass refused by ``loop-limit`` was not made); the

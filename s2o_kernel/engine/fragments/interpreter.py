@@ -232,7 +232,7 @@ class Interpreter:
         tracer = self.tracer
         span = tracer.open("outside", kind, path) if tracer is not None else -1
         receipt: dict[str, Any] = {}
-        token = RECEIPT.set(receipt)
+        token = RECEIPT.set(receipt) if tracer is not None else None  # only a trace reads what the door tells
         try:
             if tracer is not None:
                 tracer.request(span, kind, profile, request.fields)
@@ -247,7 +247,8 @@ class Interpreter:
                 raise
             raise raised from None
         finally:
-            RECEIPT.reset(token)
+            if token is not None:
+                RECEIPT.reset(token)
         if tracer is not None:
             tracer.response(span, kind, result, receipt)
             tracer.close(span)

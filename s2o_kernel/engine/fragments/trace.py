@@ -282,9 +282,8 @@ class Tracer:
         if type(receipt.get("recorded")) is float:
             info["recorded"] = receipt["recorded"]
 
-    def mute(self, loop: int, passes: int) -> Any:
-        """Stop recording in this task for the rest of loop span ``loop``'s passes (from pass ``passes``); a
-        token for :meth:`unmute`."""
+    def mute(self, loop: int) -> Any:
+        """Stop recording in this task for the rest of loop span ``loop``'s passes; a token for :meth:`unmute`."""
         if loop >= 0:
             self.spans[loop].info.setdefault("hidden", dict.fromkeys(HIDDEN_KEYS, 0))
         return _AT.set(-loop - 2 if loop >= 0 else -1)
